@@ -1,0 +1,3 @@
+"""pgfl: privacy-preserving graph federated learning."""
+
+__version__ = "0.1.0"
