@@ -1,0 +1,87 @@
+"""The federated dataset container: padded per-client arrays plus true counts.
+
+A federated dataset over ``P`` units of ``K`` clients each is stored padded
+(DESIGN.md, "Data layout"): client ``(p, k)`` owns rows ``X[p, k, :counts[p, k]]``;
+rows past its count are zero padding and never read by the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pgfl.validation import ConfigError
+
+
+@dataclass(frozen=True)
+class FederatedData:
+    """Per-client samples of a federated learning problem, padded to a common length.
+
+    Attributes:
+        X: features, shape ``[P, K, N_max, M]``, float64.
+        y: targets, shape ``[P, K, N_max]``: the output ``d`` for regression, labels in
+            ``{-1, +1}`` for classification.
+        counts: samples per client ``N_{p,k}``, shape ``[P, K]``, int64, each in ``[1, N_max]``.
+        X_test, y_test: optional clean held-out set, shapes ``[N_test, M]`` and ``[N_test]``.
+        w_star: optional generating model ``w*`` (synthetic data), shape ``[M]``.
+
+    >>> d = FederatedData(np.zeros((2, 3, 4, 5)), np.zeros((2, 3, 4)), np.full((2, 3), 4))
+    >>> d.shape
+    (2, 3, 4, 5)
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    counts: np.ndarray
+    X_test: np.ndarray | None = None
+    y_test: np.ndarray | None = None
+    w_star: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        X, y, n = self.X, self.y, self.counts
+        if X.ndim != 4:
+            raise ConfigError(f"X must have shape [P, K, N_max, M]; got shape {X.shape}")
+        P, K, N, _ = X.shape
+        if y.shape != (P, K, N):
+            raise ConfigError(f"y must have shape [P, K, N_max]={(P, K, N)}; got {y.shape}")
+        if n.shape != (P, K):
+            raise ConfigError(f"counts must have shape [P, K]={(P, K)}; got {n.shape}")
+        if n.size and (n.min() < 1 or n.max() > N):
+            bad = np.argwhere((n < 1) | (n > N))[0]
+            raise ConfigError(
+                f"counts must be in [1, N_max={N}] for every client; "
+                f"got {int(n[tuple(bad)])} at client (p={bad[0]}, k={bad[1]})"
+            )
+        if not np.all(np.isfinite(X)) or not np.all(np.isfinite(y)):
+            raise ConfigError("X and y must be finite (no NaN or inf)")
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """``(P, K, N_max, M)``."""
+        return tuple(int(s) for s in self.X.shape)  # type: ignore[return-value]
+
+    @property
+    def mask(self) -> np.ndarray:
+        """Boolean ``[P, K, N_max]``: True where a row is a real sample."""
+        return np.arange(self.X.shape[2]) < self.counts[..., None]
+
+    @classmethod
+    def from_client_lists(
+        cls,
+        Xs: list[list[np.ndarray]],
+        ys: list[list[np.ndarray]],
+        **extra: np.ndarray | None,
+    ) -> FederatedData:
+        """Pad nested lists ``Xs[p][k]`` (``[N_pk, M]``) and ``ys[p][k]`` (``[N_pk]``)."""
+        P, K = len(Xs), len(Xs[0])
+        M = Xs[0][0].shape[1]
+        counts = np.array([[len(ys[p][k]) for k in range(K)] for p in range(P)], dtype=np.int64)
+        N = int(counts.max())
+        X = np.zeros((P, K, N, M))
+        y = np.zeros((P, K, N))
+        for p in range(P):
+            for k in range(K):
+                X[p, k, : counts[p, k]] = Xs[p][k]
+                y[p, k, : counts[p, k]] = ys[p][k]
+        return cls(X, y, counts, **extra)
