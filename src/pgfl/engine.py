@@ -1,0 +1,393 @@
+"""The privatized GFL engine: one iteration vectorized over curves, repetitions, units and clients.
+
+One GFL iteration ``i`` (preprint eqs. 6-8; SPEC §1):
+
+1. server ``p`` samples ``L`` of its ``K`` clients without replacement;
+2. each sampled client starts from ``w_{p,i-1}`` and runs ``E_pk`` SGD steps of size
+   ``mu / E_pk`` on mini-batches of ``B_pk`` samples (eq. 3);
+3. the server aggregates the shared messages (eq. 7):
+   ``psi_p = (1/L) sum_k (w_pk + g_pk)`` when clients share models, or
+   ``psi_p = w_{p,i-1} - mu (1/L) sum_k (u_pk + g_pk)`` when they share their averaged
+   updates ``u_pk = (w_{p,i-1} - w_pk) / mu`` (journal §3.4, eqs. 54-55);
+4. servers combine over the graph (eq. 8): ``w_p = sum_m a_pm (psi_m + g_pm)``.
+
+Server-level noise ``g_pm`` (std ``sigma_g`` per coordinate):
+
+* ``random``: server ``m`` draws ``g_m`` and sends ``psi_m + g_m`` to every neighbour and
+  to itself, so the noise term is ``(A g)_p``;
+* ``graph_homomorphic`` (eq. 47): ``g_pm = g_m`` for ``p != m`` and
+  ``g_mm = -((1 - a_mm)/a_mm) g_m``; the noise term is ``((A - I) g)_p``, whose network
+  average ``1^T (A - I) g / P`` is exactly zero (eq. 46);
+* ``random_per_link``: an independent draw on every link ``m -> p`` (and the self-copy).
+
+Array layout: a leading *curve* axis ``C`` (settings that vary between curves: step
+size, noise, sharing mode, clipping) and a *repetition* axis ``R`` share the work of one
+vectorized computation. Server models are ``W[C, R, P, M]``; sampled clients'
+models ``Wk[C, R, P, L, M]``. Every random draw has a leading ``R`` axis and is shared
+by all curves (common random numbers), so curves differ only by their settings.
+
+The round is split in a *local phase* (clients' updates and the unit aggregate;
+needs only the unit's own data) and a *combine phase* (needs the neighbours'
+messages), so that a distributed backend can run blocks of units apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from pgfl.data.federated import FederatedData
+from pgfl.problems import _Problem
+from pgfl.topology import check_combination_matrix
+from pgfl.validation import ConfigError, check_choice, check_int, check_real
+
+SERVER_NOISE = ("none", "random", "graph_homomorphic", "random_per_link")
+CLIENT_NOISE = ("none", "laplace", "gaussian")
+DISTRIBUTIONS = ("laplace", "gaussian")
+SHARE = ("models", "updates")
+
+#: An MSD above this (or non-finite) marks a repetition as diverged.
+DIVERGENCE_MSD = 1e12
+
+
+@dataclass(frozen=True)
+class CurveSettings:
+    """Settings that may differ between the curves of one batched simulation.
+
+    Attributes:
+        mu: step size ``mu`` (> 0); a client's SGD step is ``mu / E_pk``.
+        share: ``"models"`` or ``"updates"`` (journal §3.4).
+        client_noise: ``"none"``, ``"laplace"`` or ``"gaussian"`` noise on what a client shares.
+        client_std: its standard deviation per coordinate.
+        server_noise: one of :data:`SERVER_NOISE`.
+        server_std: ``sigma_g``, std per coordinate of the server-level noise.
+        server_distribution: ``"laplace"`` (the papers) or ``"gaussian"``.
+        clip_norm: per-sample gradient clipping norm (``inf``: no clipping).
+    """
+
+    mu: float
+    share: str = "models"
+    client_noise: str = "none"
+    client_std: float = 0.0
+    server_noise: str = "none"
+    server_std: float = 0.0
+    server_distribution: str = "laplace"
+    clip_norm: float = float("inf")
+
+    def __post_init__(self) -> None:
+        check_real("training.mu", self.mu, lo=0, lo_open=True)
+        check_choice("training.share", self.share, SHARE)
+        check_choice("privacy.client_noise", self.client_noise, CLIENT_NOISE)
+        check_real("privacy.client_std", self.client_std, lo=0)
+        check_choice("privacy.server_noise", self.server_noise, SERVER_NOISE)
+        check_real("privacy.server_std", self.server_std, lo=0)
+        check_choice("privacy.server_distribution", self.server_distribution, DISTRIBUTIONS)
+        if not (self.clip_norm == float("inf")):
+            check_real("training.clip_norm", self.clip_norm, lo=0, lo_open=True)
+
+
+@dataclass(frozen=True)
+class Network:
+    """What the curves of one batched simulation share: data, loss, graph and schedule.
+
+    Attributes:
+        data: the federated data set (``P`` units of ``K`` clients).
+        problem: the loss (``LeastSquares`` or ``Logistic``).
+        A: combination matrix ``[P, P]`` (checked against Assumption 1).
+        L: clients sampled per unit and iteration, in ``[1, K]``.
+        epochs: local epochs ``E_pk``, int ``[P, K]``.
+        batch: mini-batch sizes ``B_pk``, int ``[P, K]``; ``None`` means full batch
+            (every sample of the client in every epoch).
+    """
+
+    data: FederatedData
+    problem: _Problem
+    A: np.ndarray
+    L: int
+    epochs: np.ndarray
+    batch: np.ndarray | None
+    iota2: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        P, K, _, _ = self.data.shape
+        if self.A.shape != (P, P):
+            raise ConfigError(f"combination matrix must be P x P with P={P}; got {self.A.shape}")
+        object.__setattr__(self, "iota2", check_combination_matrix(self.A))
+        check_int("training.L", self.L, lo=1, hi=K, hi_name="K")
+        for name, arr in (("epochs", self.epochs), ("batch", self.batch)):
+            if arr is None:
+                continue
+            if arr.shape != (P, K) or arr.min() < 1:
+                raise ConfigError(f"training.{name} must be positive integers of shape {(P, K)}")
+
+
+class RoundDraws(NamedTuple):
+    """The random draws of one iteration (each with a leading repetition axis ``R``).
+
+    Attributes:
+        clients: sampled client indices ``[R, P, L]`` (distinct within a unit).
+        batches: sample indices ``[E_max, R, P, L, B_max]`` within each client's data
+            (uniform with replacement), or ``None`` for full batches.
+        client_noise: unit-variance noise ``[R, P, L, M]`` per distribution name.
+        server_noise: unit-variance noise ``[R, P, M]`` per distribution name.
+        link_noise: unit-variance noise ``[R, nnz(A), M]`` per distribution name.
+    """
+
+    clients: np.ndarray
+    batches: np.ndarray | None
+    client_noise: dict[str, np.ndarray]
+    server_noise: dict[str, np.ndarray]
+    link_noise: dict[str, np.ndarray]
+
+
+class Streams(NamedTuple):
+    """Independent generators for the random draws of a simulation."""
+
+    sampling: np.random.Generator
+    batches: np.random.Generator
+    client_noise: np.random.Generator
+    server_noise: np.random.Generator
+
+
+def unit_variance(rng: np.random.Generator, distribution: str, shape: tuple[int, ...]) -> np.ndarray:
+    """Zero-mean, unit-variance noise: ``Lap(0, 1/sqrt(2))`` or ``N(0, 1)``.
+
+    Scaled by ``sigma`` it is the papers' ``Lap(0, sigma/sqrt(2))`` of variance ``sigma^2``.
+    """
+    if distribution == "laplace":
+        return rng.laplace(0.0, 1.0 / np.sqrt(2.0), size=shape)
+    return rng.standard_normal(shape)
+
+
+def sample_clients(rng: np.random.Generator, R: int, P: int, K: int, L: int) -> np.ndarray:
+    """``[R, P, L]`` indices: ``L`` distinct clients of ``K`` per unit, uniformly at random."""
+    if L == K:
+        return np.broadcast_to(np.arange(K), (R, P, K))
+    keys = rng.random((R, P, K))
+    return np.argpartition(keys, L - 1, axis=-1)[..., :L]
+
+
+class _CurveArrays(NamedTuple):
+    """Per-curve settings as arrays broadcastable against ``[C, R, P, ...]``."""
+
+    mu: np.ndarray  # [C]
+    updates: np.ndarray  # [C] bool
+    client_std: dict[str, np.ndarray]  # distribution -> [C]
+    server_random: dict[str, np.ndarray]  # distribution -> [C], coefficient of A g
+    server_self: dict[str, np.ndarray]  # distribution -> [C], coefficient of g
+    link_std: dict[str, np.ndarray]  # distribution -> [C]
+    clip: np.ndarray | None  # [C] or None if no curve clips
+
+
+def _curve_arrays(curves: Sequence[CurveSettings]) -> _CurveArrays:
+    C = len(curves)
+    mu = np.array([c.mu for c in curves])
+    updates = np.array([c.share == "updates" for c in curves])
+    client_std: dict[str, np.ndarray] = {}
+    server_random: dict[str, np.ndarray] = {}
+    server_self: dict[str, np.ndarray] = {}
+    link_std: dict[str, np.ndarray] = {}
+    for i, c in enumerate(curves):
+        if c.client_noise != "none" and c.client_std > 0:
+            client_std.setdefault(c.client_noise, np.zeros(C))[i] = c.client_std
+        d, s = c.server_distribution, c.server_std
+        if s > 0 and c.server_noise in ("random", "graph_homomorphic"):
+            server_random.setdefault(d, np.zeros(C))[i] = s
+            server_self.setdefault(d, np.zeros(C))
+            if c.server_noise == "graph_homomorphic":
+                server_self[d][i] = s
+        elif s > 0 and c.server_noise == "random_per_link":
+            link_std.setdefault(d, np.zeros(C))[i] = s
+    clips = np.array([c.clip_norm for c in curves])
+    clip = clips if np.isfinite(clips).any() else None
+    return _CurveArrays(mu, updates, client_std, server_random, server_self, link_std, clip)
+
+
+def draw_round(
+    streams: Streams, net: Network, curves: _CurveArrays, R: int
+) -> RoundDraws:
+    """Draw every random quantity of one iteration, in a fixed order per stream."""
+    P, K, _, M = net.data.shape
+    clients = sample_clients(streams.sampling, R, P, K, net.L)
+    batches = None
+    if net.batch is not None:
+        e_max, b_max = int(net.epochs.max()), int(net.batch.max())
+        batches = streams.batches.random((e_max, R, P, net.L, b_max))
+    client_noise = {
+        d: unit_variance(streams.client_noise, d, (R, P, net.L, M)) for d in curves.client_std
+    }
+    server_noise = {
+        d: unit_variance(streams.server_noise, d, (R, P, M)) for d in curves.server_random
+    }
+    nnz = int(np.count_nonzero(net.A))
+    link_noise = {d: unit_variance(streams.server_noise, d, (R, nnz, M)) for d in curves.link_std}
+    return RoundDraws(clients, batches, client_noise, server_noise, link_noise)
+
+
+def local_phase(
+    W: np.ndarray, net: Network, curves: _CurveArrays, draws: RoundDraws
+) -> np.ndarray:
+    """Clients' local SGD and the unit aggregate ``psi`` (eqs. 6-7); ``[C,R,P,M]`` → same.
+
+    Inside, the curve axis is moved last (``Wk[R, P, L, M, C]``) so that every epoch is
+    two batched matrix products shared by all curves (:meth:`_Problem.gradient`).
+    """
+    data = net.data
+    P, K, N, M = data.shape
+    idx = draws.clients  # [R, P, L]
+    unit = np.arange(P)[None, :, None]
+    n_s = data.counts[unit, idx]
+    E_s = net.epochs[unit, idx]
+    base = (unit * K + idx) * N  # flat index of each sampled client's first sample
+    X = data.X.reshape(-1, M)
+    y = data.y.reshape(-1)
+    step = curves.mu / E_s[..., None, None]  # [R, P, L, 1, C]
+    clip = curves.clip
+    Wk = np.repeat(np.moveaxis(W, 0, -1)[:, :, None], idx.shape[-1], axis=2)
+    if net.batch is None:
+        rows = base[..., None] + np.arange(N)  # [R, P, L, N]
+        weight = (np.arange(N) < n_s[..., None]).astype(float)
+        U, d = X[rows], y[rows]
+    else:
+        B_s = net.batch[unit, idx]
+        weight = (np.arange(draws.batches.shape[-1]) < B_s[..., None]).astype(float)
+        rows = base[..., None] + (draws.batches * n_s[..., None]).astype(np.int64)
+        U_all, d_all = X[rows], y[rows]  # [E_max, R, P, L, B_max, (M)]
+    for e in range(int(E_s.max())):
+        if net.batch is not None:
+            U, d = U_all[e], d_all[e]
+        g = net.problem.gradient(Wk, U, d, weight, clip)
+        Wk -= np.where((e < E_s)[..., None, None], step, 0.0) * g
+    psi = Wk.mean(axis=2)  # [R, P, M, C]
+    for dist, std in curves.client_std.items():
+        scale = std * np.where(curves.updates, curves.mu, 1.0)
+        psi += draws.client_noise[dist].mean(axis=2)[..., None] * scale
+    return np.moveaxis(psi, -1, 0)
+
+
+def combine_phase(
+    psi: np.ndarray, net: Network, curves: _CurveArrays, draws: RoundDraws
+) -> np.ndarray:
+    """Diffusion combination with server-level noise (eq. 8); ``[C,R,P,M]`` → same."""
+    A = net.A
+    W = np.einsum("pm,crmd->crpd", A, psi)
+    for dist, g in draws.server_noise.items():
+        Ag = np.einsum("pm,rmd->rpd", A, g)
+        W += curves.server_random[dist][:, None, None, None] * Ag
+        W -= curves.server_self[dist][:, None, None, None] * g
+    if draws.link_noise:
+        rows, cols = np.nonzero(A)
+        weights = A[rows, cols]
+        onehot = np.zeros((A.shape[0], rows.size))
+        onehot[rows, np.arange(rows.size)] = weights
+        for dist, g in draws.link_noise.items():
+            W += curves.link_std[dist][:, None, None, None] * np.einsum("pe,red->rpd", onehot, g)
+    return W
+
+
+@dataclass
+class Trajectory:
+    """Per-iteration metrics of a batched simulation (axes ``[iteration, curve, repetition]``).
+
+    Attributes:
+        centroid_msd: ``||w_c,i - w°||^2`` (preprint eq. 58).
+        individual_msd: ``(1/P) sum_p ||w_p,i - w°||^2`` (eq. 59).
+        disagreement: ``(1/P) sum_p ||w_p,i - w_c,i||^2`` (eq. 30).
+        test_error: centroid test error (classification with a test set), else ``None``.
+        diverged_at: first iteration (1-based) at which a repetition diverged, ``-1`` if never;
+            shape ``[curve, repetition]``.
+        W: final server models ``[C, R, P, M]``.
+    """
+
+    centroid_msd: np.ndarray
+    individual_msd: np.ndarray
+    disagreement: np.ndarray
+    test_error: np.ndarray | None
+    diverged_at: np.ndarray
+    W: np.ndarray
+
+
+def simulate(
+    net: Network,
+    curves: Sequence[CurveSettings],
+    *,
+    iterations: int,
+    repetitions: int = 1,
+    seed: int = 0,
+    w_opt: np.ndarray | None = None,
+    w0: np.ndarray | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Trajectory:
+    """Run ``iterations`` GFL iterations for every curve and repetition at once.
+
+    Args:
+        net: the shared network, data, loss and schedule.
+        curves: per-curve settings; all curves see the same random draws.
+        iterations: number of iterations ``i = 1..T``.
+        repetitions: Monte-Carlo repetitions ``R`` (independent draws).
+        seed: root seed; streams ``sampling``, ``batches``, ``client_noise``,
+            ``server_noise`` derive from it (:func:`pgfl.rng.stream`).
+        w_opt: ``w°`` for the MSD metrics (default: ``net.problem.optimum(net.data)``).
+        w0: initial model of every server (default zeros).
+        progress: called with the number of finished iterations.
+
+    Returns:
+        A :class:`Trajectory`.
+
+    >>> from pgfl.data.synthetic import regression_data
+    >>> from pgfl.problems import LeastSquares
+    One epoch, full participation and full batches make GFL gradient descent on eq. 1,
+    so the centroid reaches ``w°`` to machine precision:
+
+    >>> data = regression_data(np.random.default_rng(0), P=3, K=4, N=20)
+    >>> one = np.ones((3, 4), dtype=int)
+    >>> net = Network(data, LeastSquares(0.1), np.full((3, 3), 1 / 3), L=4, epochs=one, batch=None)
+    >>> t = simulate(net, [CurveSettings(mu=0.5)], iterations=400)
+    >>> bool(t.centroid_msd[-1, 0, 0] < 1e-20)
+    True
+    """
+    from pgfl.rng import stream
+
+    iterations = check_int("iterations", iterations, lo=1)
+    R = check_int("repetitions", repetitions, lo=1)
+    if not curves:
+        raise ConfigError("curves must list at least one curve; got none")
+    for c in curves:
+        if c.server_noise == "graph_homomorphic" and c.server_std > 0:
+            check_combination_matrix(net.A, need_self_weights=True)
+    ca = _curve_arrays(curves)
+    P, _, _, M = net.data.shape
+    C = len(curves)
+    w_opt = net.problem.optimum(net.data) if w_opt is None else np.asarray(w_opt, float)
+    W = np.zeros((C, R, P, M))
+    if w0 is not None:
+        W += np.asarray(w0, float)
+    streams = Streams(*(stream(seed, n) for n in Streams._fields))
+    has_test = net.data.X_test is not None and net.problem.name == "logistic"
+    shape = (iterations, C, R)
+    out = {k: np.empty(shape) for k in ("centroid", "individual", "disagreement")}
+    test_error = np.empty(shape) if has_test else None
+    diverged_at = np.full((C, R), -1)
+    with np.errstate(all="ignore"):
+        for i in range(iterations):
+            draws = draw_round(streams, net, ca, R)
+            W = combine_phase(local_phase(W, net, ca, draws), net, ca, draws)
+            wc = W.mean(axis=2)
+            out["centroid"][i] = np.sum((wc - w_opt) ** 2, axis=-1)
+            out["individual"][i] = np.sum((W - w_opt) ** 2, axis=-1).mean(axis=-1)
+            out["disagreement"][i] = np.sum((W - wc[:, :, None]) ** 2, axis=-1).mean(axis=-1)
+            if has_test:
+                test_error[i] = net.problem.test_error(wc, net.data.X_test, net.data.y_test)
+            bad = ~(out["individual"][i] <= DIVERGENCE_MSD)
+            new = bad & (diverged_at < 0)
+            if new.any():
+                diverged_at[new] = i + 1
+                W[new] = np.nan
+            if progress is not None:
+                progress(i + 1)
+    return Trajectory(
+        out["centroid"], out["individual"], out["disagreement"], test_error, diverged_at, W
+    )
