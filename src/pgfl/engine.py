@@ -337,11 +337,11 @@ def simulate(
     Returns:
         A :class:`Trajectory`.
 
-    >>> from pgfl.data.synthetic import regression_data
-    >>> from pgfl.problems import LeastSquares
     One epoch, full participation and full batches make GFL gradient descent on eq. 1,
     so the centroid reaches ``w°`` to machine precision:
 
+    >>> from pgfl.data.synthetic import regression_data
+    >>> from pgfl.problems import LeastSquares
     >>> data = regression_data(np.random.default_rng(0), P=3, K=4, N=20)
     >>> one = np.ones((3, 4), dtype=int)
     >>> net = Network(data, LeastSquares(0.1), np.full((3, 3), 1 / 3), L=4, epochs=one, batch=None)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pgfl.graphlearn.smoothness import degree_operator, edge_count, num_nodes, vec_to_mat
+from pgfl.graphlearn.smoothness import degree_operator, num_nodes, vec_to_mat
 from pgfl.validation import check_int, check_real
 
 __all__ = ["derived_graphs", "heterogeneous_graphs", "laplacian", "rbf_graph", "smooth_signals"]
@@ -117,9 +117,5 @@ def smooth_signals(w: np.ndarray, n: int, rng: np.random.Generator, *, sigma_w: 
     num_nodes(w.size)
     lam, V = np.linalg.eigh(laplacian(w))
     lam = np.maximum(lam, 0.0)
-    eps = rng.standard_normal((n, w.size and V.shape[0]))
+    eps = rng.standard_normal((n, V.shape[0]))
     return (eps / np.sqrt(lam + sigma_w**2)) @ V.T
-
-
-def _unused(p: int) -> int:  # pragma: no cover - keeps edge_count import meaningful for readers
-    return edge_count(p)

@@ -1,0 +1,362 @@
+"""Generic tabular data (CSV / Parquet / DataFrame) → features ``X`` and labels ``y ∈ {±1}``.
+
+A table has one named label column; every other column is a feature (unless dropped):
+
+* **numeric** columns (int, float, bool dtypes) are standardized,
+  ``x ← (x − mean) / std`` with the mean and (population) standard deviation of the
+  *training* rows only (:meth:`TabularEncoder.fit` on the training part, then
+  :meth:`TabularEncoder.transform` on training and test parts); a constant column has
+  ``std = 0`` and is only centred. NaN or ±inf in a numeric column is an error that
+  names the row and the column;
+* **categorical** columns (strings, pandas ``category``, or any column listed in
+  ``categorical=``) are hashed as ``"column=value"`` tokens into ``hash_dim`` columns
+  (:mod:`pgfl.data.hashing`); a missing value is the token ``"column=<NA>"``.
+
+The feature layout is ``[numeric columns in table order | hash_dim hashed columns]``.
+
+The label must have exactly two distinct values. ``{0, 1}``, ``{-1, 1}`` and
+``{False, True}`` map to ``-1, +1`` in that order; other values are sorted and the larger
+one is ``+1`` unless ``positive=`` names it.
+
+>>> import pandas as pd
+>>> df = pd.DataFrame({"x": [1.0, 2.0, 3.0], "c": ["a", "b", "a"], "y": ["no", "yes", "no"]})
+>>> X, y = load_tabular(df, label="y", hash_dim=4)
+>>> X[:, 0].round(4).tolist(), y.tolist()
+([-1.2247, 0.0, 1.2247], [-1.0, 1.0, -1.0])
+>>> X.shape
+(3, 5)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pgfl.data.hashing import hash_fields, hashed_to_dense
+from pgfl.validation import ConfigError, check_int
+
+__all__ = [
+    "read_table",
+    "encode_labels",
+    "infer_columns",
+    "check_finite",
+    "TabularEncoder",
+    "load_tabular",
+]
+
+_PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
+
+
+def _is_parquet(path: Path) -> bool:
+    return path.suffix.lower() in _PARQUET_SUFFIXES
+
+
+def read_table(
+    path: str | os.PathLike[str],
+    *,
+    rows: int | None = None,
+    columns: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Read a CSV (any delimiter pandas sniffs as ``,``) or Parquet file into a DataFrame.
+
+    Parquet (``.parquet``, ``.pq``, ``.parq``) needs ``pyarrow`` (``pip install
+    'pgfl[parquet]'``). A CSV with a ``rows`` limit stops reading after ``rows`` rows.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ConfigError: empty file, a header without data rows, missing ``columns``,
+            or Parquet without pyarrow.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"data file not found: {str(p)!r}")
+    if rows is not None:
+        rows = check_int("rows", rows, lo=1)
+    if _is_parquet(p):
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError as e:
+            raise ConfigError(
+                f"reading Parquet file {str(p)!r} needs pyarrow: pip install 'pgfl[parquet]'"
+            ) from e
+        frame = pd.read_parquet(p, columns=list(columns) if columns is not None else None)
+        if rows is not None:
+            frame = frame.iloc[:rows]
+    else:
+        if p.stat().st_size == 0:
+            raise ConfigError(f"file {str(p)!r} is empty (no header line)")
+        try:
+            frame = pd.read_csv(p, nrows=rows, skipinitialspace=True)
+        except pd.errors.EmptyDataError as e:
+            raise ConfigError(f"file {str(p)!r} is empty (no header line)") from e
+        if columns is not None:
+            missing = [c for c in columns if c not in frame.columns]
+            if missing:
+                raise ConfigError(f"{str(p)!r} has no column(s) {missing}")
+            frame = frame[list(columns)]
+    if len(frame) == 0:
+        raise ConfigError(f"{str(p)!r} has no data rows (only a header)")
+    return frame
+
+
+def _row_ref(frame: pd.DataFrame, i: int, source: str | None) -> str:
+    """Human pointer to positional row ``i``: data row (and file line for a CSV)."""
+    if source is not None and not _is_parquet(Path(source)):
+        return f"data row {i} (line {i + 2} of {source!r})"
+    return f"data row {i}"
+
+
+def encode_labels(
+    values: Sequence[object] | np.ndarray | pd.Series,
+    *,
+    name: str = "label",
+    positive: object | None = None,
+    source: str | None = None,
+) -> tuple[np.ndarray, tuple[object, object]]:
+    """Map a two-valued label column to ``y ∈ {-1, +1}``.
+
+    Args:
+        values: the label column.
+        name: its name (for messages).
+        positive: the value that becomes ``+1`` (default: see the module docstring).
+        source: file name for messages.
+
+    Returns:
+        ``(y, (negative_value, positive_value))`` with ``y`` float64.
+
+    Raises:
+        ConfigError: a missing label (row given), or not exactly two distinct values.
+
+    >>> encode_labels(["b", "a", "b"])[0].tolist()
+    [1.0, -1.0, 1.0]
+    >>> encode_labels([3, 7, 3], positive=3)[0].tolist()
+    [1.0, -1.0, 1.0]
+    """
+    s = pd.Series(values, copy=False).reset_index(drop=True)
+    na = np.flatnonzero(s.isna().to_numpy())
+    if na.size:
+        raise ConfigError(
+            f"label column {name!r} has a missing value at {_row_ref(s.to_frame(), int(na[0]), source)}"
+        )
+    uniq = pd.unique(s)
+    if len(uniq) != 2:
+        shown = sorted(map(repr, uniq[:10].tolist()))
+        more = "" if len(uniq) <= 10 else f" (and {len(uniq) - 10} more)"
+        raise ConfigError(
+            f"label column {name!r} must have exactly two distinct values; "
+            f"got {len(uniq)}: {', '.join(shown)}{more}"
+        )
+    try:
+        neg, pos = sorted(uniq.tolist())
+    except TypeError:  # mixed types
+        neg, pos = sorted(uniq.tolist(), key=repr)
+    if positive is not None:
+        if positive not in (neg, pos):
+            raise ConfigError(
+                f"positive must be one of the label values {neg!r}, {pos!r}; got {positive!r}"
+            )
+        if positive == neg:
+            neg, pos = pos, neg
+    y = np.where((s == pos).to_numpy(), 1.0, -1.0)
+    return y, (neg, pos)
+
+
+def infer_columns(
+    frame: pd.DataFrame,
+    *,
+    label: str,
+    categorical: Sequence[str] | None = None,
+    drop: Sequence[str] = (),
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Split the feature columns (all but ``label`` and ``drop``) into numeric and categorical.
+
+    Numeric: int/float/bool dtypes not listed in ``categorical``. Categorical: everything
+    else (strings, ``category``, mixed objects) plus the ``categorical`` list.
+
+    Raises:
+        ConfigError: the label column, a listed column or every feature is missing.
+    """
+    if label not in frame.columns:
+        raise ConfigError(
+            f"label column {label!r} not found; the columns are {list(map(str, frame.columns))}"
+        )
+    cats = list(categorical or ())
+    unknown = [c for c in [*cats, *drop] if c not in frame.columns]
+    if unknown:
+        raise ConfigError(f"column(s) {unknown} not found; the columns are {list(frame.columns)}")
+    if label in cats:
+        raise ConfigError(f"the label column {label!r} cannot also be categorical")
+    features = [c for c in frame.columns if c != label and c not in drop]
+    if not features:
+        raise ConfigError(f"no feature columns besides the label {label!r}")
+    numeric = tuple(
+        c
+        for c in features
+        if c not in cats
+        and (pd.api.types.is_numeric_dtype(frame[c]) or pd.api.types.is_bool_dtype(frame[c]))
+    )
+    cat = tuple(c for c in features if c not in numeric)
+    return numeric, cat
+
+
+def check_finite(
+    frame: pd.DataFrame, columns: Sequence[str], *, source: str | None = None
+) -> np.ndarray:
+    """Return ``frame[columns]`` as float64 ``[n, len(columns)]``; reject NaN/inf by row and column.
+
+    >>> check_finite(pd.DataFrame({"a": [1.0, float("nan")]}), ["a"])
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: feature column 'a' has NaN at data row 1
+    """
+    if not columns:
+        return np.zeros((len(frame), 0))
+    try:
+        A = frame[list(columns)].to_numpy(dtype=np.float64, na_value=np.nan)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"numeric feature columns {list(columns)} are not all numbers: {e}") from e
+    bad = ~np.isfinite(A)
+    if bad.any():
+        i, j = (int(v) for v in np.argwhere(bad)[0])
+        what = "NaN" if np.isnan(A[i, j]) else ("inf" if A[i, j] > 0 else "-inf")
+        raise ConfigError(
+            f"feature column {columns[j]!r} has {what} at {_row_ref(frame, i, source)}"
+        )
+    return A
+
+
+@dataclass(frozen=True)
+class TabularEncoder:
+    """Standardize numeric columns and hash categorical ones; learned statistics end in ``_``.
+
+    ``X = [(A − mean_) / std_ | hash(categorical)]`` with ``A`` the numeric columns,
+    ``mean_``/``std_`` computed on the rows given to :meth:`fit` (``std_ = 1`` for a
+    constant column), ``hash`` the signed/unsigned hashing trick into ``hash_dim`` columns.
+
+    Attributes:
+        numeric, categorical: column names.
+        hash_dim: hashed columns (0 columns are produced when there is no categorical).
+        signed: signed hashing.
+        standardize: if False, numeric columns are passed through unchanged.
+        mean_, std_: per-numeric-column statistics of the fitted rows, shape ``[n_numeric]``.
+
+    >>> enc = TabularEncoder.fit(pd.DataFrame({"a": [0.0, 2.0]}), numeric=["a"])
+    >>> enc.mean_.tolist(), enc.std_.tolist()
+    ([1.0], [1.0])
+    >>> enc.transform(pd.DataFrame({"a": [3.0]})).tolist()
+    [[2.0]]
+    """
+
+    numeric: tuple[str, ...]
+    categorical: tuple[str, ...]
+    hash_dim: int
+    signed: bool
+    standardize: bool
+    mean_: np.ndarray
+    std_: np.ndarray
+    key: bytes = b""
+
+    @classmethod
+    def fit(
+        cls,
+        frame: pd.DataFrame,
+        *,
+        numeric: Sequence[str] = (),
+        categorical: Sequence[str] = (),
+        hash_dim: int = 64,
+        signed: bool = True,
+        standardize: bool = True,
+        key: bytes = b"",
+        source: str | None = None,
+    ) -> TabularEncoder:
+        """Learn the standardization of ``numeric`` from ``frame`` (the training rows)."""
+        hash_dim = check_int("hash_dim", hash_dim, lo=1)
+        if len(frame) == 0:
+            raise ConfigError("cannot fit the feature encoder on zero rows")
+        A = check_finite(frame, list(numeric), source=source)
+        mean = A.mean(axis=0) if standardize else np.zeros(A.shape[1])
+        std = A.std(axis=0) if standardize else np.ones(A.shape[1])
+        std = np.where(std > 0, std, 1.0)
+        return cls(tuple(numeric), tuple(categorical), hash_dim, signed, standardize, mean, std, key)
+
+    @property
+    def dim(self) -> int:
+        """Number of output features ``M``."""
+        return len(self.numeric) + (self.hash_dim if self.categorical else 0)
+
+    @property
+    def feature_names(self) -> list[str]:
+        """Names of the output columns (``hash[j]`` for hashed ones)."""
+        hashed = [f"hash[{j}]" for j in range(self.hash_dim)] if self.categorical else []
+        return [*self.numeric, *hashed]
+
+    def transform(self, frame: pd.DataFrame, *, source: str | None = None) -> np.ndarray:
+        """Features ``[n, dim]`` float64 of ``frame`` (same columns as at fit time)."""
+        missing = [c for c in (*self.numeric, *self.categorical) if c not in frame.columns]
+        if missing:
+            raise ConfigError(f"column(s) {missing} missing from the data to transform")
+        A = (check_finite(frame, list(self.numeric), source=source) - self.mean_) / self.std_
+        if not self.categorical:
+            return A
+        idx, sign = hash_fields(
+            {c: frame[c].to_numpy() for c in self.categorical},
+            self.hash_dim,
+            signed=self.signed,
+            key=self.key,
+        )
+        return np.hstack([A, hashed_to_dense(idx, sign, self.hash_dim)])
+
+
+def load_tabular(
+    data: str | os.PathLike[str] | pd.DataFrame,
+    *,
+    label: str,
+    rows: int | None = None,
+    categorical: Sequence[str] | None = None,
+    drop: Sequence[str] = (),
+    hash_dim: int = 64,
+    signed: bool = True,
+    standardize: bool = True,
+    positive: object | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Load a table and return ``(X [n, M], y [n] in {±1})``, standardized on all rows.
+
+    For a train/test split with statistics from the training part only, use
+    :func:`read_table`, :func:`infer_columns`, :meth:`TabularEncoder.fit` on the training
+    rows and :meth:`TabularEncoder.transform` (as
+    :func:`pgfl.data.datasets.classification_federated_data` does).
+
+    Args:
+        data: a CSV/Parquet path or a DataFrame.
+        label: the label column (two distinct values).
+        rows: read at most this many rows.
+        categorical: columns to hash even if numeric (e.g. integer codes).
+        drop: columns to ignore (ids, leakage).
+        hash_dim: hashed columns for the categorical features.
+        signed: signed hashing.
+        standardize: standardize numeric columns.
+        positive: the label value mapped to ``+1``.
+    """
+    source = None if isinstance(data, pd.DataFrame) else str(data)
+    frame = read_table(data, rows=rows) if source is not None else data
+    if source is None and rows is not None:
+        frame = frame.iloc[: check_int("rows", rows, lo=1)]
+    if len(frame) == 0:
+        raise ConfigError("the table has no rows")
+    numeric, cat = infer_columns(frame, label=label, categorical=categorical, drop=drop)
+    y, _ = encode_labels(frame[label], name=label, positive=positive, source=source)
+    enc = TabularEncoder.fit(
+        frame,
+        numeric=numeric,
+        categorical=cat,
+        hash_dim=hash_dim,
+        signed=signed,
+        standardize=standardize,
+        source=source,
+    )
+    return enc.transform(frame, source=source), y
