@@ -71,6 +71,7 @@ def read_table(
         FileNotFoundError: no such file.
         ConfigError: empty file, a header without data rows, missing ``columns``,
             or Parquet without pyarrow.
+
     """
     p = Path(path)
     if not p.is_file():
@@ -136,13 +137,13 @@ def encode_labels(
     [1.0, -1.0, 1.0]
     >>> encode_labels([3, 7, 3], positive=3)[0].tolist()
     [1.0, -1.0, 1.0]
+
     """
     s = pd.Series(values, copy=False).reset_index(drop=True)
     na = np.flatnonzero(s.isna().to_numpy())
     if na.size:
-        raise ConfigError(
-            f"label column {name!r} has a missing value at {_row_ref(s.to_frame(), int(na[0]), source)}"
-        )
+        where = _row_ref(s.to_frame(), int(na[0]), source)
+        raise ConfigError(f"label column {name!r} has a missing value at {where}")
     uniq = pd.unique(s)
     if len(uniq) != 2:
         shown = sorted(map(repr, uniq[:10].tolist()))
@@ -180,6 +181,7 @@ def infer_columns(
 
     Raises:
         ConfigError: the label column, a listed column or every feature is missing.
+
     """
     if label not in frame.columns:
         raise ConfigError(
@@ -219,7 +221,9 @@ def check_finite(
     try:
         A = frame[list(columns)].to_numpy(dtype=np.float64, na_value=np.nan)
     except (TypeError, ValueError) as e:
-        raise ConfigError(f"numeric feature columns {list(columns)} are not all numbers: {e}") from e
+        raise ConfigError(
+            f"numeric feature columns {list(columns)} are not all numbers: {e}"
+        ) from e
     bad = ~np.isfinite(A)
     if bad.any():
         i, j = (int(v) for v in np.argwhere(bad)[0])
@@ -250,6 +254,7 @@ class TabularEncoder:
     ([1.0], [1.0])
     >>> enc.transform(pd.DataFrame({"a": [3.0]})).tolist()
     [[2.0]]
+
     """
 
     numeric: tuple[str, ...]
@@ -282,7 +287,9 @@ class TabularEncoder:
         mean = A.mean(axis=0) if standardize else np.zeros(A.shape[1])
         std = A.std(axis=0) if standardize else np.ones(A.shape[1])
         std = np.where(std > 0, std, 1.0)
-        return cls(tuple(numeric), tuple(categorical), hash_dim, signed, standardize, mean, std, key)
+        return cls(
+            tuple(numeric), tuple(categorical), hash_dim, signed, standardize, mean, std, key
+        )
 
     @property
     def dim(self) -> int:
@@ -341,6 +348,7 @@ def load_tabular(
         signed: signed hashing.
         standardize: standardize numeric columns.
         positive: the label value mapped to ``+1``.
+
     """
     source = None if isinstance(data, pd.DataFrame) else str(data)
     frame = read_table(data, rows=rows) if source is not None else data
