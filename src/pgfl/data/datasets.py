@@ -324,6 +324,9 @@ def classification_federated_data(
             X_all, y_all = load_avazu(src.path, hash_dim=dim, rows=want, signed=signed)
         n_all = X_all.shape[0]
     else:
+        # Schema and label errors first: they say more than a size error would.
+        infer_columns(src.frame, label=src.label, categorical=src.categorical)
+        encode_labels(src.frame[src.label], name=src.label, source=src.path)
         n_all = len(src.frame)
     if need_train is None:
         need_train = n_all - test_size
@@ -350,9 +353,8 @@ def classification_federated_data(
         )
     else:
         X_tr, y_tr, X_te, y_te = _encode_split(src.frame, src, dim, signed, train_idx, test_idx)
-    for lab, part in ((y_tr, "training"), (y_te, "test")):
-        if part == "training" and np.unique(lab).size < 2:
-            raise ConfigError(f"the {part} rows of {source!r} hold a single label; need both")
+    if np.unique(y_tr).size < 2:
+        raise ConfigError(f"the training rows of {source!r} hold a single label; need both")
     M = X_tr.shape[1]
     if intercept:
         X_tr, X_te = add_intercept(X_tr), add_intercept(X_te)
