@@ -43,8 +43,8 @@ def regression_data(
     K: int,
     N: int | Sequence[int] = 100,
     M: int = 2,
-    eigenvalues: Sequence[float] = (0.02, 0.12),
-    noise_variance: Sequence[float] = (0.05, 0.5),
+    eigenvalues: Sequence[float] = (0.05, 0.1),
+    noise_variance: Sequence[float] = (0.01, 0.1),
     w_star: np.ndarray | None = None,
 ) -> FederatedData:
     """Non-iid linear-regression data of preprint §V-A.

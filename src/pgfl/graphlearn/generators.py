@@ -74,7 +74,7 @@ def heterogeneous_graphs(
     # independent random subsets per client: argsort of uniform keys, vectorized
     keys = rng.random((n_clients, free.size))
     picks = free[np.argsort(keys, axis=1)[:, :n_add]]
-    weights = rng.choice(w0[edges], size=(n_clients, n_add), replace=True) if n_add else np.zeros((n_clients, 0))
+    weights = rng.choice(w0[edges], size=(n_clients, n_add), replace=True)
     np.put_along_axis(clients, picks, weights, axis=1)
     return w_con, clients
 
@@ -100,7 +100,9 @@ def laplacian(w: np.ndarray) -> np.ndarray:
     return deg[..., :, None] * np.eye(d) - W
 
 
-def smooth_signals(w: np.ndarray, n: int, rng: np.random.Generator, *, sigma_w: float = 0.1) -> np.ndarray:
+def smooth_signals(
+    w: np.ndarray, n: int, rng: np.random.Generator, *, sigma_w: float = 0.1
+) -> np.ndarray:
     """Draw ``n`` signals ``x ~ N(0, (L + σ_w² I)†)`` on graph ``w`` (eq. 33); shape ``[n, d]``.
 
     ``L + σ_w² I`` is positive definite for ``σ_w > 0``, so ``†`` is the inverse; sampling is

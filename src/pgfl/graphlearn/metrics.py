@@ -40,8 +40,7 @@ def mcc(w: np.ndarray, w_true: np.ndarray, threshold: float = DEFAULT_THRESHOLD)
     >>> float(mcc(np.array([0.0, 1.0, 0.0, 1.0]), np.array([0.8, 0.0, 0.7, 0.0])))
     -1.0
     """
-    pred = edge_support(w, threshold)
-    true = np.broadcast_to(np.asarray(w_true) > 0, pred.shape)
+    pred, true = np.broadcast_arrays(edge_support(w, threshold), np.asarray(w_true) > 0)
     tp = np.sum(pred & true, axis=-1).astype(float)
     tn = np.sum(~pred & ~true, axis=-1).astype(float)
     fp = np.sum(pred & ~true, axis=-1).astype(float)

@@ -231,12 +231,20 @@ def local_cost(w: np.ndarray, zbar: np.ndarray, alpha: float, beta: float) -> np
     )
 
 
-def local_gradient(w: np.ndarray, zbar: np.ndarray, alpha: float, beta: float) -> np.ndarray:
-    """Gradient ``∇g(w) = 2 z̄ − α Sᵀ(1/(S w)) + 4β w`` (text under eq. 16), batched."""
+def local_gradient(
+    w: np.ndarray, zbar: np.ndarray, alpha: float, beta: float, min_degree: float = 0.0
+) -> np.ndarray:
+    """Gradient ``∇g(w) = 2 z̄ − α Sᵀ(1/(S w)) + 4β w`` (text under eq. 16), batched.
+
+    ``min_degree > 0`` evaluates ``1/max(Sw, min_degree)``: the exact gradient wherever
+    every degree is at least ``min_degree`` (the region ``deg ≥ deg_min`` of Proposition
+    1), and a bounded one elsewhere, so a fixed-step method cannot blow up at a vertex
+    whose edges were all projected to zero.
+    """
     w = np.asarray(w, dtype=float)
     d = num_nodes(w.shape[-1])
     deg = degree_operator(w, d)
-    inv = 1.0 / np.maximum(deg, np.finfo(float).tiny)
+    inv = 1.0 / np.maximum(deg, max(min_degree, np.finfo(float).tiny))
     return 2.0 * zbar - alpha * degree_adjoint(inv, d) + 4.0 * beta * w
 
 

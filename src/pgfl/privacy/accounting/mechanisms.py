@@ -1,30 +1,22 @@
-"""Differential-privacy accounting: building blocks, the papers' ε(i) bounds, tight composition.
+"""Building blocks: single mechanisms and composition theorems (closed forms + ``dp_accounting``).
 
-This module answers "how much privacy did a run spend?" and "how much noise do I need?".
-Mechanisms are *described* (small frozen events), accountants *compose* them, as in
-Google's ``dp_accounting`` (which we use for the tight privacy-loss-distribution (PLD)
-and Rényi (RDP) accountants instead of re-deriving them).
-
-Building blocks (the textbook chapter, Vlaski & Sayed ch. 11, and the classic results)
--------------------------------------------------------------------------------------
-* :func:`laplace_epsilon` — Laplace mechanism, ε = Δ₁ / b (Lemma 11.1).
-* :func:`randomized_response_epsilon` — randomized response, ε = ln 3 (Example 11.2).
-* :func:`basic_composition` — ε and δ add up (Lemma 11.2; Dwork & Roth Thm 3.16).
+* :func:`laplace_epsilon` — Laplace mechanism, ε = Δ₁ / b (book Lemma 11.1).
+* :func:`randomized_response_epsilon` — randomized response, ε = ln 3 (book Example 11.2).
+* :func:`basic_composition` — ε and δ add up (book Lemma 11.2; Dwork & Roth Thm 3.16).
 * :func:`advanced_composition_epsilon` — Dwork–Rothblum–Vadhan (Dwork & Roth Thm 3.20).
 * :func:`kairouz_epsilon` — Kairouz–Oh–Viswanath heterogeneous bound, eq. (32) of the
   graph-topology paper (= KOV 2015, Thm 3.5); :func:`kairouz_optimal_epsilon` — KOV
   Thm 3.3, the optimal composition of k ε₀-DP mechanisms.
 * :func:`gaussian_sigma` — the classic Gaussian mechanism σ = Δ₂ √(2 ln(1.25/δ)) / ε
-  (Dwork & Roth Thm A.1, proven only for ε < 1).
+  (Dwork & Roth Thm A.1, proven only for ε < 1); :func:`gaussian_sigma_analytic` (exact).
 * :func:`gaussian_epsilon_pld`, :func:`laplace_epsilon_pld`, :func:`gaussian_epsilon_rdp`,
-  :func:`laplace_epsilon_rdp` — tight composition via ``dp_accounting``.
+  :func:`laplace_epsilon_rdp` — tight composition of identical steps via ``dp_accounting``.
 
-Neighbouring relation. Every sensitivity in this module is for *replacing* one
+Neighbouring relation. Every sensitivity in this package is for *replacing* one
 client's data set (the papers' Definition 1). ``dp_accounting`` describes a
 Laplace/Gaussian release by its noise multiplier (noise scale / sensitivity); the
 privacy-loss pair it analyses, (N(0, s²), N(1, s²)) resp. (Lap(0, s), Lap(1, s)), is
-symmetric, so it is exactly the pair for a replace-one release with the given
-sensitivity.
+symmetric, so it is exactly the pair of a replace-one release with that sensitivity.
 """
 
 from __future__ import annotations
@@ -300,21 +292,27 @@ def kairouz_optimal_epsilon(epsilon0: float, k: int, delta: float) -> float:
     e0 = _check_epsilon("epsilon0", epsilon0)
     kk = check_int("k", k, lo=1)
     dlt = _check_delta("delta", delta)
-    ll = np.arange(kk + 1, dtype=float)
-    log_binom = gammaln(kk + 1.0) - gammaln(ll + 1.0) - gammaln(kk - ll + 1.0)
-    log_norm = kk * np.logaddexp(0.0, e0)
-    best = kk * e0
-    for i in range(1, kk // 2 + 1):
-        l_ = ll[:i]
-        # e^{(k−l)ε₀} − e^{(k−2i+l)ε₀} = e^{(k−l)ε₀} (1 − e^{−2(i−l)ε₀}), computed in logs
-        log_terms = (
-            log_binom[:i] + (kk - l_) * e0 + np.log(-np.expm1(-2.0 * (i - l_) * e0)) - log_norm
-        )
-        delta_i = float(np.exp(np.logaddexp.reduce(log_terms)))
-        if delta_i > dlt:
-            break
-        best = (kk - 2 * i) * e0
-    return float(best)
+    i = np.arange(1, kk // 2 + 1, dtype=float)
+    if i.size == 0:
+        return float(kk * e0)
+    delta_i = _kov_corner_deltas(e0, kk)
+    ok = np.nonzero(delta_i > dlt)[0]
+    n_ok = int(ok[0]) if ok.size else int(i.size)  # δ_i increases with i
+    return float((kk - 2 * n_ok) * e0)
+
+
+def _kov_corner_deltas(e0: float, k: int) -> np.ndarray:
+    """δ_i of KOV Thm 3.3 for i = 1..⌊k/2⌋, in O(k) with log-space cumulative sums.
+
+    δ_i = A_i − e^{−2iε₀} B_i with A_i = Σ_{l<i} w_l e^{(k−l)ε₀}, B_i = Σ_{l<i} w_l e^{(k+l)ε₀}
+    and w_l = C(k, l)/(1 + e^{ε₀})^k.
+    """
+    ll = np.arange(k // 2, dtype=float)  # l = 0..⌊k/2⌋−1
+    log_w = gammaln(k + 1.0) - gammaln(ll + 1.0) - gammaln(k - ll + 1.0) - k * np.logaddexp(0.0, e0)
+    log_a = np.logaddexp.accumulate(log_w + (k - ll) * e0)
+    log_b = np.logaddexp.accumulate(log_w + (k + ll) * e0)
+    i = ll + 1.0
+    return np.exp(log_a) * -np.expm1(np.minimum(log_b - 2.0 * i * e0 - log_a, 0.0))
 
 
 # ------------------------------------------------------- tight accounting (dp_accounting)

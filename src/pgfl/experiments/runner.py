@@ -1,0 +1,262 @@
+"""Run an experiment: build the network, simulate batched curves, save results, plot.
+
+Curves that share their structure (topology, data, everything in training but the
+step size, sharing mode and clipping) run as one vectorized simulation. After each such
+batch, every curve's per-iteration metrics are saved in ``<out>/partial/``; an
+interrupted run keeps them and ``resume=True`` skips the curves already there.
+
+Output files (the contract other tools read):
+
+* ``summary.json``: ``{"experiment", "iterations", "repetitions", "curves": [{"label",
+  "centroid_msd_db", "individual_msd_db", "disagreement_db", "diverged", ...}], ...}``,
+  where a dB value is ``10 log10`` of the MSD averaged over repetitions and over the last
+  10% of iterations (``null`` for a diverged curve);
+* ``curves.csv``: one row per curve and iteration with the same metrics (in dB);
+* ``figure.png``: plotted from those two files.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pgfl.data.federated import FederatedData
+from pgfl.data.synthetic import client_schedule, logistic_data, regression_data
+from pgfl.engine import Network, Trajectory, simulate
+from pgfl.experiments.config import CurveConfig, ExperimentConfig
+from pgfl.experiments.results import _jsonable, read_json, write_csv, write_json
+from pgfl.problems import LeastSquares, Logistic, _Problem
+from pgfl.rng import stream
+from pgfl.topology import build_graph, check_combination_matrix, combination_matrix, graph_from_edges
+from pgfl.validation import ConfigError
+
+#: Fraction of the final iterations averaged into the summary's steady-state values.
+STEADY_FRACTION = 0.1
+
+
+def build_matrix(cfg: CurveConfig, seed: int) -> np.ndarray:
+    """The combination matrix of a curve's topology section."""
+    t = cfg.topology
+    if t.kind == "matrix":
+        A = np.asarray(t.matrix, dtype=float)
+        if A.shape != (t.P, t.P):
+            raise ConfigError(f"topology.matrix must be P x P with P={t.P}; got shape {A.shape}")
+        check_combination_matrix(A)
+        return A
+    if t.kind == "edges":
+        graph = graph_from_edges(t.P, t.edges)
+    else:
+        graph = build_graph(
+            t.kind, t.P, rng=stream(seed, "topology"), probability=t.probability,
+            radius=t.radius, rows=t.rows,
+        )
+    return combination_matrix(graph, t.weights)
+
+
+def build_data(cfg: CurveConfig, seed: int) -> tuple[FederatedData, _Problem]:
+    """The federated data set and loss of a curve's data section."""
+    d, P = cfg.data, cfg.topology.P
+    rng = stream(seed, "data")
+    if d.kind == "regression":
+        data = regression_data(
+            rng, P=P, K=d.K, N=d.N, M=d.M, eigenvalues=d.eigenvalues,
+            noise_variance=d.noise_variance,
+        )
+        return data, LeastSquares(cfg.training.rho)
+    data = logistic_data(
+        rng, P=P, K=d.K, N=d.N, M=d.M, feature_variance=d.feature_variance,
+        test_size=d.test_size,
+    )
+    return data, Logistic(cfg.training.rho)
+
+
+def build_network(cfg: CurveConfig, seed: int) -> Network:
+    """Everything the curves of one batch share, built from the root seed."""
+    data, problem = build_data(cfg, seed)
+    P, K = cfg.topology.P, cfg.data.K
+    t = cfg.training
+    E, B = client_schedule(
+        stream(seed, "schedule"), P, K, epochs=t.epochs,
+        batch=(1, 1) if t.batch == "full" else t.batch,
+    )
+    return Network(data, problem, build_matrix(cfg, seed), t.L, E, None if t.batch == "full" else B)
+
+
+def _db(x: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 10.0 * np.log10(x)
+
+
+def curve_metrics(traj: Trajectory, c: int) -> dict[str, np.ndarray]:
+    """Repetition-averaged per-iteration metrics of curve ``c`` (MSDs in linear scale)."""
+    diverged = traj.diverged_at[c]
+    out = {
+        "centroid_msd": traj.centroid_msd[:, c].mean(axis=-1),
+        "individual_msd": traj.individual_msd[:, c].mean(axis=-1),
+        "disagreement": traj.disagreement[:, c].mean(axis=-1),
+        "diverged_at": np.array(diverged[diverged >= 0].min() if (diverged >= 0).any() else -1),
+    }
+    if traj.test_error is not None:
+        out["test_error"] = traj.test_error[:, c].mean(axis=-1)
+    return out
+
+
+def summarize_curve(label: str, m: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The ``summary.json`` entry of one curve from its saved metrics."""
+    T = m["centroid_msd"].shape[0]
+    tail = slice(T - max(1, int(round(STEADY_FRACTION * T))), T)
+    diverged_at = int(m["diverged_at"])
+    diverged = diverged_at >= 0
+    entry: dict[str, Any] = {"label": label}
+    for key in ("centroid_msd", "individual_msd", "disagreement"):
+        value = float(_db(m[key][tail].mean())) if not diverged else None
+        entry[f"{key}_db" if key != "disagreement" else "disagreement_db"] = value
+    entry["diverged"] = diverged
+    entry["diverged_at"] = diverged_at if diverged else None
+    if "test_error" in m:
+        entry["test_error"] = None if diverged else float(m["test_error"][tail].mean())
+    return entry
+
+
+def _partial_path(out: Path, index: int) -> Path:
+    return out / "partial" / f"curve-{index:03d}.npz"
+
+
+def _save_partial(out: Path, index: int, label: str, metrics: dict[str, np.ndarray]) -> None:
+    path = _partial_path(out, index)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.stem + ".tmp.npz")
+    np.savez(tmp, label=np.array(label), **metrics)
+    tmp.replace(path)
+
+
+def _load_partial(out: Path, index: int, label: str) -> dict[str, np.ndarray] | None:
+    path = _partial_path(out, index)
+    if not path.is_file():
+        return None
+    with np.load(path) as f:
+        if str(f["label"]) != label:
+            return None
+        return {k: f[k] for k in f.files if k != "label"}
+
+
+def _config_fingerprint(cfg: ExperimentConfig) -> str:
+    return json.dumps(
+        _jsonable({"config": cfg.to_dict(), "iterations": cfg.iterations,
+                   "repetitions": cfg.repetitions, "seed": cfg.seed}),
+        sort_keys=True,
+    )
+
+
+def run_experiment(
+    cfg: ExperimentConfig,
+    out: str | Path,
+    *,
+    resume: bool = False,
+    on_progress: Callable[[str, int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Run every curve of ``cfg``, write the results into ``out``, return the summary.
+
+    ``on_progress(batch_labels, done, total)`` is called after every iteration.
+    With ``resume``, curves already saved in ``out/partial`` by an earlier run of the
+    same configuration are loaded instead of recomputed.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    fingerprint = _config_fingerprint(cfg)
+    config_path = out / "config.json"
+    if resume and config_path.is_file():
+        if json.dumps(read_json(config_path), sort_keys=True) != fingerprint:
+            raise ConfigError(
+                f"--resume: {config_path} was written by a different configuration; "
+                "use a new --out directory or drop --resume"
+            )
+    elif not resume:
+        for stale in (out / "partial").glob("curve-*.npz"):
+            stale.unlink()
+    write_json(config_path, json.loads(fingerprint))
+
+    started = time.perf_counter()
+    metrics: dict[int, dict[str, np.ndarray]] = {}
+    if resume:
+        for i, c in enumerate(cfg.curves):
+            loaded = _load_partial(out, i, c.label)
+            if loaded is not None:
+                metrics[i] = loaded
+    groups: dict[tuple, list[int]] = {}
+    for i, c in enumerate(cfg.curves):
+        if i not in metrics:
+            groups.setdefault(c.structure(), []).append(i)
+    iota: dict[str, float] = {}
+    for indices in groups.values():
+        first = cfg.curves[indices[0]]
+        net = build_network(first, cfg.seed)
+        iota[first.topology.kind] = net.iota2
+        labels = ", ".join(cfg.curves[i].label for i in indices)
+        progress = None
+        if on_progress is not None:
+            def progress(done: int, labels: str = labels) -> None:
+                on_progress(labels, done, cfg.iterations)
+        traj = simulate(
+            net, [cfg.curves[i].settings() for i in indices], iterations=cfg.iterations,
+            repetitions=cfg.repetitions, seed=cfg.seed, progress=progress,
+        )
+        for c, i in enumerate(indices):
+            metrics[i] = curve_metrics(traj, c)
+            _save_partial(out, i, cfg.curves[i].label, metrics[i])
+    return write_results(cfg, out, metrics, elapsed=time.perf_counter() - started, iota2=iota)
+
+
+def write_results(
+    cfg: ExperimentConfig,
+    out: Path,
+    metrics: dict[int, dict[str, np.ndarray]],
+    *,
+    elapsed: float,
+    iota2: dict[str, float],
+) -> dict[str, Any]:
+    """Write ``summary.json``, ``curves.csv`` and ``figure.png``; return the summary."""
+    curves = [summarize_curve(c.label, metrics[i]) for i, c in enumerate(cfg.curves)]
+    for entry, c in zip(curves, cfg.curves, strict=True):
+        entry["settings"] = {
+            "mu": c.training.mu, "share": c.training.share,
+            "client_noise": c.privacy.client_noise, "client_variance": c.privacy.client_variance,
+            "server_noise": c.privacy.server_noise, "server_variance": c.privacy.server_variance,
+        }
+    summary = {
+        "experiment": cfg.name,
+        "title": cfg.title,
+        "iterations": cfg.iterations,
+        "repetitions": cfg.repetitions,
+        "seed": cfg.seed,
+        "steady_state": f"mean over the last {STEADY_FRACTION:.0%} of iterations",
+        "iota2": iota2,
+        "elapsed_s": round(elapsed, 3),
+        "plot": list(cfg.plot),
+        "curves": curves,
+    }
+    rows = []
+    for i, c in enumerate(cfg.curves):
+        m = metrics[i]
+        db = {k: _db(m[k]) for k in ("centroid_msd", "individual_msd", "disagreement")}
+        for t in range(cfg.iterations):
+            row = {
+                "label": c.label, "iteration": t + 1,
+                "centroid_msd_db": db["centroid_msd"][t],
+                "individual_msd_db": db["individual_msd"][t],
+                "disagreement_db": db["disagreement"][t],
+            }
+            if "test_error" in m:
+                row["test_error"] = m["test_error"][t]
+            rows.append(row)
+    write_csv(out / "curves.csv", rows)
+    write_json(out / "summary.json", summary)
+    from pgfl.plots import plot_run
+
+    plot_run(out)
+    return summary
