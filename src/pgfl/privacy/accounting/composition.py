@@ -18,6 +18,9 @@ sequence of releases with one of the accountants in :data:`ACCOUNTANTS`:
            discretization; Laplace and Gaussian steps exactly, a generic ε-DP step as its
            worst case (randomized response, KOV).
 ``rdp``    Rényi DP (``dp_accounting.rdp``); always ≥ ``pld`` up to discretization.
+
+When every step is pure DP (Laplace, generic ε-DP), Σ ε_t is a valid bound at any δ, so
+``advanced``, ``pld`` and ``rdp`` report the minimum of their bound and Σ ε_t.
 ========== ==================================================================================
 
 For ``advanced``/``kairouz`` with Gaussian steps, each Gaussian step is first turned

@@ -113,7 +113,7 @@ class EpsilonCurve(Mapping[str, np.ndarray]):
         return {k: float(v[-1]) for k, v in self.curves.items()}
 
     def summary(self) -> dict[str, Any]:
-        """The ``summary.json`` entry: ``{"epsilon": {...}, "delta": δ, ...}``."""
+        """Return the ``summary.json`` entry: ``{"epsilon": {...}, "delta": δ, ...}``."""
         out: dict[str, Any] = {"epsilon": self.final(), "delta": self.delta}
         if self.reason is not None:
             out["epsilon_reason"] = self.reason
@@ -121,7 +121,7 @@ class EpsilonCurve(Mapping[str, np.ndarray]):
         return out
 
     def rows(self, prefix: str = "epsilon_") -> list[dict[str, float]]:
-        """Per-iteration rows ``{"iteration": i, "epsilon_<acc>": ε(i), ...}`` for ``curves.csv``."""
+        """Rows ``{"iteration": i, "epsilon_<acc>": ε(i), ...}`` for ``curves.csv``."""
         t = self.iterations
         return [
             {"iteration": i + 1, **{f"{prefix}{k}": float(v[i]) for k, v in self.curves.items()}}
@@ -183,15 +183,16 @@ def releases_for(
     observed_links: int = 1,
     rigorous: bool = True,
 ) -> list[Release]:
-    """The releases the adversary of ``scheme`` observes, one per iteration j = 1..T.
+    """List the releases the adversary of ``scheme`` observes, one per iteration j = 1..T.
 
     Laplace noise of per-coordinate std σ has scale b = σ/√2 and is charged the ℓ₁
     sensitivity √M Δ₂(j) (``rigorous=True``) or Δ₂(j) (the papers' reading); Gaussian
     noise is charged Δ₂(j). For ``random_per_link`` an adversary on ``observed_links``
     links sees that many independent copies per iteration (``count``).
 
-    >>> releases_for(scheme="updates", sigma=math.sqrt(2), mu=0.1, clip=1.0, iterations=2)
-    [LaplaceRelease(sensitivity_l1=2.0, scale=1.0000000000000002, count=1), LaplaceRelease(sensitivity_l1=2.0, scale=1.0000000000000002, count=1)]
+    >>> rel = releases_for(scheme="updates", sigma=math.sqrt(2), mu=0.1, clip=1.0, iterations=2)
+    >>> [round(r.epsilon0, 12) for r in rel]   # Δ₁ = 2B = 2, b = σ/√2 = 1
+    [2.0, 2.0]
     """
     st = _settings(
         scheme=scheme,
@@ -349,9 +350,11 @@ def _curve(st: _Settings, accountant: str, checkpoints: int) -> np.ndarray:
             return np.maximum.accumulate(_last_per_iteration(vals, it_of_step, t))
         if accountant == "kairouz":
             return _kairouz_curve(steps, it_of_step, t, st.delta)
+        # Laplace steps are pure DP, so Σ ε_t (basic) bounds every prefix too: take the min
+        # (a coarse PLD grid rounds pessimistically and may overshoot it for huge ε).
         if accountant == "pld":
-            return _laplace_pld_curve(rel, st.delta, checkpoints)  # type: ignore[arg-type]
-        return _rdp_curve(rel, st.delta)
+            return np.minimum(_laplace_pld_curve(rel, st.delta, checkpoints), np.cumsum(eps_t))  # type: ignore[arg-type]
+        return np.minimum(_rdp_curve(rel, st.delta), np.cumsum(eps_t))
     # gaussian
     if accountant == "pld":
         return _gaussian_exact_curve(rel, st.delta)  # type: ignore[arg-type]
@@ -529,8 +532,8 @@ class _FinalEpsilonEvent(dp_accounting.DpEvent):
     """A whole run at one noise level, for ``mechanism_calibration`` (internal)."""
 
     def __init__(self, settings: _Settings, accountant: str) -> None:
-        self.settings = settings
-        self.accountant = accountant
+        object.__setattr__(self, "settings", settings)  # DpEvent subclasses are frozen attrs
+        object.__setattr__(self, "accountant", accountant)
 
 
 class _FinalEpsilonAccountant(dp_accounting.PrivacyAccountant):
@@ -583,16 +586,22 @@ def calibrate(
         target_epsilon: ε* > 0.
         delta: δ in (0, 1).
         iterations: T ≥ 1.
-        scheme, mu, clip, distribution, dim, observed_links, rigorous: as in
-            :func:`epsilon_curve` (``clip`` is required: without a bound no σ suffices).
+        scheme: as in :func:`epsilon_curve`.
+        mu: step size μ > 0.
+        clip: per-sample clipping norm B > 0 (required: without a bound no σ suffices).
+        distribution: ``laplace`` | ``gaussian``.
+        dim: model dimension M.
+        observed_links: links the adversary watches (``random_per_link``).
+        rigorous: ℓ₁ sensitivity for Laplace noise (see :func:`epsilon_curve`).
         accountant: one of :data:`ACCOUNTANTS` (default: the tight ``pld``).
         rtol: relative tolerance on σ.
 
     Returns:
         σ with ``epsilon_curve(..., sigma=σ)[accountant][-1] <= target_epsilon``.
 
-    >>> s = calibrate(6.0, 1e-5, 3, scheme="graph_homomorphic", mu=0.5, clip=1.0, accountant="paper")
-    >>> round(s, 12) == round(math.sqrt(2), 12)      # preprint Thm 2: σ_g = √2 μ B (1+i) i / ε
+    >>> s = calibrate(6.0, 1e-5, 3, scheme="graph_homomorphic", mu=0.5, clip=1.0,
+    ...               accountant="paper")
+    >>> round(s, 12) == round(math.sqrt(2), 12)   # preprint Thm 2: σ_g = √2 μ B (1+i) i / ε
     True
 
     """

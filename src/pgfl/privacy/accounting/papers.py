@@ -217,7 +217,7 @@ def graph_topology_epsilon(
     the one typesetting correction (√(Σ ε_t²)/δ̄, not √(Σ ε_t²/δ̄)).
 
     >>> e, d = graph_topology_epsilon(np.full(8, 0.1), np.zeros(8), 1e-5)
-    >>> round(e, 6), d    # Σ ε_t = 0.8 is the smallest of the three terms here
+    >>> round(e, 6), round(d, 12)    # Σ ε_t = 0.8 is the smallest of the three terms here
     (0.8, 1e-05)
     """
     eps = np.atleast_1d(np.asarray(epsilons_t, dtype=float))
