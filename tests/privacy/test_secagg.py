@@ -18,7 +18,6 @@ from pgfl.privacy import secagg
 from pgfl.privacy.secagg import (
     DROP_AFTER_ADVERTISE,
     DROP_AFTER_MASKED_INPUT,
-    DROP_AFTER_SHARE,
     SecAggAbort,
     SecAggConfig,
     SecAggProtocolError,
@@ -52,7 +51,8 @@ def counter_bytes(seed: bytes):
 
 
 def test_hkdf_matches_cryptography_reference():
-    for ikm, info, n in [(b"k" * 32, b"info", 32), (b"\x00" * 32, b"", 64), (b"abc", b"x" * 70, 80)]:
+    cases = [(b"k" * 32, b"info", 32), (b"\x00" * 32, b"", 64), (b"abc", b"x" * 70, 80)]
+    for ikm, info, n in cases:
         ref = HKDF(algorithm=hashes.SHA256(), length=n, salt=None, info=info).derive(ikm)
         assert hkdf_sha256(ikm, info, n) == ref
 
@@ -137,7 +137,8 @@ def test_capacity_and_config_errors():
         SecAggConfig(neighbours=5)
     with pytest.raises(ConfigError, match="threshold must be an integer in \\[1"):
         SecAggConfig(threshold=0)
-    with pytest.raises(ConfigError, match=r"threshold must be an integer in \[1, neighbourhood size=5\]"):
+    msg = r"threshold must be an integer in \[1, neighbourhood size=5\]"
+    with pytest.raises(ConfigError, match=msg):
         SecureAggregation(SecAggConfig(threshold=6), num_clients=5)
     with pytest.raises(ConfigError, match=r"threshold .*neighbourhood size=5\]; got 6"):
         SecureAggregation(SecAggConfig(threshold=6, neighbours=4), num_clients=20)
@@ -171,6 +172,25 @@ def plain_mean_bound(x, keep, cfg):
     """|decoded − plain mean of clipped inputs| ≤ 2^-(f+1) + float slack."""
     xc = np.clip(x[keep], -cfg.clip, cfg.clip)
     return xc.mean(axis=0), cfg.quantization_bound + 4e-16 * (1 + np.abs(xc).max()) * keep.sum()
+
+
+def test_default_threshold_is_a_majority_of_the_neighbourhood():
+    assert SecAggConfig().threshold_for(10) == 6
+    assert SecAggConfig().threshold_for(1) == 1
+    assert SecAggConfig(neighbours=4).threshold_for(20) == 3  # h = k + 1 = 5
+    assert SecAggConfig(neighbours=30).threshold_for(20) == 11  # k ≥ L − 1: complete graph
+
+
+def test_small_modulus_negative_values_wrap_correctly():
+    cfg = SecAggConfig(modulus_bits=12, frac_bits=4, clip=8.0, threshold=2)
+    x = np.array([[-1.0, -7.5, 0.5], [-2.0, -7.5, -0.25], [-0.5, 7.0, 0.0]])
+    for dropped in (np.zeros(3, bool), np.array([False, True, False])):
+        res = run_secagg_round(x, cfg, unit=0, round=0, drop_stage=dropped.astype(int) * 2)
+        assert res.masked_inputs.max() < 2**12
+        keep = ~dropped
+        assert np.allclose(res.mean, x[keep].mean(0), atol=cfg.quantization_bound)
+        assert np.array_equal(res.mean, quantized_mean(x, keep, cfg))
+    assert quantized_mean(x, np.ones(3, bool), cfg).tolist() == [-3.5 / 3, -8.0 / 3, 0.25 / 3]
 
 
 def test_no_dropout_closed_form_example():
@@ -212,9 +232,12 @@ def test_every_dropout_pattern_of_five_clients():
 def test_property_protocol_equals_quantized_mean_bit_for_bit(L, M, k, seed, data):
     rng = np.random.default_rng(seed)
     frac = {20: 6, 32: 16, 64: 30}[k]
-    cfg = SecAggConfig(modulus_bits=k, frac_bits=frac, clip=2.0, threshold=data.draw(st.integers(1, L)))
+    t = data.draw(st.integers(1, L))
+    cfg = SecAggConfig(modulus_bits=k, frac_bits=frac, clip=2.0, threshold=t)
     x = rng.normal(scale=1.5, size=(L, M))
-    stage = np.array(data.draw(st.lists(st.integers(0, 3), min_size=L, max_size=L)))
+    stage = np.array(
+        data.draw(st.lists(st.sampled_from([0, 0, 0, 0, 1, 2, 3]), min_size=L, max_size=L))
+    )
     included = (stage == 0) | (stage == DROP_AFTER_MASKED_INPUT)
     t = cfg.threshold_for(L)
     ok = (stage != DROP_AFTER_ADVERTISE).sum() >= t and included.sum() >= t

@@ -491,7 +491,7 @@ class _ShareVault:
             )
         b_set = {int(u) for u in b_for}
         s_set = {int(u) for u in s_for}
-        both = b_set & s_set
+        both = (b_set & s_set) | (b_set & self.revealed_s) | (s_set & self.revealed_b)
         if both:
             raise SecAggProtocolError(
                 f"client {self.client}: asked for both the self-mask share and the key share "
