@@ -29,7 +29,8 @@ import numpy as np
 from pgfl.data.avazu import iter_avazu, load_avazu
 from pgfl.rng import stream
 
-path, mode, n, dim, trace = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
+path, mode = sys.argv[1], sys.argv[2]
+n, dim, trace = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 if trace:
     tracemalloc.start()
@@ -46,8 +47,22 @@ else:
     rows = X.shape[0]
 dt = time.perf_counter() - t
 peak = tracemalloc.get_traced_memory()[1] if trace else None
-print(json.dumps({"rows": rows, "seconds": dt, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"rows": rows, "seconds": dt, "maxrss_kb": rss,
                   "import_rss_kb": base, "tracemalloc_peak": peak}))
+"""
+
+
+TRACE = r"""
+import sys
+from pgfl.data.avazu import iter_avazu
+marks = []
+for i, ch in enumerate(iter_avazu(sys.argv[1], hash_dim=int(sys.argv[2]))):
+    if i % 2 == 0:
+        with open("/proc/self/status") as f:
+            rss = next(l for l in f if l.startswith("VmRSS")).split()[1]
+        marks.append(f"{(i + 1) * 65536 // 1000}k rows: {int(rss) // 1024} MB")
+print("; ".join(marks))
 """
 
 
@@ -78,10 +93,13 @@ def main() -> None:
     size_mb = os.path.getsize(path) / 1e6
     print(f"# Avazu loader benchmark ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
     print(
-        f"machine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}, "
-        f"{platform.platform()}"
+        f"machine: {platform.machine()}, {os.cpu_count()} cpus, "
+        f"Python {platform.python_version()}, {platform.platform()}"
     )
-    print(f"file: {args.rows:,} rows, {size_mb:.0f} MB, written in {gen_s:.1f} s; hash_dim={args.hash_dim}")
+    print(
+        f"file: {args.rows:,} rows, {size_mb:.0f} MB, written in {gen_s:.1f} s; "
+        f"hash_dim={args.hash_dim}"
+    )
     print()
     print("| mode | rows read/kept | time (s) | rows/s | peak RSS (MB) | tracemalloc peak (MB) |")
     print("|---|---|---|---|---|---|")
@@ -95,6 +113,17 @@ def main() -> None:
             f"| {mode} | {r['rows']:,} | {r['seconds']:.2f} | {rate:,.0f} | "
             f"{r['maxrss_kb'] / 1024:.0f} | {tr['tracemalloc_peak'] / 1e6:.1f} |"
         )
+    print()
+    print(
+        "Current RSS while streaming the whole file (one process, every 2nd chunk of 65,536 rows):"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", TRACE, path, str(args.hash_dim)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    print(out.stdout.strip())
     if args.dir is None:
         os.remove(path)
         os.rmdir(tmp)

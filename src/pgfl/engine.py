@@ -263,7 +263,8 @@ def local_phase(
         Wk -= np.where((e < E_s)[..., None, None], step, 0.0) * g
     psi = Wk.mean(axis=2)  # [R, P, M, C]
     for dist, std in curves.client_std.items():
-        scale = std * np.where(curves.updates, curves.mu, 1.0)
+        # models: psi = mean(w_k + g_k); updates: psi = w - mu mean(u_k + g_k), u_k = (w - w_k)/mu
+        scale = std * np.where(curves.updates, -curves.mu, 1.0)
         psi += draws.client_noise[dist].mean(axis=2)[..., None] * scale
     return np.moveaxis(psi, -1, 0)
 

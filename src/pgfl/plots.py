@@ -34,7 +34,10 @@ def plot_run(out: str | Path, filename: str = "figure.png") -> Path:
     for r in rows:
         by_label.setdefault(r["label"], []).append(r)
     fig, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 4.4), squeeze=False)
+    n = max(1, len(summary["curves"]))
+    colors = plt.cm.tab10(np.arange(n) % 10) if n <= 10 else plt.cm.tab20(np.linspace(0, 1, n))
     for ax, metric in zip(axes[0], panels, strict=True):
+        ax.set_prop_cycle(color=colors)
         for entry in summary["curves"]:
             label = entry["label"]
             series = by_label.get(label, [])

@@ -31,15 +31,19 @@ own ``g_i`` from the global graph and the server averages with weights ``N_i/N``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from pgfl.graphlearn.smoothness import (
+    clip_factors,
     degree_operator,
     local_cost,
     local_gradient,
     num_nodes,
+    pairwise_sq_distances,
+    validate_signals,
     zero_data_optimum,
 )
 from pgfl.graphlearn.solver import solve_apgd
@@ -47,6 +51,7 @@ from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
 __all__ = [
     "FedGLResult",
+    "client_distances",
     "consensus_update",
     "fedavg_graph_learning",
     "federated_graph_learning",
@@ -54,6 +59,37 @@ __all__ = [
     "independent_graph_learning",
     "soft_threshold",
 ]
+
+
+def client_distances(
+    signals: Sequence[np.ndarray], clip: float | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-client (clipped) average distance vectors ``z̄_i`` and sample counts ``N_i``.
+
+    Args:
+        signals: one array ``[N_i, d]`` per client (signals as rows, nodes as columns);
+            all clients must observe the same ``d`` nodes.
+        clip: clipping norm ``C`` of the per-signal ``z_{i,n}`` (§IV-D), or None.
+
+    Returns:
+        ``(zbar [I, p], counts [I])``.
+
+    >>> z, n = client_distances([np.array([[0.0, 1.0, 3.0]]), np.zeros((2, 3))])
+    >>> np.round(z, 12).tolist(), n.tolist()
+    ([[1.0, 9.0, 4.0], [0.0, 0.0, 0.0]], [1, 2])
+    """
+    if len(signals) < 1:
+        raise ConfigError("signals must hold at least one client; got 0")
+    arrs = [validate_signals(x, f"signals[{i}]") for i, x in enumerate(signals)]
+    d0 = arrs[0].shape[1]
+    for i, x in enumerate(arrs):
+        if x.shape[1] != d0:
+            raise ConfigError(
+                f"clients must share the same node set: client {i} has {x.shape[1]} nodes, "
+                f"client 0 has {d0}"
+            )
+    zs = [pairwise_sq_distances(x, None if clip is None else clip_factors(x, clip)) for x in arrs]
+    return np.stack(zs), np.array([x.shape[0] for x in arrs])
 
 
 def soft_threshold(v: np.ndarray, mu: np.ndarray | float) -> np.ndarray:
@@ -236,11 +272,13 @@ def federated_graph_learning(
             w, w_prev = _local_fixed(w, w_prev, Z, a, b, kappa, center, n_clean, eta, xi, floor)
             step_now = np.full(Z.shape[:-1], eta)
         if sigma is not None:
+            # eq. 25 (extrapolation; the backtracking solver restarts momentum each round)
+            w_ex = w + xi * (w - w_prev) if solver == "fixed" else w
             noise = sigma[..., None] * rng.standard_normal(Z.shape)
-            grad = local_gradient(w, Z, a, b, floor) + noise
-            w_tilde = w - step_now[..., None] * (grad + kappa[..., None] * (w - center))
+            grad = local_gradient(w_ex, Z, a, b, floor) + noise  # eq. 26
+            w_tilde = w_ex - step_now[..., None] * (grad + kappa[..., None] * (w_ex - center))
             w_prev = w
-            # eq. 27/28 projection; a 1e-12·c₀ floor keeps every degree positive (log domain)
+            # eqs. 27/28: projection; a 1e-12·c₀ floor keeps every degree positive (log domain)
             w = np.maximum(w_tilde, 1e-12 * c0)
         if not np.isfinite(w).all():
             raise ConfigError(
