@@ -77,6 +77,7 @@ def client_distances(
     >>> z, n = client_distances([np.array([[0.0, 1.0, 3.0]]), np.zeros((2, 3))])
     >>> np.round(z, 12).tolist(), n.tolist()
     ([[1.0, 9.0, 4.0], [0.0, 0.0, 0.0]], [1, 2])
+
     """
     if len(signals) < 1:
         raise ConfigError("signals must hold at least one client; got 0")

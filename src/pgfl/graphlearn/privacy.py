@@ -69,6 +69,7 @@ class DPCalibration:
         n_samples: ``N_i`` per client, shape ``[I]``.
         sensitivity: gradient sensitivity ``Δ_i``, shape ``[I]``.
         sigma: noise std ``σ_i`` on the gradient, shape ``[I]``.
+
     """
 
     epsilon_bar: float
