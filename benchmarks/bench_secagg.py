@@ -143,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
             r = results[-1]
             print(
                 f"L={r['L']:5d} M={r['M']:6d} drop={r['dropout']:.1f} {r['graph']:14s} "
-                f"median {r['total_median_s'] * 1e3:9.1f} ms  min {r['total_min_s'] * 1e3:9.1f} ms  "
+                f"median {r['total_median_s'] * 1e3:9.1f} ms  "
+                f"min {r['total_min_s'] * 1e3:9.1f} ms  "
                 + " ".join(f"{p}={v * 1e3:.1f}" for p, v in r["phases_median_s"].items()),
                 flush=True,
             )
