@@ -294,13 +294,14 @@ def epsilon(
     n = _n_steps(rel)
     has_gauss = any(isinstance(r, GaussianRelease) for r in rel)
 
+    pure_total = math.inf if has_gauss else float(math.fsum(_pure_epsilons(rel, dlt)))
     if acc == "pld":
         vdi = check_real(
             "value_discretization_interval", value_discretization_interval, lo=0.0, lo_open=True
         )
-        return _pld_epsilon(rel, dlt, vdi)
+        return min(_pld_epsilon(rel, dlt, vdi), pure_total)
     if acc == "rdp":
-        return _rdp_epsilon(rel, dlt)
+        return min(_rdp_epsilon(rel, dlt), pure_total)
     if acc == "basic":
         return float(math.fsum(_pure_epsilons(rel, dlt / n)))
     if acc == "paper":
