@@ -266,9 +266,26 @@ def test_property_sparse_graph_equals_quantized_mean_or_aborts(L, seed, p):
     if reason is not None:
         with pytest.raises(SecAggAbort):
             agg.aggregate(x, unit=0, round=seed % 1000, dropped=dropped)
+        assert np.isnan(quantized_mean(x, ~dropped, cfg, unit=0, round=seed % 1000)).all()
         return
     got = agg.aggregate(x, unit=0, round=seed % 1000, dropped=dropped)
     assert np.array_equal(got, quantized_mean(x, ~dropped, cfg))
+    assert np.array_equal(got, quantized_mean(x, ~dropped, cfg, unit=0, round=seed % 1000))
+
+
+def test_quantized_mean_models_sparse_aborts_given_unit_and_round():
+    L, k = 20, 4
+    cfg = SecAggConfig(neighbours=k, threshold=1, graph_seed=2)
+    perm = secagg.stream(2, "secagg-neighbour-graph", 0, 0).permutation(L)
+    keep = np.ones((2, L), bool)
+    keep[0, perm[[0, 1, 10, 11]]] = False  # disconnects the graph of unit 0, round 0
+    keep[1, perm[[0, 1]]] = False
+    x = np.ones((2, L, 3))
+    assert not np.isnan(quantized_mean(x, keep, cfg)).any()  # only the count rule
+    out = quantized_mean(x, keep, cfg, unit=0, round=0)
+    assert np.isnan(out[0]).all() and out[1].tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(SecAggAbort, match="batch entry 0"):
+        quantized_mean(x, keep, cfg, unit=0, round=0, on_abort="raise")
 
 
 def test_drop_stages_semantics():

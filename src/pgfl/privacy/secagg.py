@@ -293,6 +293,8 @@ def quantized_mean(
     config: SecAggConfig,
     *,
     on_abort: str = "nan",
+    unit: int | np.ndarray | None = None,
+    round: int | np.ndarray | None = None,
 ) -> np.ndarray:
     """Vectorized equivalent of the protocol's output, over any batch of units/trials.
 
@@ -302,13 +304,17 @@ def quantized_mean(
     (t resolved for L = ``values.shape[-2]``) are what the protocol aborts on: NaN
     (``on_abort="nan"``) or :class:`SecAggAbort` (``"raise"``). A sparse graph can abort
     in more cases (per-neighbourhood thresholds, disconnection; see
-    :func:`sparse_abort_reason`), which this function does not model.
+    :func:`sparse_abort_reason`); these are reproduced too when ``unit`` and ``round``
+    (ints or integer arrays broadcastable to ``survivors.shape[:-1]``) are given, since
+    they fix the public neighbour graph (a Python loop over the batch, sparse case only).
 
     Args:
         values: ``[..., L, M]`` real vectors.
         survivors: ``[..., L]`` bool, the clients whose masked input reached the server.
         config: encoding and threshold settings.
         on_abort: ``"nan"`` or ``"raise"``.
+        unit: unit id(s) of the rounds (needed only to model sparse-graph aborts).
+        round: round number(s) of the rounds (same).
 
     Returns:
         ``[..., M]`` float64 mean over the survivors.
@@ -334,9 +340,22 @@ def quantized_mean(
     total = codes.sum(axis=-2, dtype=config.dtype)  # wraps modulo 2^32 / 2^64
     n = surv.sum(axis=-1)
     ok = n >= t
+    if config.is_sparse(L) and unit is not None and round is not None:
+        units = np.broadcast_to(np.asarray(unit), n.shape)
+        rounds = np.broadcast_to(np.asarray(round), n.shape)
+        ok = np.array(ok)  # 0-d array for a single round
+        every = np.ones(L, dtype=bool)
+        for idx in np.ndindex(n.shape):
+            if ok[idx]:
+                holders = neighbour_graph(L, config, unit=int(units[idx]), round=int(rounds[idx]))
+                s_ = surv[idx]
+                ok[idx] = sparse_abort_reason(holders, every, s_, s_, t) is None
     if on_abort == "raise" and not ok.all():
+        bad = int(np.argmin(ok.reshape(-1)))
+        nb = int(n.reshape(-1)[bad])
         raise SecAggAbort(
-            f"{int(n.min())} survivors < threshold t={t}", unit=-1, round=-1, survivors=int(n.min())
+            f"batch entry {bad}: {nb} survivors with threshold t={t} (or sparse-graph abort)",
+            unit=-1, round=-1, survivors=nb,
         )
     out = decode_mean(total, np.maximum(n, 1), config)
     return np.where(ok[..., None], out, np.nan)
@@ -654,9 +673,12 @@ def run_secagg_round(
     )  # [L, 2C]
     C = shamir.chunks_for(_SECRET_BYTES)
     owners = np.flatnonzero(u2)
-    shares = shamir.share_field(
-        secrets[owners], holders[owners] + 1, t, randbytes=randbytes
-    )  # [|U2|, h, 2C]
+    if h == L:  # complete graph: one Vandermonde for all owners, then u's holder order
+        by_id = shamir.share_field(secrets[owners], np.arange(1, L + 1), t, randbytes=randbytes)
+        shares = np.take_along_axis(by_id, holders[owners][:, :, None], axis=1)
+    else:
+        shares = shamir.share_field(secrets[owners], holders[owners] + 1, t, randbytes=randbytes)
+    # shares: [|U2|, h, 2C]; shares[i, j] is held by holders[owners[i], j]
     t0 = timer.add("shamir_share", t0)
     vaults = [_ShareVault(v, t) for v in range(L)]
     payload = shares.astype("<u4")
