@@ -131,3 +131,12 @@ def test_property_dense_row_sums_and_pandas_input(values, dim):
     first = {}
     for v, i, s in zip(values, idx_s[:, 0], sign_s[:, 0], strict=True):
         assert first.setdefault(v, (i, s)) == (i, s)
+
+
+def test_integral_floats_hash_like_integers():
+    # A column of integer codes read as float (because of a missing cell) keeps its tokens.
+    a, sa = hash_fields({"occ": np.array([2.0, 5.0, np.nan])}, 1 << 20)
+    b, sb = hash_fields({"occ": [2, 5, None]}, 1 << 20)
+    assert np.array_equal(a, b) and np.array_equal(sa, sb)
+    c, _ = hash_fields({"occ": [2.5]}, 1 << 20)
+    assert c[0, 0] == hashed_indices(["occ=2.5"], 1 << 20)[0][0]

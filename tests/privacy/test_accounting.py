@@ -566,3 +566,47 @@ def test_calibrate_tight_needs_less_noise_than_paper_rigorous():
 def test_bad_input_raises_config_error(call, match):
     with pytest.raises(ConfigError, match=match):
         call()
+
+
+# -------------------------------------------------------------------------------- CLI
+def test_cli_epsilon_json_and_plot(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from pgfl.privacy.cli import app
+
+    png = tmp_path / "eps.png"
+    res = CliRunner().invoke(
+        app,
+        ["epsilon", "--mu", "0.5", "--clip", "1", "--sigma", "1.4142135623730951",
+         "--iterations", "3", "--json", "--plot", str(png)],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    np.testing.assert_allclose(data["curve"]["paper"], [1.0, 3.0, 6.0])  # i (i+1) / 2
+    assert data["epsilon"]["paper"] == pytest.approx(6.0) and data["delta"] == DELTA
+    assert png.stat().st_size > 1000
+    table = CliRunner().invoke(app, ["epsilon", "--mu", "0.5", "--sigma", "1", "--iterations", "3"])
+    assert table.exit_code == 0 and "inf" in table.output and "clip" in table.output
+
+
+def test_cli_calibrate_and_bad_input():
+    import json
+
+    from typer.testing import CliRunner
+
+    from pgfl.privacy.cli import app
+
+    res = CliRunner().invoke(
+        app,
+        ["calibrate", "--target-epsilon", "6", "--iterations", "3", "--mu", "0.5", "--clip", "1",
+         "--accountant", "paper", "--json"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["sigma"]["paper"]["sigma"] == pytest.approx(math.sqrt(2))
+    bad = CliRunner().invoke(
+        app, ["epsilon", "--mu", "0.5", "--clip", "1", "--sigma", "1", "--iterations", "3",
+              "--delta", "2"],
+    )  # fmt: skip
+    assert isinstance(bad.exception, ConfigError) and "delta" in str(bad.exception)

@@ -114,8 +114,8 @@ def hash_fields(
     """Hash ``F`` categorical fields of ``n`` rows into ``(idx[n, F], sign[n, F])``.
 
     Row ``i``'s token for field ``f`` is ``f"{f}={value}"`` (missing values become
-    ``f"{f}=<NA>"``). Each column is factorized first, so each *distinct* value is hashed
-    once per call: cost ``O(n)`` vectorized work plus ``O(#distinct)`` hash calls.
+    ``f"{f}=<NA>"``; integral floats print as integers, ``2.0`` → ``"f=2"``). Each
+    column is factorized first, so each *distinct* value is hashed once per call: cost ``O(n)`` vectorized work plus ``O(#distinct)`` hash calls.
 
     Args:
         columns: field name → values (all of the same length ``n``).
@@ -143,12 +143,23 @@ def hash_fields(
                 f"every hashed field must have {n} values; field {name!r} has {len(values)}"
             )
         codes, uniques = pd.factorize(pd.Series(values, copy=False), use_na_sentinel=True)
-        tokens = [f"{name}={u}" for u in uniques]
+        tokens = [f"{name}={_token_value(u)}" for u in uniques]
         tokens.append(f"{name}=<NA>")  # code -1 (missing) indexes the last entry
         u_idx, u_sign = hashed_indices(tokens, dim, signed=signed, key=key)
         idx[:, j] = u_idx[codes]
         sign[:, j] = u_sign[codes]
     return idx, sign
+
+
+def _token_value(v: object) -> str:
+    """Text of a categorical value; integral floats print as integers (``2.0`` → ``2``).
+
+    A column of integer codes reads as float when it has a missing cell; this keeps its
+    tokens the same as in a file without missing cells.
+    """
+    if isinstance(v, (float, np.floating)) and np.isfinite(v) and float(v).is_integer():
+        return str(int(v))
+    return str(v)
 
 
 def hashed_to_dense(idx: np.ndarray, sign: np.ndarray, dim: int) -> np.ndarray:

@@ -52,7 +52,8 @@ def regression_data(
     Client ``(p, k)`` draws ``N_pk`` samples (``N`` or uniform in ``[N[0], N[1]]``)
     ``u ~ N(0, R_pk)`` with ``R_pk = Q diag(lambda) Q^T`` (``Q`` a random rotation,
     ``lambda`` uniform in ``eigenvalues``) and ``d = u^T w* + v``, ``v ~ N(0, sigma_v^2)``
-    with ``sigma_v^2`` uniform in ``noise_variance``. ``w* ~ N(0, I_M)`` unless given.
+    with ``sigma_v^2`` uniform in ``noise_variance``. ``w*`` is a uniformly random unit
+    vector unless given (unit norm keeps the MSD scale the same across seeds).
 
     The papers do not state the covariance scale; the default eigenvalue range keeps
     every step size of Fig. 4 (``mu`` up to 5 with ``mu/E`` per epoch) stable.
@@ -68,7 +69,10 @@ def regression_data(
     nv_lo, nv_hi = _range("data.noise_variance", noise_variance, lo=0)
     counts = _counts(rng, P, K, N)
     n_max = int(counts.max())
-    w_star = rng.standard_normal(M) if w_star is None else np.asarray(w_star, dtype=float)
+    if w_star is None:
+        direction = rng.standard_normal(M)
+        w_star = direction / np.linalg.norm(direction)
+    w_star = np.asarray(w_star, dtype=float)
     if w_star.shape != (M,):
         raise ConfigError(f"data.w_star must have {M} entries; got shape {w_star.shape}")
     # random rotations via QR of Gaussian matrices, sign-fixed so Q is Haar distributed

@@ -149,96 +149,60 @@ def solve_apgd(
     costs = [fx.copy()]
     active = np.ones(B, dtype=bool)
     converged = np.zeros(B, dtype=bool)
+
+    def fun(v):
+        return objective(v, Z, alpha, beta, kap, C)
+
+    def step_from(y, L_try, mask, fy=None, gy=None):
+        """Backtracked projected gradient step from ``y`` for the problems in ``mask``."""
+        if fy is None:
+            fy, gy = _cost_grad(y, Z, alpha, beta, kap, C)
+        xt, ft = x.copy(), fx.copy()
+        pending = mask.copy()
+        for _ in range(60):
+            cand = np.maximum(y - gy / L_try[:, None], 0.0)
+            fc = fun(cand)
+            diff = cand - y
+            bound = fy + np.sum(gy * diff, axis=-1) + 0.5 * L_try * np.sum(diff * diff, axis=-1)
+            ok = pending & np.isfinite(fc) & (fc <= bound + 1e-12 * np.abs(bound))
+            xt[ok], ft[ok] = cand[ok], fc[ok]
+            pending &= ~ok
+            if not pending.any():
+                break
+            L_try = np.where(pending, 2.0 * L_try, L_try)
+        return xt, ft, L_try  # still-pending problems (numerical floor) keep x
+
     it = 0
     while it < max_iter and active.any():
         it += 1
-        idx = np.flatnonzero(active)
-        t_next = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t[idx] ** 2))
-        mom = ((t[idx] - 1.0) / t_next)[:, None]
-        xa, xpa = x[idx], x_prev[idx]
-        Za = Z[idx]
-        Ca = None if C is None else C[idx]
-        ka = kap[idx]
-        y = xa + mom * (xa - xpa)
-        La = L[idx] * 0.8
-        new_x = np.empty_like(xa)
-        new_f = np.empty(len(idx))
-        todo = np.arange(len(idx))
-        # up to two passes: extrapolated point, then (restart) the current point
-        for attempt in range(2):
-            if todo.size == 0:
-                break
-            yy = y[todo]
-            fy, gy = _cost_grad(
-                yy, Za[todo], alpha, beta, ka[todo], None if Ca is None else Ca[todo]
-            )
-            bad_y = ~np.isfinite(fy)
-            if bad_y.any():  # extrapolation left the domain: use the current point
-                yy[bad_y] = xa[todo][bad_y]
-                y[todo[bad_y]] = yy[bad_y]
-                fy[bad_y], gy[bad_y] = _cost_grad(
-                    yy[bad_y],
-                    Za[todo][bad_y],
-                    alpha,
-                    beta,
-                    ka[todo][bad_y],
-                    None if Ca is None else Ca[todo][bad_y],
-                )
-            Lt = La[todo]
-            pending = np.arange(todo.size)
-            xt = np.empty_like(yy)
-            ft = np.empty(todo.size)
-            for _ in range(60):
-                cand = np.maximum(yy[pending] - gy[pending] / Lt[pending, None], 0.0)
-                fc = objective(
-                    cand,
-                    Za[todo][pending],
-                    alpha,
-                    beta,
-                    ka[todo][pending],
-                    None if Ca is None else Ca[todo][pending],
-                )
-                diff = cand - yy[pending]
-                bound = (
-                    fy[pending]
-                    + np.sum(gy[pending] * diff, axis=-1)
-                    + 0.5 * Lt[pending] * np.sum(diff * diff, axis=-1)
-                )
-                ok = np.isfinite(fc) & (fc <= bound + 1e-12 * np.abs(bound))
-                xt[pending[ok]] = cand[ok]
-                ft[pending[ok]] = fc[ok]
-                pending = pending[~ok]
-                if pending.size == 0:
-                    break
-                Lt[pending] *= 2.0
-            if pending.size:  # could not satisfy the test (numerical floor): keep x
-                xt[pending] = xa[todo][pending]
-                ft[pending] = fx[idx][todo][pending]
-            La[todo] = Lt
-            if attempt == 1:  # after a restart never accept an increase (round-off)
-                worse = ft > fx[idx][todo]
-                xt[worse] = xa[todo][worse]
-                ft[worse] = fx[idx][todo][worse]
-            new_x[todo] = xt
-            new_f[todo] = ft
-            if not restart or attempt == 1:
-                break
-            worse = ft > fx[idx][todo]
-            if not worse.any():
-                break
-            todo = todo[worse]
-            y[todo] = xa[todo]  # restart: momentum off, redo from the current point
-            t_next[todo] = 1.0
-        L[idx] = La
-        step = np.linalg.norm(new_x - xa, axis=-1)
-        scale = np.maximum(np.linalg.norm(new_x, axis=-1), 1e-12)
-        x_prev[idx] = xa
-        x[idx] = new_x
-        fx[idx] = new_f
-        t[idx] = t_next
-        done = step <= tol * scale
-        converged[idx[done]] = True
-        active[idx[done]] = False
+        t_next = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t**2))
+        y = x + ((t - 1.0) / t_next)[:, None] * (x - x_prev)
+        fy, gy = _cost_grad(y, Z, alpha, beta, kap, C)
+        off = active & ~np.isfinite(fy)  # extrapolation left the domain: use x
+        if off.any():
+            y[off] = x[off]
+            fy, gy = _cost_grad(y, Z, alpha, beta, kap, C)
+        L_try = np.where(active, 0.8 * L, L)
+        xt, ft, L_new = step_from(y, L_try, active, fy, gy)
+        if restart:
+            worse = active & (ft > fx)
+            if worse.any():  # restart: momentum off, redo from the current point
+                t_next[worse] = 1.0
+                y2 = np.where(worse[:, None], x, y)
+                xt2, ft2, L2 = step_from(y2, np.where(worse, L_try, L), worse)
+                xt[worse], ft[worse], L_new[worse] = xt2[worse], ft2[worse], L2[worse]
+                still = worse & (ft > fx)  # never accept an increase (round-off)
+                xt[still], ft[still] = x[still], fx[still]
+        L = np.where(active, L_new, L)
+        step = np.linalg.norm(xt - x, axis=-1)
+        scale = np.maximum(np.linalg.norm(xt, axis=-1), 1e-12)
+        x_prev = np.where(active[:, None], x, x_prev)
+        x = np.where(active[:, None], xt, x)
+        fx = np.where(active, ft, fx)
+        t = np.where(active, t_next, t)
+        done = active & (step <= tol * scale)
+        converged |= done
+        active &= ~done
         costs.append(fx.copy())
     return APGDResult(w=x, costs=np.array(costs), n_iter=it, converged=converged, lipschitz=L)
 

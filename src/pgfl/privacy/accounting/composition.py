@@ -322,9 +322,9 @@ def epsilon(
     slack = dlt / 2.0 if has_gauss else dlt
     eps_t = _pure_epsilons(rel, dlt / (2.0 * n))
     if acc == "advanced":
-        drv = math.sqrt(2.0 * math.log(1.0 / slack) * float(np.sum(eps_t**2))) + float(
-            np.sum(eps_t * np.expm1(eps_t))
-        )
+        with np.errstate(over="ignore"):  # huge ε_t: DRV is ∞ and Σ ε_t wins the min
+            drift = float(np.sum(eps_t * np.expm1(eps_t)))
+        drv = math.sqrt(2.0 * math.log(1.0 / slack) * float(np.sum(eps_t**2))) + drift
         return min(drv, float(math.fsum(eps_t)))
     # kairouz
     if np.all(eps_t == eps_t[0]) and eps_t[0] > 0:

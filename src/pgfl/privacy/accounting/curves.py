@@ -407,9 +407,9 @@ def _gaussian_split_curve(releases: Sequence[Release], delta: float, accountant:
 
 def _advanced(steps: np.ndarray, delta: float) -> np.ndarray:
     """Heterogeneous DRV bound for every prefix: √(2 ln(1/δ) Σ ε_t²) + Σ ε_t (e^{ε_t} − 1)."""
-    return np.sqrt(2.0 * math.log(1.0 / delta) * np.cumsum(steps**2)) + np.cumsum(
-        steps * np.expm1(steps)
-    )
+    with np.errstate(over="ignore"):  # huge ε_t: the bound is ∞ and the min with Σ ε_t wins
+        drift = np.cumsum(steps * np.expm1(steps))
+    return np.sqrt(2.0 * math.log(1.0 / delta) * np.cumsum(steps**2)) + drift
 
 
 def _last_per_iteration(vals: np.ndarray, it_of_step: np.ndarray, t: int) -> np.ndarray:

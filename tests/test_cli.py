@@ -1,0 +1,69 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def pgfl(*args, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "pgfl.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
+
+
+GOOD = """name = "cli"
+iterations = 20
+[topology]
+kind = "ring"
+P = 3
+[data]
+K = 5
+N = 6
+[training]
+L = 2
+"""
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "needle"),
+    [
+        (None, ["run", "missing.toml"], "config file not found: missing.toml"),
+        (GOOD + "bogus = 1\n", ["run", "{cfg}"], "unknown setting"),
+        (GOOD.replace("L = 2", "L = 9"), ["run", "{cfg}"], "training.L must be an integer in [1, data.K=5]; got 9"),
+        (GOOD.replace("L = 2", 'L = "two"'), ["run", "{cfg}"], "training.L must be an integer"),
+        (GOOD.replace("N = 6", "N = -6"), ["run", "{cfg}"], "data.N must be an integer in [1, inf]; got -6"),
+        (GOOD.replace('kind = "ring"', 'kind = "matrix"\nmatrix = [[0.5, 0.5, 0], [0.4, 0.5, 0.1], [0.1, 0, 0.9]]'),
+         ["run", "{cfg}"], "combination matrix must be symmetric"),
+        (None, ["reproduce", "fig99"], "preset must be one of"),
+        (None, ["reproduce", "fig2", "--bogus"], "No such option"),
+        (None, ["bench", "--scale", "huge"], "--scale must be one of"),
+    ],
+)
+def test_bad_input_gives_one_line_and_exit_2(tmp_path, content, args, needle):
+    cfg = tmp_path / "c.toml"
+    if content is not None:
+        cfg.write_text(content)
+    result = pgfl(*[a.replace("{cfg}", str(cfg)) for a in args], cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert needle in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_run_writes_results_and_json(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(GOOD)
+    result = pgfl("run", str(cfg), "--out", str(tmp_path / "o"), "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["experiment"] == "cli" and summary["curves"][0]["label"] == "cli"
+    for f in ("summary.json", "curves.csv", "figure.png", "config.json"):
+        assert (tmp_path / "o" / f).is_file()
+
+
+def test_reproduce_list_and_print_config():
+    listed = pgfl("reproduce", "--list")
+    assert listed.returncode == 0 and "fig2" in listed.stdout.split()
+    text = pgfl("reproduce", "fig5", "--print-config").stdout
+    assert 'label = "noisy_updates"' in text

@@ -1,0 +1,70 @@
+import json
+
+import numpy as np
+import pytest
+
+from pgfl.experiments.config import parse_config
+from pgfl.experiments.results import read_csv, read_json
+from pgfl.experiments.runner import run_experiment
+from pgfl.validation import ConfigError
+
+RAW = {
+    "name": "tiny", "iterations": 30, "repetitions": 2, "seed": 3,
+    "topology": {"kind": "ring", "P": 4}, "data": {"K": 6, "N": 10},
+    "training": {"L": 3, "mu": 0.5}, "privacy": {"server_variance": 0.05},
+    "plot": ["centroid_msd_db", "individual_msd_db"],
+    "curves": [
+        {"label": "none"},
+        {"label": "graph_homomorphic", "privacy": {"server_noise": "graph_homomorphic"}},
+        {"label": "small_L", "training": {"L": 2}},
+        {"label": "blowup", "training": {"L": 2, "mu": 80.0}},
+    ],
+}
+
+
+def test_outputs_follow_the_summary_contract(tmp_path):
+    summary = run_experiment(parse_config(RAW), tmp_path)
+    on_disk = read_json(tmp_path / "summary.json")
+    assert on_disk["curves"] == json.loads(json.dumps(summary["curves"]))
+    assert on_disk["experiment"] == "tiny" and on_disk["iterations"] == 30 and on_disk["repetitions"] == 2
+    for c in on_disk["curves"]:
+        assert set(c) >= {"label", "centroid_msd_db", "individual_msd_db", "disagreement_db", "diverged"}
+    by = {c["label"]: c for c in on_disk["curves"]}
+    assert by["blowup"]["diverged"] and by["blowup"]["centroid_msd_db"] is None
+    assert not by["none"]["diverged"] and isinstance(by["none"]["centroid_msd_db"], float)
+    rows = read_csv(tmp_path / "curves.csv")
+    assert len(rows) == 4 * 30
+    # the summary's steady state is the dB of the mean of the last 10% (3 iterations)
+    lin = [10 ** (float(r["centroid_msd_db"]) / 10) for r in rows if r["label"] == "none"][-3:]
+    assert by["none"]["centroid_msd_db"] == pytest.approx(10 * np.log10(np.mean(lin)), abs=1e-9)
+    assert (tmp_path / "figure.png").stat().st_size > 10_000
+
+
+def test_interrupted_run_keeps_finished_curves_and_resume_is_identical(tmp_path):
+    cfg = parse_config(RAW)
+    full = run_experiment(cfg, tmp_path / "full")
+
+    calls = {"batches": set()}
+
+    def interrupt_second_batch(labels, done, total):
+        calls["batches"].add(labels)
+        if len(calls["batches"]) == 2 and done == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(cfg, tmp_path / "part", on_progress=interrupt_second_batch)
+    saved = sorted(p.name for p in (tmp_path / "part" / "partial").glob("curve-*.npz"))
+    assert saved == ["curve-000.npz", "curve-001.npz"]  # the first batch finished
+
+    seen = []
+    resumed = run_experiment(cfg, tmp_path / "part", resume=True, on_progress=lambda l, d, t: seen.append(l))
+    assert set(seen) == {"small_L, blowup"}  # only the unfinished batch ran again
+    for a, b in zip(full["curves"], resumed["curves"], strict=True):
+        assert a == b
+
+
+def test_resume_refuses_a_different_configuration(tmp_path):
+    run_experiment(parse_config(RAW), tmp_path)
+    other = dict(RAW, seed=4)
+    with pytest.raises(ConfigError, match="different configuration"):
+        run_experiment(parse_config(other), tmp_path, resume=True)
