@@ -115,7 +115,8 @@ def hash_fields(
 
     Row ``i``'s token for field ``f`` is ``f"{f}={value}"`` (missing values become
     ``f"{f}=<NA>"``; integral floats print as integers, ``2.0`` → ``"f=2"``). Each
-    column is factorized first, so each *distinct* value is hashed once per call: cost ``O(n)`` vectorized work plus ``O(#distinct)`` hash calls.
+    column is factorized first, so each *distinct* value is hashed once per call: cost
+    ``O(n)`` vectorized work plus ``O(#distinct)`` hash calls.
 
     Args:
         columns: field name → values (all of the same length ``n``).
