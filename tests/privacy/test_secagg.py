@@ -354,6 +354,15 @@ def test_server_never_requests_both_shares_for_one_client():
         vault.reveal(np.array([], int), np.array([5]), n_included=3)
     with pytest.raises(SecAggProtocolError, match="refusing to unmask"):
         vault.reveal(np.array([5]), np.array([], int), n_included=1)
+    # requests must match the announced U3: no key share of a survivor
+    fresh = secagg._ShareVault(client=1, t=2)
+    fresh.s[3] = np.arange(13)
+    u3 = np.array([True, True, False, True])
+    with pytest.raises(SecAggProtocolError, match="inconsistent with the announced"):
+        fresh.reveal(np.array([], int), np.array([3]), n_included=3, included=u3)
+    with pytest.raises(SecAggProtocolError, match="inconsistent with the announced"):
+        fresh.reveal(np.array([2]), np.array([], int), n_included=3, included=u3)
+    assert not fresh.revealed_s and not fresh.revealed_b
 
 
 def test_fresh_keys_and_masks_every_round():

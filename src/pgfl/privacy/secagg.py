@@ -501,12 +501,28 @@ class _ShareVault:
         self.revealed_s: set[int] = set()
 
     def reveal(
-        self, b_for: np.ndarray, s_for: np.ndarray, n_included: int
+        self,
+        b_for: np.ndarray,
+        s_for: np.ndarray,
+        n_included: int,
+        included: np.ndarray | None = None,
     ) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
-        """Answer an unmasking request (Bonawitz et al. round 4, client side)."""
+        """Answer an unmasking request (Bonawitz et al. round 4, client side).
+
+        ``included`` is the announced U3 (bool ``[L]``): b-shares only for its members,
+        key shares only for non-members.
+        """
         if n_included < self.t:
             raise SecAggProtocolError(
                 f"client {self.client}: refusing to unmask, |U3|={n_included} < t={self.t}"
+            )
+        if included is not None and (
+            not included[np.asarray(b_for, dtype=np.int64)].all()
+            or included[np.asarray(s_for, dtype=np.int64)].any()
+        ):
+            raise SecAggProtocolError(
+                f"client {self.client}: request inconsistent with the announced survivors U3 "
+                "(self-mask shares only for U3, key shares only outside U3)"
             )
         b_set = {int(u) for u in b_for}
         s_set = {int(u) for u in s_for}
@@ -524,14 +540,14 @@ class _ShareVault:
         )
 
 
-def _request_shares(vault: _ShareVault, b_for, s_for, n_included: int):
+def _request_shares(vault: _ShareVault, b_for, s_for, n_included: int, included=None):
     """Server side of round 4: refuse to ask for both kinds of share for one client."""
     overlap = set(map(int, b_for)) & set(map(int, s_for))
     if overlap:
         raise SecAggProtocolError(
             f"server must not request both kinds of share for client(s) {sorted(overlap)}"
         )
-    return vault.reveal(b_for, s_for, n_included)
+    return vault.reveal(b_for, s_for, n_included, included)
 
 
 @dataclass
@@ -755,7 +771,7 @@ def run_secagg_round(
     is_b[b_for_all], is_s[s_for_all] = True, True
     for v in np.flatnonzero(u4).tolist():
         nb = holders[v]  # N[v]: the owners whose shares v holds (the graph is undirected)
-        rb, rs = _request_shares(vaults[v], nb[is_b[nb]], nb[is_s[nb]], n3)
+        rb, rs = _request_shares(vaults[v], nb[is_b[nb]], nb[is_s[nb]], n3, u3)
         for u, sh in rb.items():
             got_b[u].append((v, sh))
         for u, sh in rs.items():
