@@ -167,3 +167,22 @@ def test_client_left_without_samples_and_bad_inputs():
         noise_scales((2.0, 1.0), 3, stream(0, "t"))
     with pytest.raises(ConfigError, match="label_skew needs labels"):
         partition(X, np.arange(100.0), P=2, K=5, seed=0, label_skew=1.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.integers(1, 4),
+    st.integers(1, 6),
+    st.integers(0, 200),
+    st.sampled_from(["equal", "dirichlet", "lognormal"]),
+    st.one_of(st.none(), st.floats(0.05, 50.0)),
+    st.integers(0, 2**31),
+)
+def test_property_every_row_lands_exactly_once(P, K, extra, sizes, skew, seed):
+    n = P * K * 2 + extra
+    X, y = ids_data(n)
+    fd = partition(X, y, P=P, K=K, seed=seed, sizes=sizes, min_per_client=2, label_skew=skew)
+    ids = fd.X[..., 0][fd.mask].astype(int)
+    assert np.array_equal(np.sort(ids), np.arange(n))
+    assert np.array_equal(fd.y[fd.mask], y[ids])
+    assert fd.counts.min() >= 2 and fd.counts.sum() == n
