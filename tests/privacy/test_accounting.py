@@ -374,6 +374,10 @@ def test_curve_summary_and_rows():
     s = c.summary()
     assert set(s["epsilon"]) == {"paper", "pld"} and s["delta"] == DELTA and c.reason is None
     assert s["epsilon"]["paper"] == pytest.approx(3 * 2.0 / (3.0 / math.sqrt(2)))
+    assert "honest-but-curious server" in s["epsilon_scope"]
+    assert "Mironov" in s["epsilon_caveat"]
+    gh = acc.epsilon_curve(scheme="graph_homomorphic", sigma=3.0, mu=0.1, clip=1.0, iterations=2)
+    assert "NOT the centroid" in gh.summary()["epsilon_scope"]
     rows = c.rows()
     assert [r["iteration"] for r in rows] == [1, 2, 3]
     assert rows[-1]["epsilon_pld"] == s["epsilon"]["pld"]

@@ -155,6 +155,8 @@ def epsilon_command(
         out.print(f"[bold]epsilon = inf[/bold]: {curve.reason}")
     for name, note in curve.notes.items():
         out.print(f"  [dim]{name}: {note}[/dim]")
+    out.print(f"[bold]scope[/bold]: {acc.SCOPES[scheme]}")
+    out.print(f"[bold]caveat[/bold]: {acc.FLOATING_POINT_CAVEAT}")
     if plot is not None:
         out.print(f"plot: {plot}")
 

@@ -50,6 +50,8 @@ from .composition import (
 )
 from .curves import (
     DISTRIBUTIONS,
+    FLOATING_POINT_CAVEAT,
+    SCOPES,
     TIGHT_ACCOUNTANT,
     EpsilonCurve,
     calibrate,
@@ -93,7 +95,9 @@ __all__ = [
     "CLIENT_SCHEMES",
     "DEFAULT_VALUE_DISCRETIZATION_INTERVAL",
     "DISTRIBUTIONS",
+    "FLOATING_POINT_CAVEAT",
     "SCHEMES",
+    "SCOPES",
     "SERVER_SCHEMES",
     "TIGHT_ACCOUNTANT",
     "EpsilonCurve",

@@ -33,6 +33,8 @@ from .papers import SCHEMES, gfl_sensitivities
 
 __all__ = [
     "DISTRIBUTIONS",
+    "FLOATING_POINT_CAVEAT",
+    "SCOPES",
     "TIGHT_ACCOUNTANT",
     "EpsilonCurve",
     "calibrate",
@@ -46,6 +48,38 @@ DISTRIBUTIONS = ("laplace", "gaussian")
 TIGHT_ACCOUNTANT = "pld"
 #: Support size the adaptive PLD grid aims at (≈ 2·Σε / interval); see :func:`_pld_interval`.
 _PLD_TARGET_POINTS = 2e4
+
+#: What each scheme's ε covers and against whom (docs/privacy.md has the full story).
+SCOPES = {
+    "graph_homomorphic": (
+        "covers the messages one server sends over its links (adversary: a neighbouring server "
+        "or an eavesdropper on any set of links); NOT the centroid or that server's own model, "
+        "where the graph-homomorphic noise cancels, nor a coalition including the server itself"
+    ),
+    "random": (
+        "covers the messages one server sends over its links (one noise draw per server and "
+        "iteration, the same copy on every link); adversary: a neighbouring server or an "
+        "eavesdropper on any set of links"
+    ),
+    "random_per_link": (
+        "covers the messages one server sends over the observed links (independent noise per "
+        "link); an adversary watching k links sees k independent copies per iteration"
+    ),
+    "models": (
+        "covers what one client sends its server (noisy model); adversary: the honest-but-curious "
+        "server, and by post-processing anyone downstream"
+    ),
+    "updates": (
+        "covers what one client sends its server (noisy update); adversary: the honest-but-curious "
+        "server, and by post-processing anyone downstream"
+    ),
+}
+#: Shown with every reported ε (docs/privacy.md, "Floating-point noise").
+FLOATING_POINT_CAVEAT = (
+    "epsilon is for ideal real-valued noise; pgfl samples noise in floating point, which "
+    "leaks through the low-order bits (Mironov 2012): a simulation figure, not a deployment "
+    "guarantee (docs/privacy.md)"
+)
 
 _NOTES = {
     "paper": (
@@ -118,6 +152,10 @@ class EpsilonCurve(Mapping[str, np.ndarray]):
         if self.reason is not None:
             out["epsilon_reason"] = self.reason
         out["epsilon_notes"] = dict(self.notes)
+        scheme = self.settings.get("scheme")
+        if scheme in SCOPES:
+            out["epsilon_scope"] = SCOPES[scheme]
+        out["epsilon_caveat"] = FLOATING_POINT_CAVEAT
         return out
 
     def rows(self, prefix: str = "epsilon_") -> list[dict[str, float]]:
