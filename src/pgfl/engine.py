@@ -232,36 +232,45 @@ def local_phase(
 ) -> np.ndarray:
     """Clients' local SGD and the unit aggregate ``psi`` (eqs. 6-7); ``[C,R,P,M]`` → same.
 
-    Inside, the curve axis is moved last (``Wk[R, P, L, M, C]``) so that every epoch is
-    two batched matrix products shared by all curves (:meth:`_Problem.gradient`).
+    The sampled clients of every repetition and unit are flattened into one axis and
+    sorted by their number of epochs (most first), so that the clients still training
+    at epoch ``e`` are a prefix of that axis: an epoch costs only its active clients.
+    The curve axis is moved last (``Wk[n, M, C]``) so that every epoch is two batched
+    matrix products shared by all curves (:meth:`_Problem.gradient`).
     """
     data = net.data
     P, K, N, M = data.shape
-    idx = draws.clients  # [R, P, L]
+    R, _, L = draws.clients.shape
     unit = np.arange(P)[None, :, None]
-    n_s = data.counts[unit, idx]
-    E_s = net.epochs[unit, idx]
-    base = (unit * K + idx) * N  # flat index of each sampled client's first sample
+    E_f = net.epochs[unit, draws.clients].reshape(-1)
+    order = np.argsort(-E_f, kind="stable")
+    E_sorted = E_f[order]
+    active = np.count_nonzero(E_sorted[:, None] > np.arange(int(E_sorted[0])), axis=0)
+    n_f = data.counts[unit, draws.clients].reshape(-1)[order]
+    base = ((unit * K + draws.clients) * N).reshape(-1)[order]  # flat index of 1st sample
     X = data.X.reshape(-1, M)
     y = data.y.reshape(-1)
-    step = curves.mu / E_s[..., None, None]  # [R, P, L, 1, C]
+    step = curves.mu / E_sorted[:, None, None]  # [n, 1, C]
     clip = curves.clip
-    Wk = np.repeat(np.moveaxis(W, 0, -1)[:, :, None], idx.shape[-1], axis=2)
+    Wk = np.repeat(np.moveaxis(W, 0, -1)[:, :, None], L, axis=2).reshape(R * P * L, M, -1)[order]
     if net.batch is None:
-        rows = base[..., None] + np.arange(N)  # [R, P, L, N]
-        weight = (np.arange(N) < n_s[..., None]).astype(float)
-        U, d = X[rows], y[rows]
+        rows = base[:, None] + np.arange(N)
+        weight = (np.arange(N) < n_f[:, None]).astype(float)
+        U_full, d_full = X[rows], y[rows]
     else:
-        B_s = net.batch[unit, idx]
-        weight = (np.arange(draws.batches.shape[-1]) < B_s[..., None]).astype(float)
-        rows = base[..., None] + (draws.batches * n_s[..., None]).astype(np.int64)
-        U_all, d_all = X[rows], y[rows]  # [E_max, R, P, L, B_max, (M)]
-    for e in range(int(E_s.max())):
-        if net.batch is not None:
-            U, d = U_all[e], d_all[e]
-        g = net.problem.gradient(Wk, U, d, weight, clip)
-        Wk -= np.where((e < E_s)[..., None, None], step, 0.0) * g
-    psi = Wk.mean(axis=2)  # [R, P, M, C]
+        B_f = net.batch[unit, draws.clients].reshape(-1)[order]
+        weight = (np.arange(draws.batches.shape[-1]) < B_f[:, None]).astype(float)
+        position = draws.batches.reshape(draws.batches.shape[0], R * P * L, -1)[:, order]
+        rows = base[:, None] + (position * n_f[:, None]).astype(np.int64)  # [E_max, n, B]
+    for e, k in enumerate(active):
+        if net.batch is None:
+            U, d = U_full[:k], d_full[:k]
+        else:
+            U, d = X[rows[e, :k]], y[rows[e, :k]]
+        Wk[:k] -= step[:k] * net.problem.gradient(Wk[:k], U, d, weight[:k], clip)
+    unsorted = np.empty_like(Wk)
+    unsorted[order] = Wk
+    psi = unsorted.reshape(R, P, L, M, -1).mean(axis=2)  # [R, P, M, C]
     for dist, std in curves.client_std.items():
         # models: psi = mean(w_k + g_k); updates: psi = w - mu mean(u_k + g_k), u_k = (w - w_k)/mu
         scale = std * np.where(curves.updates, -curves.mu, 1.0)

@@ -72,10 +72,15 @@ class _Problem:
         share = weight / weight.sum(axis=-1, keepdims=True)
         if clip_norm is None:
             return np.swapaxes(U, -1, -2) @ (c * share[..., None]) + (2.0 * self.rho) * W
-        per_sample = U[..., :, :, None] * c[..., :, None, :] + (2.0 * self.rho) * W[..., None, :, :]
-        norm = np.sqrt(np.einsum("...bmc,...bmc->...bc", per_sample, per_sample))
-        scale = np.minimum(1.0, np.asarray(clip_norm)[..., None, :] / np.maximum(norm, 1e-300))
-        return np.einsum("...bmc,...bc->...mc", per_sample, scale * share[..., None])
+        # ||c u + 2 rho w||^2 = c^2 ||u||^2 + 4 rho c u^T w + 4 rho^2 ||w||^2, without forming
+        # the per-sample gradients
+        u2 = np.einsum("...bm,...bm->...b", U, U)[..., None]
+        w2 = np.einsum("...mc,...mc->...c", W, W)[..., None, :]
+        norm2 = c * c * u2 + (4.0 * self.rho) * c * margin + (4.0 * self.rho**2) * w2
+        scale = np.minimum(1.0, np.asarray(clip_norm) / np.sqrt(np.maximum(norm2, 1e-300)))
+        kept = scale * share[..., None]  # [..., B, C]
+        reg = (2.0 * self.rho) * W * kept.sum(axis=-2)[..., None, :]
+        return np.swapaxes(U, -1, -2) @ (c * kept) + reg
 
     def risk(self, w: np.ndarray, data: FederatedData) -> np.ndarray:
         """Objective ``J(w)`` of preprint eq. 1 for models ``w [..., M]``; result ``[...]``."""
