@@ -67,8 +67,18 @@ def machine() -> dict:
                     break
     except OSError:
         pass
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+    keys = [X25519PrivateKey.generate() for _ in range(200)]
+    pubs = [k.public_key() for k in keys]
+    t0 = time.perf_counter()
+    for i in range(2000):
+        keys[i % 200].exchange(pubs[(i * 7 + 1) % 200])
+    x25519_us = (time.perf_counter() - t0) / 2000 * 1e6
     return {
         "date_utc": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M"),
+        "load_average_1min": os.getloadavg()[0],
+        "x25519_exchange_us": round(x25519_us, 1),
         "cpu": cpu,
         "cores": os.cpu_count(),
         "python": platform.python_version(),
