@@ -108,6 +108,7 @@ DROP_AFTER_MASKED_INPUT = 3
 
 _LABEL = b"pgfl-secagg-v1/"
 _SECRET_BYTES = 32
+_ZERO_SALT = bytes(32)
 
 
 class SecAggAbort(RuntimeError):
@@ -372,7 +373,9 @@ def hkdf_sha256(ikm: bytes, info: bytes, length: int = 32, salt: bytes = b"") ->
     Implemented with :func:`hmac.digest` (one C call per HMAC); a test checks it against
     ``cryptography``'s ``HKDF``.
     """
-    prk = hmac.digest(salt or bytes(32), ikm, "sha256")
+    prk = hmac.digest(salt or _ZERO_SALT, ikm, "sha256")
+    if length == 32:  # the only length used here: a single expand block
+        return hmac.digest(prk, info + b"\x01", "sha256")
     okm = b""
     block = b""
     i = 1
