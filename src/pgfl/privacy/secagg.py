@@ -55,6 +55,7 @@ once and added to one party's vector and subtracted from the other's.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import math
 import os
@@ -108,7 +109,10 @@ DROP_AFTER_MASKED_INPUT = 3
 
 _LABEL = b"pgfl-secagg-v1/"
 _SECRET_BYTES = 32
-_ZERO_SALT = bytes(32)
+# HMAC-SHA256 keyed by the default HKDF salt (32 zero bytes, RFC 5869 §2.2): the key
+# block is all zeros, so the pads are 64 bytes of 0x36 (inner) and 0x5c (outer).
+_ZERO_SALT_INNER = hashlib.sha256(b"\x36" * 64)
+_ZERO_SALT_OUTER = hashlib.sha256(b"\x5c" * 64)
 
 
 class SecAggAbort(RuntimeError):
@@ -373,7 +377,14 @@ def hkdf_sha256(ikm: bytes, info: bytes, length: int = 32, salt: bytes = b"") ->
     Implemented with :func:`hmac.digest` (one C call per HMAC); a test checks it against
     ``cryptography``'s ``HKDF``.
     """
-    prk = hmac.digest(salt or _ZERO_SALT, ikm, "sha256")
+    if salt:
+        prk = hmac.digest(salt, ikm, "sha256")
+    else:  # HMAC under the fixed all-zero key, with its pad states hashed once
+        inner = _ZERO_SALT_INNER.copy()
+        inner.update(ikm)
+        outer = _ZERO_SALT_OUTER.copy()
+        outer.update(inner.digest())
+        prk = outer.digest()
     if length == 32:  # the only length used here: a single expand block
         return hmac.digest(prk, info + b"\x01", "sha256")
     okm = b""
