@@ -54,3 +54,30 @@ def test_fig3_individual_msd_grows_with_variance_for_both_schemes(tmp_path):
         assert all(np.diff(values) > 0), (scheme, values)
     # at the centroid, graph-homomorphic noise costs far less than random noise
     assert cen["graph_homomorphic_var=1"] < cen["random_var=1"] - 20
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_fig7_real_data_test_errors(tmp_path, seed):
+    from pgfl.experiments.runner import build_network
+
+    cfg = load_preset("fig7", quick=True, seed=seed)
+    s = steady(run_experiment(cfg, tmp_path), "test_error")
+    net = build_network(cfg.curves[0], seed)
+    optimum = net.problem.test_error(
+        net.problem.optimum(net.data), net.data.X_test, net.data.y_test
+    )
+    assert abs(s["none"] - optimum) <= 0.01  # the centralized optimum's test error
+    assert abs(s["graph_homomorphic"] - s["none"]) <= 0.02
+    assert s["random"] >= s["none"] + 0.05
+
+
+def test_fig7_runs_on_an_avazu_file(tmp_path):
+    from pgfl.data.avazu import write_synthetic_avazu
+
+    path = tmp_path / "train.csv"
+    write_synthetic_avazu(path, 1500, seed=3)
+    cfg = load_preset("fig7", quick=True, data={"source": str(path), "rows": 1000})
+    s = run_experiment(cfg, tmp_path / "out")
+    errors = steady(s, "test_error")
+    assert set(errors) == {"none", "graph_homomorphic", "random"}
+    assert all(0.0 <= e <= 1.0 for e in errors.values())

@@ -7,7 +7,11 @@ import pytest
 
 def pgfl(*args, cwd=None):
     return subprocess.run(
-        [sys.executable, "-m", "pgfl.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300
+        [sys.executable, "-m", "pgfl.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
     )
 
 
@@ -29,11 +33,25 @@ L = 2
     [
         (None, ["run", "missing.toml"], "config file not found: missing.toml"),
         (GOOD + "bogus = 1\n", ["run", "{cfg}"], "unknown setting"),
-        (GOOD.replace("L = 2", "L = 9"), ["run", "{cfg}"], "training.L must be an integer in [1, data.K=5]; got 9"),
+        (
+            GOOD.replace("L = 2", "L = 9"),
+            ["run", "{cfg}"],
+            "training.L must be an integer in [1, data.K=5]; got 9",
+        ),
         (GOOD.replace("L = 2", 'L = "two"'), ["run", "{cfg}"], "training.L must be an integer"),
-        (GOOD.replace("N = 6", "N = -6"), ["run", "{cfg}"], "data.N must be an integer in [1, inf]; got -6"),
-        (GOOD.replace('kind = "ring"', 'kind = "matrix"\nmatrix = [[0.5, 0.5, 0], [0.4, 0.5, 0.1], [0.1, 0, 0.9]]'),
-         ["run", "{cfg}"], "combination matrix must be symmetric"),
+        (
+            GOOD.replace("N = 6", "N = -6"),
+            ["run", "{cfg}"],
+            "data.N must be an integer in [1, inf]; got -6",
+        ),
+        (
+            GOOD.replace(
+                'kind = "ring"',
+                'kind = "matrix"\nmatrix = [[0.5, 0.5, 0], [0.4, 0.5, 0.1], [0.1, 0, 0.9]]',
+            ),
+            ["run", "{cfg}"],
+            "combination matrix must be symmetric",
+        ),
         (None, ["reproduce", "fig99"], "preset must be one of"),
         (None, ["reproduce", "fig2", "--bogus"], "No such option"),
         (None, ["bench", "--scale", "huge"], "--scale must be one of"),

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.reference import reference_round
 
 from pgfl.data.synthetic import client_schedule, logistic_data, regression_data
 from pgfl.engine import (
@@ -20,7 +21,6 @@ from pgfl.problems import LeastSquares, Logistic
 from pgfl.rng import stream
 from pgfl.topology import combination_matrix
 from pgfl.validation import ConfigError
-from tests.reference import reference_round
 
 
 def small_network(P=3, K=5, L=3, N=(4, 9), M=3, batch=True, problem="ls", seed=0, A=None):
@@ -97,7 +97,9 @@ def test_limit_case_full_participation_one_epoch_is_plain_gradient_descent_diffu
 def test_p_equals_one_is_fedavg():
     net = small_network(P=1, K=6, L=4, A=np.ones((1, 1)))
     assert net.iota2 == 0.0
-    W = run_both(net, [CurveSettings(mu=0.3), CurveSettings(mu=0.3, client_noise="laplace", client_std=0.1)])
+    W = run_both(
+        net, [CurveSettings(mu=0.3), CurveSettings(mu=0.3, client_noise="laplace", client_std=0.1)]
+    )
     assert W.shape == (2, 2, 1, 3)
 
 
@@ -109,13 +111,23 @@ def test_k1_l1_is_the_books_diffusion_recursion():
     traj = simulate(net, [CurveSettings(mu=0.2)], iterations=15, w_opt=np.zeros(3))
     W = np.zeros((5, 3))
     for _ in range(15):
-        phi = np.array([
-            W[k] - 0.2 * (2 * net.data.X[k, 0, : net.data.counts[k, 0]].T
-                          @ (net.data.X[k, 0, : net.data.counts[k, 0]] @ W[k]
-                             - net.data.y[k, 0, : net.data.counts[k, 0]])
-                          / net.data.counts[k, 0] + 0.2 * W[k])
-            for k in range(5)
-        ])
+        phi = np.array(
+            [
+                W[k]
+                - 0.2
+                * (
+                    2
+                    * net.data.X[k, 0, : net.data.counts[k, 0]].T
+                    @ (
+                        net.data.X[k, 0, : net.data.counts[k, 0]] @ W[k]
+                        - net.data.y[k, 0, : net.data.counts[k, 0]]
+                    )
+                    / net.data.counts[k, 0]
+                    + 0.2 * W[k]
+                )
+                for k in range(5)
+            ]
+        )
         W = net.A @ phi
     np.testing.assert_allclose(traj.W[0, 0], W, atol=1e-12)
 
@@ -142,7 +154,9 @@ def test_graph_homomorphic_noise_has_zero_network_average(matrix_seed, M, R):
     rng = np.random.default_rng(seed)
     data = regression_data(rng, P=P, K=1, N=2, M=M)
     net = Network(data, LeastSquares(0.1), A, 1, np.ones((P, 1), int), None)
-    settings_ = [CurveSettings(mu=0.1, server_noise="graph_homomorphic", server_std=s) for s in (0.5, 3.0)]
+    settings_ = [
+        CurveSettings(mu=0.1, server_noise="graph_homomorphic", server_std=s) for s in (0.5, 3.0)
+    ]
     ca = _curve_arrays(settings_)
     streams = Streams(*(stream(seed, n) for n in Streams._fields))
     draws = draw_round(streams, net, ca, R)
@@ -162,7 +176,9 @@ def test_random_server_noise_has_requested_variance(scheme, distribution):
     data = regression_data(np.random.default_rng(0), P=P, K=1, N=2, M=M)
     A = combination_matrix(nx.complete_graph(P))
     net = Network(data, LeastSquares(0.1), A, 1, np.ones((P, 1), int), None)
-    s = CurveSettings(mu=0.1, server_noise=scheme, server_std=np.sqrt(var), server_distribution=distribution)
+    s = CurveSettings(
+        mu=0.1, server_noise=scheme, server_std=np.sqrt(var), server_distribution=distribution
+    )
     ca = _curve_arrays([s])
     draws = draw_round(Streams(*(stream(3, n) for n in Streams._fields)), net, ca, R)
     g = combine_phase(np.zeros((1, R, P, M)), net, ca, draws)[0]
@@ -224,7 +240,11 @@ def test_graph_homomorphic_needs_self_weights():
     A = np.array([[0.0, 0.5, 0.5], [0.5, 0.5, 0.0], [0.5, 0.0, 0.5]])
     net = small_network(P=3, A=A)
     with pytest.raises(ConfigError, match="a_pp > 0"):
-        simulate(net, [CurveSettings(mu=0.1, server_noise="graph_homomorphic", server_std=0.1)], iterations=1)
+        simulate(
+            net,
+            [CurveSettings(mu=0.1, server_noise="graph_homomorphic", server_std=0.1)],
+            iterations=1,
+        )
     simulate(net, [CurveSettings(mu=0.1, server_noise="random", server_std=0.1)], iterations=1)
 
 

@@ -20,7 +20,9 @@ def test_gradient_matches_finite_differences_of_the_batch_loss(problem):
 
     def loss(v):
         m = U @ v
-        return float((problem.sample_loss(m, d) * weight).sum() / weight.sum() + problem.rho * v @ v)
+        return float(
+            (problem.sample_loss(m, d) * weight).sum() / weight.sum() + problem.rho * v @ v
+        )
 
     g = problem.gradient(w[:, None], U, d, weight)[:, 0]
     h = 1e-6
@@ -56,7 +58,9 @@ def test_logistic_optimum_matches_scikit_learn_with_matching_penalty():
     # equal client sizes: J = (1/n) sum loss + rho |w|^2  <=>  sklearn's 1/2 |w|^2 + C sum loss
     X = data.X.reshape(-1, 3)
     y = data.y.reshape(-1)
-    clf = LogisticRegression(C=1.0 / (2 * rho * len(y)), fit_intercept=False, tol=1e-12, max_iter=10000)
+    clf = LogisticRegression(
+        C=1.0 / (2 * rho * len(y)), fit_intercept=False, tol=1e-12, max_iter=10000
+    )
     clf.fit(X, y)
     np.testing.assert_allclose(w, clf.coef_[0], atol=1e-6)
 
@@ -72,7 +76,9 @@ def test_clipped_per_sample_gradients_never_exceed_the_norm(clip, seed):
     problem = LeastSquares(0.4)
     # single-sample batches expose each clipped per-sample gradient
     for j in range(7):
-        g = problem.gradient(W, U[j : j + 1], d[j : j + 1], weight[:1], clip_norm=np.array([clip, clip]))
+        g = problem.gradient(
+            W, U[j : j + 1], d[j : j + 1], weight[:1], clip_norm=np.array([clip, clip])
+        )
         assert np.all(np.linalg.norm(g, axis=0) <= clip * (1 + 1e-12))
     # the mean of clipped gradients is within the norm too, and equals the unclipped one
     # when the norm is large
@@ -90,7 +96,9 @@ def test_test_error_of_logistic_and_not_of_least_squares():
 
 
 def test_bad_rho_and_bad_data_are_rejected():
-    with pytest.raises(ConfigError, match=r"training.rho must be a real number in \[0, inf\); got -1"):
+    with pytest.raises(
+        ConfigError, match=r"training.rho must be a real number in \[0, inf\); got -1"
+    ):
         LeastSquares(-1)
     with pytest.raises(ConfigError, match="counts must be in"):
         FederatedData(np.zeros((1, 1, 2, 1)), np.zeros((1, 1, 2)), np.array([[3]]))

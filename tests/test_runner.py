@@ -9,9 +9,14 @@ from pgfl.experiments.runner import run_experiment
 from pgfl.validation import ConfigError
 
 RAW = {
-    "name": "tiny", "iterations": 30, "repetitions": 2, "seed": 3,
-    "topology": {"kind": "ring", "P": 4}, "data": {"K": 6, "N": 10},
-    "training": {"L": 3, "mu": 0.5}, "privacy": {"server_variance": 0.05},
+    "name": "tiny",
+    "iterations": 30,
+    "repetitions": 2,
+    "seed": 3,
+    "topology": {"kind": "ring", "P": 4},
+    "data": {"K": 6, "N": 10},
+    "training": {"L": 3, "mu": 0.5},
+    "privacy": {"server_variance": 0.05},
     "plot": ["centroid_msd_db", "individual_msd_db"],
     "curves": [
         {"label": "none"},
@@ -26,9 +31,19 @@ def test_outputs_follow_the_summary_contract(tmp_path):
     summary = run_experiment(parse_config(RAW), tmp_path)
     on_disk = read_json(tmp_path / "summary.json")
     assert on_disk["curves"] == json.loads(json.dumps(summary["curves"]))
-    assert on_disk["experiment"] == "tiny" and on_disk["iterations"] == 30 and on_disk["repetitions"] == 2
+    assert (
+        on_disk["experiment"] == "tiny"
+        and on_disk["iterations"] == 30
+        and on_disk["repetitions"] == 2
+    )
     for c in on_disk["curves"]:
-        assert set(c) >= {"label", "centroid_msd_db", "individual_msd_db", "disagreement_db", "diverged"}
+        assert set(c) >= {
+            "label",
+            "centroid_msd_db",
+            "individual_msd_db",
+            "disagreement_db",
+            "diverged",
+        }
     by = {c["label"]: c for c in on_disk["curves"]}
     assert by["blowup"]["diverged"] and by["blowup"]["centroid_msd_db"] is None
     assert not by["none"]["diverged"] and isinstance(by["none"]["centroid_msd_db"], float)
@@ -57,7 +72,9 @@ def test_interrupted_run_keeps_finished_curves_and_resume_is_identical(tmp_path)
     assert saved == ["curve-000.npz", "curve-001.npz"]  # the first batch finished
 
     seen = []
-    resumed = run_experiment(cfg, tmp_path / "part", resume=True, on_progress=lambda l, d, t: seen.append(l))
+    resumed = run_experiment(
+        cfg, tmp_path / "part", resume=True, on_progress=lambda l, d, t: seen.append(l)
+    )
     assert set(seen) == {"small_L, blowup"}  # only the unfinished batch ran again
     for a, b in zip(full["curves"], resumed["curves"], strict=True):
         assert a == b

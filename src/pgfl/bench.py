@@ -8,6 +8,7 @@ them; record them with the machine and date (BENCHMARKS.md), never assert them i
 
 from __future__ import annotations
 
+import os
 import platform
 import resource
 import time
@@ -64,7 +65,11 @@ def bench_case(name: str, seconds: float = 3.0) -> dict[str, Any]:
     rounds = iterations / elapsed
     return {
         "case": name,
-        "P": P, "K": K, "N": N, "M": M, "L": L,
+        "P": P,
+        "K": K,
+        "N": N,
+        "M": M,
+        "L": L,
         "trials": R * C,
         "iterations": iterations,
         "seconds": round(elapsed, 3),
@@ -93,7 +98,7 @@ def run_bench(
         "client_updates_per_s": head["client_updates_per_s"],
         "rounds_per_s": head["rounds_per_s"],
         "cases": cases,
-        "machine": f"{platform.machine()} {platform.processor() or ''} "
-        f"{__import__('os').cpu_count()} cpus, python {platform.python_version()}, numpy {np.__version__}",
+        "machine": f"{platform.machine()} {os.cpu_count()} cpus, "
+        f"python {platform.python_version()}, numpy {np.__version__}",
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }

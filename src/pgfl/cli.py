@@ -62,7 +62,11 @@ def print_summary(summary: dict[str, Any], folder: Path) -> None:
     keys: list[str] = []
     for c in curves:
         for k, v in c.items():
-            if k not in keys and k not in ("label", "settings", "diverged_at") and not isinstance(v, (dict, list)):
+            if (
+                k not in keys
+                and k not in ("label", "settings", "diverged_at")
+                and not isinstance(v, (dict, list))
+            ):
                 keys.append(k)
     table = Table(title=f"{summary.get('experiment', '')}: {folder}")
     table.add_column("curve")
@@ -83,8 +87,13 @@ def _run(cfg: Any, folder: Path, *, resume: bool, as_json: bool) -> None:
     from pgfl.experiments.runner import run_experiment
 
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(), console=err, transient=True, disable=as_json,
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=as_json,
     ) as bar:
         tasks: dict[str, Any] = {}
 
@@ -100,7 +109,8 @@ def _run(cfg: Any, folder: Path, *, resume: bool, as_json: bool) -> None:
             saved = len(list((folder / "partial").glob("curve-*.npz")))
             print(
                 f"interrupted: {saved} of {len(cfg.curves)} curves saved in {folder}; "
-                "rerun with --resume to continue", file=sys.stderr,
+                "rerun with --resume to continue",
+                file=sys.stderr,
             )
             raise typer.Exit(130) from None
     _report(summary, folder, as_json)
@@ -113,7 +123,9 @@ def _report(summary: dict[str, Any], folder: Path, as_json: bool) -> None:
         sys.stdout.write(json.dumps(_jsonable(summary), indent=2) + "\n")
         return
     print_summary(summary, folder)
-    out.print(f"results: {folder / 'summary.json'}, {folder / 'curves.csv'}, {folder / 'figure.png'}")
+    out.print(
+        f"results: {folder / 'summary.json'}, {folder / 'curves.csv'}, {folder / 'figure.png'}"
+    )
 
 
 @app.command()
@@ -136,13 +148,24 @@ def reproduce(
     name: Annotated[str, typer.Argument(help="Preset: fig2..fig6, ... (see --list).")] = "",
     out_dir: OutOpt = None,
     quick: Annotated[bool, typer.Option("--quick", help="Fewer iterations/repetitions.")] = False,
-    seed: Annotated[int | None, typer.Option("--seed", help="Root seed (default: the preset's).")] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Root seed (default: the preset's).")
+    ] = None,
     resume: ResumeOpt = False,
     as_json: JsonOpt = False,
     list_: Annotated[bool, typer.Option("--list", help="List the presets and exit.")] = False,
     print_config: Annotated[
         bool, typer.Option("--print-config", help="Print the preset's TOML and exit.")
     ] = False,
+    data: Annotated[
+        str | None,
+        typer.Option(
+            "--data", help="Real data: a data set name, an Avazu CSV path, or csv:PATH:LABEL."
+        ),
+    ] = None,
+    rows: Annotated[
+        int | None, typer.Option("--rows", help="Training rows to read from --data.")
+    ] = None,
 ) -> None:
     """Reproduce a figure of the papers with the papers' parameters."""
     from pgfl.experiments.presets import load_preset, preset_names, preset_text
@@ -163,15 +186,21 @@ def reproduce(
     if print_config:
         sys.stdout.write(preset_text(name))
         return
-    _run(load_preset(name, quick=quick, seed=seed), folder, resume=resume, as_json=as_json)
+    overrides: dict[str, object] = {}
+    if data is not None:
+        overrides["source"] = data
+    if rows is not None:
+        overrides["rows"] = rows
+    cfg = load_preset(name, quick=quick, seed=seed, data=overrides)
+    if overrides and cfg.curves[0].data.kind != "classification":
+        raise ConfigError(f"--data/--rows apply to real-data presets (fig7); got preset {name!r}")
+    _run(cfg, folder, resume=resume, as_json=as_json)
 
 
 @app.command()
 def bench(
     as_json: JsonOpt = False,
-    scale: Annotated[
-        str, typer.Option("--scale", help="paper, medium, large or all.")
-    ] = "paper",
+    scale: Annotated[str, typer.Option("--scale", help="paper, medium, large or all.")] = "paper",
     seconds: Annotated[float, typer.Option("--seconds", help="Target time per case.")] = 3.0,
 ) -> None:
     """Measure engine throughput (client updates per second) at paper and larger scales."""
@@ -186,8 +215,11 @@ def bench(
         table.add_column(col, justify="right")
     for case in result["cases"]:
         table.add_row(
-            case["case"], f"{case['client_updates_per_s']:,.0f}", f"{case['rounds_per_s']:,.1f}",
-            str(case["trials"]), f"{case.get('peak_rss_gib', 0):.2f}",
+            case["case"],
+            f"{case['client_updates_per_s']:,.0f}",
+            f"{case['rounds_per_s']:,.1f}",
+            str(case["trials"]),
+            f"{case.get('peak_rss_gib', 0):.2f}",
         )
     out.print(table)
 

@@ -66,6 +66,7 @@ class CurveSettings:
         server_std: ``sigma_g``, std per coordinate of the server-level noise.
         server_distribution: ``"laplace"`` (the papers) or ``"gaussian"``.
         clip_norm: per-sample gradient clipping norm (``inf``: no clipping).
+
     """
 
     mu: float
@@ -101,6 +102,7 @@ class Network:
         epochs: local epochs ``E_pk``, int ``[P, K]``.
         batch: mini-batch sizes ``B_pk``, int ``[P, K]``; ``None`` means full batch
             (every sample of the client in every epoch).
+
     """
 
     data: FederatedData
@@ -134,6 +136,7 @@ class RoundDraws(NamedTuple):
         client_noise: unit-variance noise ``[R, P, L, M]`` per distribution name.
         server_noise: unit-variance noise ``[R, P, M]`` per distribution name.
         link_noise: unit-variance noise ``[R, nnz(A), M]`` per distribution name.
+
     """
 
     clients: np.ndarray
@@ -152,7 +155,9 @@ class Streams(NamedTuple):
     server_noise: np.random.Generator
 
 
-def unit_variance(rng: np.random.Generator, distribution: str, shape: tuple[int, ...]) -> np.ndarray:
+def unit_variance(
+    rng: np.random.Generator, distribution: str, shape: tuple[int, ...]
+) -> np.ndarray:
     """Zero-mean, unit-variance noise: ``Lap(0, 1/sqrt(2))`` or ``N(0, 1)``.
 
     Scaled by ``sigma`` it is the papers' ``Lap(0, sigma/sqrt(2))`` of variance ``sigma^2``.
@@ -206,9 +211,7 @@ def _curve_arrays(curves: Sequence[CurveSettings]) -> _CurveArrays:
     return _CurveArrays(mu, updates, client_std, server_random, server_self, link_std, clip)
 
 
-def draw_round(
-    streams: Streams, net: Network, curves: _CurveArrays, R: int
-) -> RoundDraws:
+def draw_round(streams: Streams, net: Network, curves: _CurveArrays, R: int) -> RoundDraws:
     """Draw every random quantity of one iteration, in a fixed order per stream."""
     P, K, _, M = net.data.shape
     clients = sample_clients(streams.sampling, R, P, K, net.L)
@@ -227,9 +230,7 @@ def draw_round(
     return RoundDraws(clients, batches, client_noise, server_noise, link_noise)
 
 
-def local_phase(
-    W: np.ndarray, net: Network, curves: _CurveArrays, draws: RoundDraws
-) -> np.ndarray:
+def local_phase(W: np.ndarray, net: Network, curves: _CurveArrays, draws: RoundDraws) -> np.ndarray:
     """Clients' local SGD and the unit aggregate ``psi`` (eqs. 6-7); ``[C,R,P,M]`` → same.
 
     The sampled clients of every repetition and unit are flattened into one axis and
@@ -310,6 +311,7 @@ class Trajectory:
         diverged_at: first iteration (1-based) at which a repetition diverged, ``-1`` if never;
             shape ``[curve, repetition]``.
         W: final server models ``[C, R, P, M]``.
+
     """
 
     centroid_msd: np.ndarray
@@ -358,6 +360,7 @@ def simulate(
     >>> t = simulate(net, [CurveSettings(mu=0.5)], iterations=400)
     >>> bool(t.centroid_msd[-1, 0, 0] < 1e-20)
     True
+
     """
     from pgfl.rng import stream
 

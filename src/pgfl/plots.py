@@ -44,8 +44,12 @@ def plot_run(out: str | Path, filename: str = "figure.png") -> Path:
             if not series or metric not in series[0]:
                 continue
             it = np.array([int(r["iteration"]) for r in series])
-            val = np.array([float(r[metric]) if r[metric] not in ("", "None") else np.nan for r in series])
-            name = label + (f" (diverged at {entry['diverged_at']})" if entry.get("diverged") else "")
+            val = np.array(
+                [float(r[metric]) if r[metric] not in ("", "None") else np.nan for r in series]
+            )
+            name = label + (
+                f" (diverged at {entry['diverged_at']})" if entry.get("diverged") else ""
+            )
             ax.plot(it, val, label=name, linewidth=1.2)
         ax.set_xlabel("iteration i")
         ax.set_ylabel(_YLABEL.get(metric, metric))

@@ -117,14 +117,17 @@ class LeastSquares(_Problem):
     name = "least_squares"
 
     def residual_weight(self, margin: np.ndarray, d: np.ndarray) -> np.ndarray:
+        """``2 (u^T w - d)``."""
         return 2.0 * (margin - d)
 
     def sample_loss(self, margin: np.ndarray, d: np.ndarray) -> np.ndarray:
+        """``(d - u^T w)^2``."""
         return (d - margin) ** 2
 
     def optimum(self, data: FederatedData) -> np.ndarray:
-        """Closed form ``w° = (R_u + rho I)^{-1} r_du`` (preprint eq. 55), where
-        ``R_u = (1/PK) sum_pk (1/N_pk) sum_n u u^T`` and ``r_du`` the same average of ``d u``.
+        """Closed form ``w° = (R_u + rho I)^{-1} r_du`` (preprint eq. 55).
+
+        Here ``R_u = (1/PK) sum_pk (1/N_pk) sum_n u u^T`` and ``r_du`` the same average of ``d u``.
 
         With ``d = u^T w* + v`` this is eq. 55's ``(R_u + rho I)^{-1} (R_u w* + r_uv)``.
         """
@@ -145,15 +148,21 @@ class Logistic(_Problem):
     name = "logistic"
 
     def residual_weight(self, margin: np.ndarray, d: np.ndarray) -> np.ndarray:
+        """``-d sigmoid(-d u^T w)``."""
         return -d * _sigmoid(-d * margin)
 
     def sample_loss(self, margin: np.ndarray, d: np.ndarray) -> np.ndarray:
+        """``ln(1 + exp(-d u^T w))``."""
         return np.logaddexp(0.0, -d * margin)
 
-    def optimum(self, data: FederatedData, *, tol: float = 1e-10, max_iter: int = 100) -> np.ndarray:
+    def optimum(
+        self, data: FederatedData, *, tol: float = 1e-10, max_iter: int = 100
+    ) -> np.ndarray:
         """``w°`` by Newton's method on preprint eq. 1, to ``||grad J(w°)|| <= tol``."""
         if self.rho <= 0:
-            raise ConfigError(f"training.rho must be > 0 for a unique logistic optimum; got {self.rho}")
+            raise ConfigError(
+                f"training.rho must be > 0 for a unique logistic optimum; got {self.rho}"
+            )
         M = data.X.shape[-1]
         w = np.zeros(M)
         weight = data.mask / data.counts[..., None] / data.counts.size

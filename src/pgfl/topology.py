@@ -114,8 +114,8 @@ def combination_matrix(graph: nx.Graph, rule: str = "metropolis") -> np.ndarray:
 
     Both give ``a_pp > 0``, as graph-homomorphic perturbations need.
 
-    >>> combination_matrix(nx.path_graph(3)).tolist()
-    [[0.6666666666666667, 0.3333333333333333, 0.0], [0.3333333333333333, 0.33333333333333337, 0.3333333333333333], [0.0, 0.3333333333333333, 0.6666666666666667]]
+    >>> (3 * combination_matrix(nx.path_graph(3))).round(12).tolist()
+    [[2.0, 1.0, 0.0], [1.0, 1.0, 1.0], [0.0, 1.0, 2.0]]
     """
     check_choice("topology.weights", rule, WEIGHT_RULES)
     nodes = sorted(graph.nodes())
@@ -157,7 +157,7 @@ def check_combination_matrix(
     >>> check_combination_matrix(np.eye(2))
     Traceback (most recent call last):
     ...
-    pgfl.validation.ConfigError: combination matrix must be connected (iota_2 = rho(A - 11^T/P) < 1); got iota_2=1
+    pgfl.validation.ConfigError: combination matrix must be connected (iota_2 < 1); got iota_2=1
     """
     A = np.asarray(A, dtype=float)
     if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] < 1:
@@ -166,7 +166,9 @@ def check_combination_matrix(
         raise ConfigError("combination matrix must be finite; got NaN or inf entries")
     asym = float(np.abs(A - A.T).max())
     if asym > tol:
-        raise ConfigError(f"combination matrix must be symmetric (|A - A^T| <= {tol:g}); got {asym:.3g}")
+        raise ConfigError(
+            f"combination matrix must be symmetric (|A - A^T| <= {tol:g}); got {asym:.3g}"
+        )
     if A.min() < -tol:
         raise ConfigError(f"combination matrix entries must be in [0, 1]; got {A.min():.6g}")
     row_err = float(np.abs(A.sum(axis=1) - 1).max())
@@ -178,7 +180,7 @@ def check_combination_matrix(
     rate = iota2(A)
     if rate >= 1 - tol:
         raise ConfigError(
-            f"combination matrix must be connected (iota_2 = rho(A - 11^T/P) < 1); got iota_2={rate:.6g}"
+            f"combination matrix must be connected (iota_2 < 1); got iota_2={rate:.6g}"
         )
     if need_self_weights and A.diagonal().min() <= 0:
         p = int(np.argmin(A.diagonal()))

@@ -29,6 +29,7 @@ class FederatedData:
     >>> d = FederatedData(np.zeros((2, 3, 4, 5)), np.zeros((2, 3, 4)), np.full((2, 3), 4))
     >>> d.shape
     (2, 3, 4, 5)
+
     """
 
     X: np.ndarray

@@ -44,7 +44,7 @@ from pgfl.engine import CLIENT_NOISE, DISTRIBUTIONS, SERVER_NOISE, SHARE, CurveS
 from pgfl.topology import TOPOLOGIES, WEIGHT_RULES
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
-DATA_KINDS = ("regression", "logistic")
+DATA_KINDS = ("regression", "logistic", "classification")
 METRICS = ("centroid_msd_db", "individual_msd_db", "disagreement_db", "test_error")
 
 
@@ -87,7 +87,14 @@ class TopologyConfig:
 
 @dataclass(frozen=True)
 class DataConfig:
-    """The federated data set: synthetic regression (preprint §V-A) or logistic (conference §V)."""
+    """The federated data set.
+
+    ``kind``: ``regression`` (preprint §V-A, synthetic), ``logistic`` (conference §V,
+    synthetic) or ``classification`` (real data, preprint §V-B: ``source`` is ``fair``,
+    ``breast_cancer``, a path to an Avazu CSV, or ``csv:<path>:<label>``; ``rows``
+    training samples split unequally over the clients with per-client feature noise in
+    ``feature_noise``, and ``test_size`` clean test samples; see ``docs/data.md``).
+    """
 
     kind: str = "regression"
     K: int = 100
@@ -97,6 +104,11 @@ class DataConfig:
     noise_variance: tuple = (0.01, 0.1)
     feature_variance: tuple = (0.5, 2.0)
     test_size: int = 0
+    source: str = "fair"
+    rows: int | None = 5101
+    hash_dim: int | None = None
+    feature_noise: float | tuple = (0.0, 1.0)
+    label_skew: float | None = None
 
     def __post_init__(self) -> None:
         check_choice("data.kind", self.kind, DATA_KINDS)
@@ -107,6 +119,15 @@ class DataConfig:
         _pair("data.noise_variance", self.noise_variance)
         _pair("data.feature_variance", self.feature_variance)
         check_int("data.test_size", self.test_size, lo=0)
+        if not isinstance(self.source, str) or not self.source:
+            raise ConfigError(f"data.source must be a data set name or a path; got {self.source!r}")
+        if self.rows is not None:
+            check_int("data.rows", self.rows, lo=1)
+        if self.hash_dim is not None:
+            check_int("data.hash_dim", self.hash_dim, lo=1)
+        _pair("data.feature_noise", self.feature_noise)
+        if self.label_skew is not None:
+            check_real("data.label_skew", self.label_skew, lo=0, lo_open=True)
 
 
 @dataclass(frozen=True)
@@ -158,7 +179,10 @@ SECTIONS: dict[str, type] = {
     "privacy": PrivacyConfig,
 }
 #: Keys that may differ between curves batched in one simulation (all else is structural).
-PER_CURVE = {"training": {"mu", "share", "clip_norm"}, "privacy": {f.name for f in fields(PrivacyConfig)}}
+PER_CURVE = {
+    "training": {"mu", "share", "clip_norm"},
+    "privacy": {f.name for f in fields(PrivacyConfig)},
+}
 
 
 @dataclass(frozen=True)
@@ -237,7 +261,17 @@ def _freeze(value: Any) -> Any:
     return value
 
 
-TOP_LEVEL = {"name", "title", "seed", "iterations", "repetitions", "plot", "curves", "quick", *SECTIONS}
+TOP_LEVEL = {
+    "name",
+    "title",
+    "seed",
+    "iterations",
+    "repetitions",
+    "plot",
+    "curves",
+    "quick",
+    *SECTIONS,
+}
 
 
 def parse_config(raw: Mapping[str, Any], *, quick: bool = False) -> ExperimentConfig:
@@ -286,9 +320,7 @@ def parse_config(raw: Mapping[str, Any], *, quick: bool = False) -> ExperimentCo
             raise ConfigError(f"curves[{i}].label must be a non-empty string; got {label!r}")
         sections = {s: _section(s, spec.get(s, {}), base[s]) for s in SECTIONS}
         curve = CurveConfig(label=label, **sections)
-        check_int(
-            "training.L", curve.training.L, lo=1, hi=curve.data.K, hi_name="data.K"
-        )
+        check_int("training.L", curve.training.L, lo=1, hi=curve.data.K, hi_name="data.K")
         curves.append(curve)
     labels = [c.label for c in curves]
     if len(set(labels)) != len(labels):

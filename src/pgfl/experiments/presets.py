@@ -25,11 +25,21 @@ def preset_text(name: str) -> str:
     names = preset_names()
     if name not in names:
         raise ConfigError(f"preset must be one of {', '.join(names)}; got {name!r}")
-    return resources.files("pgfl.experiments").joinpath("presets", f"{name}.toml").read_text("utf-8")
+    return (
+        resources.files("pgfl.experiments").joinpath("presets", f"{name}.toml").read_text("utf-8")
+    )
 
 
-def load_preset(name: str, *, quick: bool = False, seed: int | None = None) -> ExperimentConfig:
+def load_preset(
+    name: str,
+    *,
+    quick: bool = False,
+    seed: int | None = None,
+    data: dict[str, object] | None = None,
+) -> ExperimentConfig:
     """The validated configuration of preset ``name`` (``quick`` variant, another ``seed``).
+
+    ``data`` overrides keys of the preset's ``[data]`` table (e.g. ``source``, ``rows``).
 
     >>> cfg = load_preset("fig2", quick=True)
     >>> cfg.name, [c.label for c in cfg.curves]
@@ -38,4 +48,6 @@ def load_preset(name: str, *, quick: bool = False, seed: int | None = None) -> E
     raw = tomllib.loads(preset_text(name))
     if seed is not None:
         raw["seed"] = seed
+    if data:
+        raw.setdefault("data", {}).update(data)
     return parse_config(raw, quick=quick)

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from pgfl.data.datasets import classification_federated_data
 from pgfl.data.federated import FederatedData
 from pgfl.data.synthetic import client_schedule, logistic_data, regression_data
 from pgfl.engine import Network, Trajectory, simulate
@@ -32,7 +33,12 @@ from pgfl.experiments.config import CurveConfig, ExperimentConfig
 from pgfl.experiments.results import _jsonable, read_json, write_csv, write_json
 from pgfl.problems import LeastSquares, Logistic, _Problem
 from pgfl.rng import stream
-from pgfl.topology import build_graph, check_combination_matrix, combination_matrix, graph_from_edges
+from pgfl.topology import (
+    build_graph,
+    check_combination_matrix,
+    combination_matrix,
+    graph_from_edges,
+)
 from pgfl.validation import ConfigError
 
 #: Fraction of the final iterations averaged into the summary's steady-state values.
@@ -52,8 +58,12 @@ def build_matrix(cfg: CurveConfig, seed: int) -> np.ndarray:
         graph = graph_from_edges(t.P, t.edges)
     else:
         graph = build_graph(
-            t.kind, t.P, rng=stream(seed, "topology"), probability=t.probability,
-            radius=t.radius, rows=t.rows,
+            t.kind,
+            t.P,
+            rng=stream(seed, "topology"),
+            probability=t.probability,
+            radius=t.radius,
+            rows=t.rows,
         )
     return combination_matrix(graph, t.weights)
 
@@ -64,14 +74,37 @@ def build_data(cfg: CurveConfig, seed: int) -> tuple[FederatedData, _Problem]:
     rng = stream(seed, "data")
     if d.kind == "regression":
         data = regression_data(
-            rng, P=P, K=d.K, N=d.N, M=d.M, eigenvalues=d.eigenvalues,
+            rng,
+            P=P,
+            K=d.K,
+            N=d.N,
+            M=d.M,
+            eigenvalues=d.eigenvalues,
             noise_variance=d.noise_variance,
         )
         return data, LeastSquares(cfg.training.rho)
-    data = logistic_data(
-        rng, P=P, K=d.K, N=d.N, M=d.M, feature_variance=d.feature_variance,
-        test_size=d.test_size,
-    )
+    if d.kind == "logistic":
+        data = logistic_data(
+            rng,
+            P=P,
+            K=d.K,
+            N=d.N,
+            M=d.M,
+            feature_variance=d.feature_variance,
+            test_size=d.test_size,
+        )
+    else:
+        data = classification_federated_data(
+            d.source,
+            P=P,
+            K=d.K,
+            rows=d.rows,
+            test_size=d.test_size or 256,
+            hash_dim=d.hash_dim,
+            feature_noise=d.feature_noise,
+            label_skew=d.label_skew,
+            seed=seed,
+        )
     return data, Logistic(cfg.training.rho)
 
 
@@ -81,7 +114,10 @@ def build_network(cfg: CurveConfig, seed: int) -> Network:
     P, K = cfg.topology.P, cfg.data.K
     t = cfg.training
     E, B = client_schedule(
-        stream(seed, "schedule"), P, K, epochs=t.epochs,
+        stream(seed, "schedule"),
+        P,
+        K,
+        epochs=t.epochs,
         batch=(1, 1) if t.batch == "full" else t.batch,
     )
     return Network(data, problem, build_matrix(cfg, seed), t.L, E, None if t.batch == "full" else B)
@@ -147,8 +183,14 @@ def _load_partial(out: Path, index: int, label: str) -> dict[str, np.ndarray] | 
 
 def _config_fingerprint(cfg: ExperimentConfig) -> str:
     return json.dumps(
-        _jsonable({"config": cfg.to_dict(), "iterations": cfg.iterations,
-                   "repetitions": cfg.repetitions, "seed": cfg.seed}),
+        _jsonable(
+            {
+                "config": cfg.to_dict(),
+                "iterations": cfg.iterations,
+                "repetitions": cfg.repetitions,
+                "seed": cfg.seed,
+            }
+        ),
         sort_keys=True,
     )
 
@@ -200,11 +242,17 @@ def run_experiment(
         labels = ", ".join(cfg.curves[i].label for i in indices)
         progress = None
         if on_progress is not None:
+
             def progress(done: int, labels: str = labels) -> None:
                 on_progress(labels, done, cfg.iterations)
+
         traj = simulate(
-            net, [cfg.curves[i].settings() for i in indices], iterations=cfg.iterations,
-            repetitions=cfg.repetitions, seed=cfg.seed, progress=progress,
+            net,
+            [cfg.curves[i].settings() for i in indices],
+            iterations=cfg.iterations,
+            repetitions=cfg.repetitions,
+            seed=cfg.seed,
+            progress=progress,
         )
         for c, i in enumerate(indices):
             metrics[i] = curve_metrics(traj, c)
@@ -224,9 +272,12 @@ def write_results(
     curves = [summarize_curve(c.label, metrics[i]) for i, c in enumerate(cfg.curves)]
     for entry, c in zip(curves, cfg.curves, strict=True):
         entry["settings"] = {
-            "mu": c.training.mu, "share": c.training.share,
-            "client_noise": c.privacy.client_noise, "client_variance": c.privacy.client_variance,
-            "server_noise": c.privacy.server_noise, "server_variance": c.privacy.server_variance,
+            "mu": c.training.mu,
+            "share": c.training.share,
+            "client_noise": c.privacy.client_noise,
+            "client_variance": c.privacy.client_variance,
+            "server_noise": c.privacy.server_noise,
+            "server_variance": c.privacy.server_variance,
         }
     summary = {
         "experiment": cfg.name,
@@ -246,7 +297,8 @@ def write_results(
         db = {k: _db(m[k]) for k in ("centroid_msd", "individual_msd", "disagreement")}
         for t in range(cfg.iterations):
             row = {
-                "label": c.label, "iteration": t + 1,
+                "label": c.label,
+                "iteration": t + 1,
                 "centroid_msd_db": db["centroid_msd"][t],
                 "individual_msd_db": db["individual_msd"][t],
                 "disagreement_db": db["disagreement"][t],
