@@ -471,3 +471,26 @@ def test_gradient_inversion_succeeds_unmasked_fails_masked():
         assert cos(attack(masked), h[j]) < 5 / np.sqrt(M)
     # the aggregate is still right
     assert np.abs(res.mean - grads.mean(0)).max() <= cfg.quantization_bound + 1e-15
+
+
+def test_masked_vector_uniform_for_32_bit_modulus():
+    cfg = SecAggConfig(modulus_bits=32, frac_bits=12, clip=100.0, threshold=2)
+    x = np.tile(np.linspace(-1, 1, 5000), (3, 1))
+    y = run_secagg_round(x, cfg, unit=0, round=0).masked_inputs[1]
+    assert y.dtype == np.uint32
+    top = (y >> np.uint32(24)).astype(np.int64)
+    assert stats.chisquare(np.bincount(top, minlength=256)).pvalue > 1e-3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("neighbours", [None, 12])
+def test_larger_unit_with_dropouts_matches_quantized_mean(neighbours):
+    rng = np.random.default_rng(8)
+    L, M = 80, 50
+    cfg = SecAggConfig(neighbours=neighbours, graph_seed=3)
+    x = rng.normal(size=(L, M))
+    stage = rng.choice([0, 1, 2, 3], size=L, p=[0.85, 0.03, 0.08, 0.04])
+    res = run_secagg_round(x, cfg, unit=7, round=11, drop_stage=stage)
+    inc = (stage == 0) | (stage == 3)
+    assert np.array_equal(res.mean, quantized_mean(x, inc, cfg))
+    assert np.abs(res.mean - x[inc].mean(0)).max() <= cfg.quantization_bound + 1e-14
