@@ -363,6 +363,8 @@ def test_curve_without_bound_or_noise_is_infinite_with_reason():
     assert s["epsilon"]["pld"] == math.inf and s["delta"] == DELTA and "epsilon_reason" in s
     c0 = acc.epsilon_curve(scheme="models", sigma=0.0, mu=0.1, clip=1.0, iterations=4)
     assert all(np.all(np.isinf(v)) for v in c0.values()) and "no noise" in c0.reason
+    c_inf = acc.epsilon_curve(scheme="models", sigma=1.0, mu=0.1, clip=math.inf, iterations=4)
+    assert c_inf.reason == c.reason
     c_none = acc.epsilon_curve(scheme="models", sigma=None, mu=0.1, clip=1.0, iterations=4)
     assert c_none.reason == c0.reason
 

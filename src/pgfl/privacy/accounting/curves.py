@@ -48,6 +48,8 @@ DISTRIBUTIONS = ("laplace", "gaussian")
 TIGHT_ACCOUNTANT = "pld"
 #: Support size the adaptive PLD grid aims at (≈ 2·Σε / interval); see :func:`_pld_interval`.
 _PLD_TARGET_POINTS = 2e4
+#: Above this basic-composition ε the Laplace "pld" curve is the RDP one (grid > 1 needed).
+_PLD_MAX_BASIC = 1e4
 
 #: What each scheme's ε covers and against whom (docs/privacy.md has the full story).
 SCOPES = {
@@ -199,7 +201,8 @@ def _settings(
     dist = check_choice("distribution", distribution, DISTRIBUTIONS)
     s = 0.0 if sigma is None else check_real("sigma", sigma, lo=0.0)
     m = check_real("mu", mu, lo=0.0, lo_open=True)
-    c = None if clip is None else check_real("clip", clip, lo=0.0)
+    # an infinite clipping norm (the configs' default) is the same as no bound
+    c = None if (clip is None or clip == math.inf) else check_real("clip", clip, lo=0.0)
     d = check_int("dim", dim, lo=1)
     t = check_int("iterations", iterations, lo=1)
     dl = check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
@@ -266,7 +269,9 @@ def _releases(st: _Settings) -> list[Release]:
 
 # ------------------------------------------------------------------------- accountants
 def _checkpoints(t: int, n: int) -> np.ndarray:
-    """Up to n iterations (1-based, always including 1 and T) where PLD is evaluated."""
+    """Up to n iterations (1-based, including 1 and T; n = 1: T only) where PLD is evaluated."""
+    if n == 1:
+        return np.array([t])
     if t <= n:
         return np.arange(1, t + 1)
     return np.unique(np.round(np.geomspace(1, t, n)).astype(int))
@@ -295,10 +300,36 @@ def _pld_interval(basic_total: float) -> float:
 def _laplace_pld_curve(
     releases: Sequence[LaplaceRelease], delta: float, checkpoints: int
 ) -> np.ndarray:
+    """Laplace ε(i) by PLD at up to ``checkpoints`` iterations (1: the last one only).
+
+    Identical releases (client-level schemes) are composed by ``self_compose`` at each
+    checkpoint on a grid of ε₀/100; growing ones (server level) incrementally on a grid
+    sized to the basic-composition total (see :func:`_pld_interval`).
+    """
     t = len(releases)
     total = sum(r.epsilon0 * r.count for r in releases)
-    vdi = _pld_interval(total)
     at = _checkpoints(t, checkpoints)
+    first = releases[0]
+    if all(r == first for r in releases):
+        if first.sensitivity_l1 == 0:
+            return np.zeros(t)
+        step = first.epsilon0 * first.count
+        vdi = max(1e-4, step / 100.0, 2.0 * total / 1e6)
+        single = pld_lib.from_laplace_mechanism(
+            first.scale / first.sensitivity_l1, value_discretization_interval=vdi
+        )
+        vals = []
+        for k in at:
+            with np.errstate(over="ignore", divide="ignore"):
+                vals.append(
+                    float(single.self_compose(int(k) * first.count).get_epsilon_for_delta(delta))
+                )
+        return _step_up(at, _repair(np.asarray(vals), at, releases, delta), t)
+    if total > _PLD_MAX_BASIC:
+        # A grid fine enough to matter would need > 10⁸ points: fall back to RDP, which is
+        # never below the PLD answer (so still a valid bound) and is tight at this scale.
+        return _rdp_curve(releases, delta, final_only=checkpoints == 1)
+    vdi = _pld_interval(total)
     want = set(at.tolist())
     vals = []
     pld = None
@@ -311,8 +342,24 @@ def _laplace_pld_curve(
                 p = p.self_compose(r.count)
             pld = p if pld is None else pld.compose(p)
         if j in want:
-            vals.append(0.0 if pld is None else float(pld.get_epsilon_for_delta(delta)))
-    return _step_up(at, np.maximum.accumulate(np.asarray(vals)), t)
+            with np.errstate(over="ignore", divide="ignore"):
+                vals.append(0.0 if pld is None else float(pld.get_epsilon_for_delta(delta)))
+    return _step_up(at, _repair(np.asarray(vals), at, releases, delta), t)
+
+
+def _repair(
+    vals: np.ndarray, at: np.ndarray, releases: Sequence[Release], delta: float
+) -> np.ndarray:
+    """Replace non-finite PLD values by the RDP bound at the same iteration; make monotone.
+
+    ``dp_accounting`` 0.6 can return ∞ from ``get_epsilon_for_delta`` when the lower mass
+    underflows to a subnormal (losses of several hundred); RDP is a valid bound there.
+    """
+    bad = ~np.isfinite(vals)
+    if np.any(bad):
+        rdp = _rdp_curve(releases, delta)
+        vals = np.where(bad, rdp[at - 1], vals)
+    return np.maximum.accumulate(vals)
 
 
 def _gaussian_exact_curve(releases: Sequence[GaussianRelease], delta: float) -> np.ndarray:
@@ -333,7 +380,8 @@ def _gaussian_exact_curve(releases: Sequence[GaussianRelease], delta: float) -> 
     return np.maximum.accumulate(out)
 
 
-def _rdp_curve(releases: Sequence[Release], delta: float) -> np.ndarray:
+def _rdp_curve(releases: Sequence[Release], delta: float, final_only: bool = False) -> np.ndarray:
+    """RDP ε(i) from cumulative per-order RDP (dp_accounting); final_only: ε(T) at every i."""
     orders = None
     per_step = []
     cache: dict[tuple[type, float], np.ndarray] = {}
@@ -365,6 +413,11 @@ def _rdp_curve(releases: Sequence[Release], delta: float) -> np.ndarray:
             orders = acc.orders
         per_step.append(cache[ck] * r.count)
     cum = np.cumsum(np.asarray(per_step), axis=0)
+    if final_only:
+        row = cum[-1]
+        return np.full(
+            len(releases), rdp_compute_epsilon(orders, row, delta)[0] if np.any(row) else 0.0
+        )
     out = np.array(
         [0.0 if not np.any(row) else rdp_compute_epsilon(orders, row, delta)[0] for row in cum]
     )
@@ -393,12 +446,12 @@ def _curve(st: _Settings, accountant: str, checkpoints: int) -> np.ndarray:
         # (a coarse PLD grid rounds pessimistically and may overshoot it for huge ε).
         if accountant == "pld":
             return np.minimum(_laplace_pld_curve(rel, st.delta, checkpoints), np.cumsum(eps_t))  # type: ignore[arg-type]
-        return np.minimum(_rdp_curve(rel, st.delta), np.cumsum(eps_t))
+        return np.minimum(_rdp_curve(rel, st.delta, checkpoints == 1), np.cumsum(eps_t))
     # gaussian
     if accountant == "pld":
         return _gaussian_exact_curve(rel, st.delta)  # type: ignore[arg-type]
     if accountant == "rdp":
-        return _rdp_curve(rel, st.delta)
+        return _rdp_curve(rel, st.delta, checkpoints == 1)
     return _gaussian_split_curve(rel, st.delta, accountant)
 
 
@@ -500,8 +553,8 @@ def epsilon_curve(
         sigma: per-coordinate standard deviation of the noise (Laplace scale σ/√2);
             ``None`` or 0 ⇒ no noise ⇒ ε = ∞.
         mu: step size μ.
-        clip: per-sample gradient clipping norm B; ``None`` ⇒ no bound ⇒ ε = ∞ (never a
-            made-up number).
+        clip: per-sample gradient clipping norm B; ``None`` or ``inf`` ⇒ no bound ⇒ ε = ∞
+            (never a made-up number).
         iterations: T.
         delta: δ in (0, 1) for the approximate-DP accountants.
         distribution: ``laplace`` | ``gaussian``.
@@ -550,6 +603,8 @@ def epsilon_curve(
         a: _NOTES["paper_gaussian" if (a == "paper" and st.distribution == "gaussian") else a]
         for a in accs
     }
+    if "pld" in notes and st.distribution == "gaussian":
+        notes["pld"] = "exact: composed Gaussians are one Gaussian (GDP); analytic Gaussian epsilon"
     settings = dataclasses.asdict(st)
     reason = None
     if st.clip is None:
@@ -560,11 +615,17 @@ def epsilon_curve(
         vals = {a: np.full(st.iterations, math.inf) for a in accs}
         return EpsilonCurve(vals, st.delta, reason, notes, settings)
     vals = {a: _curve(st, a, ncp) for a in accs}
+    if "pld" in notes and st.distribution == "laplace":
+        if sum(r.epsilon0 * r.count for r in _releases(st)) > _PLD_MAX_BASIC:  # type: ignore[union-attr]
+            notes["pld"] += (
+                "; here basic composition exceeds 1e4, so the value is the RDP bound "
+                "(valid, never below PLD)"
+            )
     return EpsilonCurve(vals, st.delta, None, notes, settings)
 
 
 def _final_epsilon(st: _Settings, accountant: str) -> float:
-    return float(_curve(st, accountant, checkpoints=2)[-1])
+    return float(_curve(st, accountant, checkpoints=1)[-1])
 
 
 class _FinalEpsilonEvent(dp_accounting.DpEvent):
