@@ -616,3 +616,33 @@ def test_cli_calibrate_and_bad_input():
               "--delta", "2"],
     )  # fmt: skip
     assert isinstance(bad.exception, ConfigError) and "delta" in str(bad.exception)
+
+
+def test_pld_curve_survives_dp_accounting_underflow():
+    # ε₀ ≈ 5.66 per round: dp_accounting 0.6 returns ∞ after 137..140 compositions on this
+    # grid (a subnormal lower mass); pgfl repairs those points with the RDP bound.
+    c = acc.epsilon_curve(scheme="models", sigma=math.sqrt(0.02), mu=0.2, clip=1.0,
+                          iterations=139, dim=2, checkpoints=139,
+                          accountants=["basic", "pld", "rdp"])  # fmt: skip
+    assert np.all(np.isfinite(c["pld"])) and np.all(c["pld"][1:] >= c["pld"][:-1])
+    assert np.all(c["pld"] <= c["basic"] + 1e-9)
+    assert c["pld"][-1] <= c["rdp"][-1] + 1e-9
+    assert c["pld"][-1] < 0.95 * c["basic"][-1]
+
+
+def test_identical_and_incremental_pld_paths_agree():
+    from pgfl.privacy.accounting.curves import _laplace_pld_curve
+
+    same = [acc.LaplaceRelease(0.3, 2.0)] * 30
+    # a negligible perturbation of one release forces the incremental (heterogeneous) path
+    hetero = [*same[:-1], acc.LaplaceRelease(0.3 * (1 + 1e-12), 2.0)]
+    a = _laplace_pld_curve(same, DELTA, 30)
+    b = _laplace_pld_curve(hetero, DELTA, 30)
+    np.testing.assert_allclose(a, b, rtol=2e-3)
+
+
+def test_huge_epsilon_falls_back_to_rdp_and_says_so():
+    c = acc.epsilon_curve(scheme="graph_homomorphic", sigma=math.sqrt(0.1), mu=0.7, clip=10.0,
+                          iterations=200, dim=2, accountants=["pld", "rdp", "basic"])  # fmt: skip
+    np.testing.assert_allclose(c["pld"], np.minimum(c["rdp"], c["basic"]))
+    assert "RDP bound" in c.notes["pld"]
