@@ -57,30 +57,49 @@ def _fmt(value: Any, digits: int = 2) -> str:
 
 
 def print_summary(summary: dict[str, Any], folder: Path) -> None:
-    """A table of the summary's curves (one row each)."""
+    """A table of the summary's curves (one row each), ε per accountant, divergences."""
     curves = summary.get("curves", [])
     keys: list[str] = []
     for c in curves:
         for k, v in c.items():
-            if (
-                k not in keys
-                and k not in ("label", "settings", "diverged_at")
-                and not isinstance(v, (dict, list))
-            ):
+            skip = k in ("label", "settings", "diverged_at", "delta", "noise_variance")
+            if k not in keys and not skip and not isinstance(v, (dict, list, str)):
                 keys.append(k)
+    accountants: list[str] = []
+    for c in curves:
+        accountants += [a for a in c.get("epsilon", {}) if a not in accountants]
     table = Table(title=f"{summary.get('experiment', '')}: {folder}")
     table.add_column("curve")
     for k in keys:
         table.add_column(_HEADERS.get(k, k), justify="right")
+    for a in accountants:
+        table.add_column(f"ε {a}", justify="right")
     for c in curves:
-        cells = []
-        for k in keys:
-            if k == "diverged" and c.get("diverged"):
-                cells.append(f"at {c.get('diverged_at')}")
-            else:
-                cells.append(_fmt(c.get(k)))
+        cells = [
+            f"at {c.get('diverged_at')}" if k == "diverged" and c.get("diverged") else _fmt(c.get(k))
+            for k in keys
+        ]
+        eps = c.get("epsilon", {})
+        cells += [_fmt_eps(eps.get(a)) for a in accountants]
         table.add_row(c["label"], *cells)
     out.print(table)
+    deltas = {c["delta"] for c in curves if "delta" in c}
+    if deltas:
+        out.print(f"ε after the last iteration at δ = {', '.join(f'{d:g}' for d in sorted(deltas))}; "
+                  "what each ε covers: summary.json (epsilon_scope) and docs/privacy.md")
+    for c in curves:
+        if c.get("diverged"):
+            out.print(f"curve {c['label']} diverged at iteration {c['diverged_at']}")
+        if c.get("epsilon_reason"):
+            out.print(f"curve {c['label']}: ε = ∞ ({c['epsilon_reason']})")
+
+
+def _fmt_eps(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str) or value == float("inf"):
+        return "∞"
+    return f"{value:.3g}"
 
 
 def _run(cfg: Any, folder: Path, *, resume: bool, as_json: bool) -> None:

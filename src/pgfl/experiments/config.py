@@ -156,20 +156,50 @@ class TrainingConfig:
 
 @dataclass(frozen=True)
 class PrivacyConfig:
-    """Noise at the client→server and server→server links (variances, as in the papers)."""
+    """Noise at the client→server and server→server links, and its accounting.
+
+    Noise is given by its variance (the papers' ``sigma_g^2``), or by a ``target_epsilon``
+    (at ``delta``) after the run's iterations, from which the variance of the privatized
+    link (server level if any, else client level) is calibrated; that needs a gradient
+    bound, ``training.clip_norm``. ``accountants`` are the ε reported for every
+    privatized curve (see ``docs/privacy.md``).
+    """
 
     client_noise: str = "none"
     client_variance: float = 0.0
     server_noise: str = "none"
     server_variance: float = 0.0
     server_distribution: str = "laplace"
+    target_epsilon: float | None = None
+    delta: float = 1e-5
+    accountants: tuple = ("paper", "pld")
 
     def __post_init__(self) -> None:
+        from pgfl.privacy.accounting import ACCOUNTANTS
+
         check_choice("privacy.client_noise", self.client_noise, CLIENT_NOISE)
         check_real("privacy.client_variance", self.client_variance, lo=0)
         check_choice("privacy.server_noise", self.server_noise, SERVER_NOISE)
         check_real("privacy.server_variance", self.server_variance, lo=0)
         check_choice("privacy.server_distribution", self.server_distribution, DISTRIBUTIONS)
+        if self.target_epsilon is not None:
+            check_real("privacy.target_epsilon", self.target_epsilon, lo=0, lo_open=True)
+        check_real("privacy.delta", self.delta, lo=0, hi=1, lo_open=True, hi_open=True)
+        accountants = (self.accountants,) if isinstance(self.accountants, str) else self.accountants
+        if not accountants:
+            raise ConfigError("privacy.accountants must list at least one accountant; got none")
+        for a in accountants:
+            check_choice("privacy.accountants", a, ACCOUNTANTS)
+        object.__setattr__(self, "accountants", tuple(accountants))
+
+    @property
+    def scheme(self) -> str | None:
+        """The privatized link ε is reported for: the server level if noisy, else the client level."""
+        if self.server_noise != "none":
+            return self.server_noise
+        if self.client_noise != "none":
+            return "client"
+        return None
 
 
 SECTIONS: dict[str, type] = {

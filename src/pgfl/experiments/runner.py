@@ -18,7 +18,9 @@ Output files (the contract other tools read):
 from __future__ import annotations
 
 import json
+import math
 import time
+from dataclasses import replace
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,9 +30,10 @@ import numpy as np
 from pgfl.data.datasets import classification_federated_data
 from pgfl.data.federated import FederatedData
 from pgfl.data.synthetic import client_schedule, logistic_data, regression_data
-from pgfl.engine import Network, Trajectory, simulate
+from pgfl.engine import CurveSettings, Network, Trajectory, simulate
 from pgfl.experiments.config import CurveConfig, ExperimentConfig
 from pgfl.experiments.results import _jsonable, read_json, write_csv, write_json
+from pgfl.privacy.accounting import calibrate, epsilon_curve
 from pgfl.problems import LeastSquares, Logistic, _Problem
 from pgfl.rng import stream
 from pgfl.topology import (
@@ -156,7 +159,66 @@ def summarize_curve(label: str, m: dict[str, np.ndarray]) -> dict[str, Any]:
     entry["diverged_at"] = diverged_at if diverged else None
     if "test_error" in m:
         entry["test_error"] = None if diverged else float(m["test_error"][tail].mean())
+    if "privacy" in m:
+        entry.update(json.loads(str(m["privacy"])))
     return entry
+
+
+def _epsilon_inputs(cfg: CurveConfig, settings: CurveSettings) -> dict[str, Any] | None:
+    """Arguments of the accountant for a curve's privatized link, or ``None`` if none."""
+    priv = cfg.privacy
+    if priv.scheme is None:
+        return None
+    if priv.scheme == "client":
+        scheme, sigma, dist = cfg.training.share, settings.client_std, priv.client_noise
+    else:
+        scheme, sigma, dist = priv.server_noise, settings.server_std, priv.server_distribution
+    clip = None if math.isinf(cfg.training.clip_norm) else cfg.training.clip_norm
+    return {"scheme": scheme, "sigma": sigma, "distribution": dist, "mu": cfg.training.mu, "clip": clip}
+
+
+def curve_settings(cfg: CurveConfig, iterations: int, dim: int) -> CurveSettings:
+    """The engine settings of a curve; a ``target_epsilon`` is turned into a noise variance.
+
+    The variance of the privatized link is the smallest that keeps ε(T) at most the
+    target by the tight accountant (:func:`pgfl.privacy.accounting.calibrate`).
+    """
+    settings = cfg.settings()
+    priv = cfg.privacy
+    if priv.target_epsilon is None:
+        return settings
+    args = _epsilon_inputs(cfg, settings)
+    if args is None:
+        raise ConfigError(
+            "privacy.target_epsilon needs a privatized link (server_noise or client_noise); "
+            f"curve {cfg.label!r} has none"
+        )
+    if args["clip"] is None:
+        raise ConfigError(
+            f"privacy.target_epsilon needs a gradient bound: set training.clip_norm (curve {cfg.label!r})"
+        )
+    sigma = calibrate(
+        priv.target_epsilon, priv.delta, iterations, scheme=args["scheme"], mu=args["mu"],
+        clip=args["clip"], distribution=args["distribution"], dim=dim,
+    )
+    field = "server_std" if priv.scheme != "client" else "client_std"
+    return replace(settings, **{field: sigma})
+
+
+def curve_epsilon(
+    cfg: CurveConfig, settings: CurveSettings, iterations: int, dim: int
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """ε(i) per accountant and the ``summary.json`` privacy entry of one curve."""
+    args = _epsilon_inputs(cfg, settings)
+    if args is None or args["sigma"] == 0:
+        return {}, {}
+    eps = epsilon_curve(
+        **args, iterations=iterations, delta=cfg.privacy.delta, dim=dim,
+        accountants=list(cfg.privacy.accountants),
+    )
+    entry = eps.summary()
+    entry["noise_variance"] = args["sigma"] ** 2
+    return {f"epsilon_{k}": np.asarray(v) for k, v in eps.items()}, entry
 
 
 def _partial_path(out: Path, index: int) -> Path:
@@ -246,16 +308,17 @@ def run_experiment(
             def progress(done: int, labels: str = labels) -> None:
                 on_progress(labels, done, cfg.iterations)
 
+        dim = net.data.shape[-1]
+        settings = [curve_settings(cfg.curves[i], cfg.iterations, dim) for i in indices]
         traj = simulate(
-            net,
-            [cfg.curves[i].settings() for i in indices],
-            iterations=cfg.iterations,
-            repetitions=cfg.repetitions,
-            seed=cfg.seed,
-            progress=progress,
+            net, settings, iterations=cfg.iterations, repetitions=cfg.repetitions,
+            seed=cfg.seed, progress=progress,
         )
         for c, i in enumerate(indices):
             metrics[i] = curve_metrics(traj, c)
+            eps, entry = curve_epsilon(cfg.curves[i], settings[c], cfg.iterations, dim)
+            metrics[i].update(eps)
+            metrics[i]["privacy"] = np.array(json.dumps(_jsonable(entry)))
             _save_partial(out, i, cfg.curves[i].label, metrics[i])
     return write_results(cfg, out, metrics, elapsed=time.perf_counter() - started, iota2=iota)
 
@@ -305,6 +368,9 @@ def write_results(
             }
             if "test_error" in m:
                 row["test_error"] = m["test_error"][t]
+            for key in m:
+                if key.startswith("epsilon_"):
+                    row[key] = m[key][t]
             rows.append(row)
     write_csv(out / "curves.csv", rows)
     write_json(out / "summary.json", summary)
