@@ -646,3 +646,55 @@ def test_huge_epsilon_falls_back_to_rdp_and_says_so():
                           iterations=200, dim=2, accountants=["pld", "rdp", "basic"])  # fmt: skip
     np.testing.assert_allclose(c["pld"], np.minimum(c["rdp"], c["basic"]))
     assert "RDP bound" in c.notes["pld"]
+
+
+# ------------------------------------------- reference: the sensitivity the accountant uses
+def _clip(v: np.ndarray, b: float) -> np.ndarray:
+    n = np.linalg.norm(v)
+    return v if n <= b else v * (b / n)
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), mu=st.floats(0.05, 1.0), bound=st.floats(0.1, 5.0))
+def test_graph_homomorphic_message_sensitivity_is_at_most_2_mu_b_j(seed, mu, bound):
+    """Slow reference for eq. 52 under the chain-rule (output-coupled) analysis.
+
+    Two runs differ in client (0, 0)'s data. Server 0's released messages y_j are forced to
+    be equal (its noise is g'_j = y_j − ψ'_j), all other randomness is shared. Then the other
+    servers' states coincide and ‖ψ_{0,j} − ψ'_{0,j}‖ ≤ 2μBj: the sensitivity
+    ``gfl_sensitivities`` charges for the j-th message.
+    """
+    rng = np.random.default_rng(seed)
+    p_, l_, m_, t_ = 4, 3, 3, 15
+    a = np.zeros((p_, p_))  # ring, Metropolis weights (symmetric, doubly stochastic)
+    for p in range(p_):
+        for q in ((p - 1) % p_, (p + 1) % p_):
+            a[p, q] = 1.0 / 3.0
+        a[p, p] = 1.0 - a[p].sum()
+    gmat = rng.normal(size=(p_, l_, m_, m_))
+    hvec = rng.normal(scale=3.0, size=(p_, l_, m_))
+    g2, h2 = rng.normal(size=(m_, m_)), rng.normal(scale=3.0, size=m_)  # client (0,0) swapped
+    noise = rng.laplace(scale=0.5, size=(t_, p_, m_))
+
+    def grads(run: int, p: int, k: int, w: np.ndarray) -> np.ndarray:
+        gk, hk = (g2, h2) if (run == 1 and p == 0 and k == 0) else (gmat[p, k], hvec[p, k])
+        return _clip(gk @ w + hk, bound)  # per-sample clipping
+
+    w = [np.zeros((p_, m_)), np.zeros((p_, m_))]
+    sens = acc.gfl_sensitivities(t_, scheme="graph_homomorphic", mu=mu, clip=bound)
+    for j in range(t_):
+        psi = [
+            np.array([np.mean([w[r][p] - mu * grads(r, p, k, w[r][p]) for k in range(l_)], axis=0)
+                      for p in range(p_)])
+            for r in (0, 1)
+        ]  # fmt: skip
+        y = psi[0] + noise[j]  # messages of run 0; run 1 is forced to send the same
+        g = [noise[j], noise[j].copy()]
+        g[1][0] = y[0] - psi[1][0]
+        assert np.linalg.norm(psi[0][0] - psi[1][0]) <= sens[j] + 1e-9
+        np.testing.assert_allclose(psi[0][1:], psi[1][1:], atol=1e-9)
+        for r in (0, 1):
+            msgs = psi[r] + g[r]
+            self_term = psi[r] - ((1 - np.diag(a)) / np.diag(a))[:, None] * g[r]
+            off = a - np.diag(np.diag(a))
+            w[r] = off @ msgs + np.diag(a)[:, None] * self_term

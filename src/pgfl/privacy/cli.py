@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pgfl.privacy import accounting as acc
+from pgfl.validation import ConfigError, check_real
 
 app = typer.Typer(
     help="Differential-privacy accounting: epsilon over iterations, noise calibration.",
@@ -71,6 +72,14 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+def _sigma_from(sigma: float | None, variance: float | None) -> float:
+    if (sigma is None) == (variance is None):
+        raise ConfigError("give exactly one of --sigma and --variance")
+    if variance is not None:
+        return math.sqrt(check_real("variance", variance, lo=0.0))
+    return check_real("sigma", sigma, lo=0.0)
+
+
 def _rows_to_show(t: int, n: int) -> list[int]:
     if t <= n:
         return list(range(1, t + 1))
@@ -104,11 +113,15 @@ def _plot(curve: acc.EpsilonCurve, path: Path, title: str) -> None:
 @app.command("epsilon")
 def epsilon_command(
     mu: MuOpt,
-    sigma: Annotated[
-        float,
-        typer.Option("--sigma", help="Per-coordinate noise std (Laplace scale sigma/sqrt 2)."),
-    ],
     iterations: Annotated[int, typer.Option("--iterations", help="Number of iterations T.")],
+    sigma: Annotated[
+        float | None,
+        typer.Option("--sigma", help="Per-coordinate noise std (Laplace scale sigma/sqrt 2)."),
+    ] = None,
+    variance: Annotated[
+        float | None,
+        typer.Option("--variance", help="Per-coordinate noise variance (instead of --sigma)."),
+    ] = None,
     clip: Annotated[
         float | None,
         typer.Option(
@@ -126,6 +139,7 @@ def epsilon_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Print epsilon(i) of a privatized run by every accountant."""
+    sigma = _sigma_from(sigma, variance)
     curve = acc.epsilon_curve(
         scheme=scheme, sigma=sigma, mu=mu, clip=clip, iterations=iterations, delta=delta,
         distribution=distribution, dim=dim, observed_links=links, rigorous=not paper_reading,
