@@ -51,6 +51,7 @@ def test_injected_noise_has_theorem_3_scale():
     Z = rng.random((4, 3, 45)) + 1.0  # 4 trials, 3 clients, d = 10
     cal = calibrate_noise(8.0, 1e-5, 10, [400, 400, 400], 0.01)  # small σ: no projection
     kw = dict(beta=1.0, rho=0.3, lam=0.0, rounds=1, local_steps=3, local_solver="fixed", step=1e-3)
+    kw["dp_step"] = 1e-3
     clean = federated_graph_learning(Z, noise_std=0.0, rng=stream(1, "dp"), **kw)
     # limit case: zero noise is Algorithm 1 itself (fixed-step solver, eqs. 25–27 = 14–16)
     plain = federated_graph_learning(Z, **kw)

@@ -184,6 +184,7 @@ def federated_graph_learning(
     eps_gamma: float = 1e-8,
     noise_std: np.ndarray | float | None = None,
     rng: np.random.Generator | None = None,
+    dp_step: float | None = 5e-4,
     keep_history: bool = False,
 ) -> FedGLResult:
     """Run Algorithm 1 (optionally with the DP noise of eq. 26) on stacked client data.
@@ -202,10 +203,14 @@ def federated_graph_learning(
       across rounds) and function-value restart (:func:`solve_apgd`), i.e. Assumption 3
       enforced adaptively; momentum restarts each round.
 
-    With ``noise_std`` the last of the ``K_i`` steps is the noisy step of eq. 26: a
-    projected gradient step from the current iterate with ``∇g_i + s_i^t``,
-    ``s_i^t ~ N(0, σ_i² I)``, at the client's current step (``η_w`` or ``1/L̂_i``; the
-    Gaussian mechanism's ratio sensitivity/std does not depend on the step).
+    With ``noise_std`` the last of the ``K_i`` steps is the noisy step of eqs. 25–27:
+    ``w̃ = w_ex − η (∇g_i(w_ex) + s_i^t + ργ_i (w_ex − w_con))`` with
+    ``s_i^t ~ N(0, σ_i² I)`` (``w_ex`` extrapolated with ``ξ`` for ``"fixed"``; the
+    backtracking solver restarts momentum, so ``w_ex = w``). Its step is ``dp_step``
+    (default the paper's ``η_w = 5e-4``; ``None``: the solver's own step). Theorem 3's
+    guarantee does not depend on this step (sensitivity and noise both scale with it),
+    but the noise left in the released graph is ``η σ_i`` per edge — see
+    :mod:`pgfl.graphlearn.privacy` for what this says about the guarantee.
 
     Args:
         zbar: per-client average (clipped, for DP) distance vectors, ``[..., I, p]``.
@@ -222,6 +227,7 @@ def federated_graph_learning(
         noise_std: ``σ_i`` of the Gaussian noise of eq. 26; scalar or ``[..., I]``; ``None``
             is Algorithm 1 without privacy.
         rng: generator for the noise (required when ``noise_std`` is given).
+        dp_step: step of the noisy last local step (see above).
         keep_history: keep ``w_i^t`` and ``w_con^t`` for every round.
 
     Returns:
@@ -251,6 +257,8 @@ def federated_graph_learning(
             raise ConfigError("noise_std must be finite and non-negative")
         if rng is None:
             raise ConfigError("rng is required when noise_std is given")
+        if dp_step is not None:
+            check_real("dp_step", dp_step, lo=0.0, lo_open=True)
     c0 = zero_data_optimum(d, a, b)
     floor = 1e-2 * c0 * (d - 1)  # degree floor of the fixed-step gradient
     w = np.full(Z.shape, c0)
@@ -277,7 +285,8 @@ def federated_graph_learning(
             w_ex = w + xi * (w - w_prev) if solver == "fixed" else w
             noise = sigma[..., None] * rng.standard_normal(Z.shape)
             grad = local_gradient(w_ex, Z, a, b, floor) + noise  # eq. 26
-            w_tilde = w_ex - step_now[..., None] * (grad + kappa[..., None] * (w_ex - center))
+            eta_dp = step_now[..., None] if dp_step is None else dp_step
+            w_tilde = w_ex - eta_dp * (grad + kappa[..., None] * (w_ex - center))
             w_prev = w
             # eqs. 27/28: projection; a 1e-12·c₀ floor keeps every degree positive (log domain)
             w = np.maximum(w_tilde, 1e-12 * c0)
