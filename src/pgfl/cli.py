@@ -32,6 +32,8 @@ app.add_typer(graphlearn_app, name="graphlearn")
 
 err = Console(stderr=True)
 out = Console()
+if not out.is_terminal:  # pipes and CI logs: wide enough for the summary table
+    out = Console(width=160)
 
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Output folder (default: runs/NAME).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the summary JSON to stdout.")]

@@ -40,12 +40,14 @@ from typing import NamedTuple
 import numpy as np
 
 from pgfl.data.federated import FederatedData
+from pgfl.privacy.secagg import SecAggAbort, SecAggConfig, SecureAggregation, quantized_mean
 from pgfl.problems import _Problem
 from pgfl.topology import check_combination_matrix
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
 SERVER_NOISE = ("none", "random", "graph_homomorphic", "random_per_link")
-CLIENT_NOISE = ("none", "laplace", "gaussian")
+CLIENT_NOISE = ("none", "laplace", "gaussian", "secure_aggregation")
+SECAGG_PROTOCOLS = ("simulated", "cryptographic")
 DISTRIBUTIONS = ("laplace", "gaussian")
 SHARE = ("models", "updates")
 
@@ -60,13 +62,20 @@ class CurveSettings:
     Attributes:
         mu: step size ``mu`` (> 0); a client's SGD step is ``mu / E_pk``.
         share: ``"models"`` or ``"updates"`` (journal §3.4).
-        client_noise: ``"none"``, ``"laplace"`` or ``"gaussian"`` noise on what a client shares.
+        client_noise: ``"none"``, ``"laplace"`` or ``"gaussian"`` noise on what a client
+            shares, or ``"secure_aggregation"`` (pairwise masks that cancel in the unit's
+            sum; :mod:`pgfl.privacy.secagg`).
         client_std: its standard deviation per coordinate.
         server_noise: one of :data:`SERVER_NOISE`.
         server_std: ``sigma_g``, std per coordinate of the server-level noise.
         server_distribution: ``"laplace"`` (the papers) or ``"gaussian"``.
         clip_norm: per-sample gradient clipping norm (``inf``: no clipping).
-
+        secagg: encoding/threshold settings of secure aggregation (default settings if
+            ``None``); used when ``client_noise == "secure_aggregation"``.
+        secagg_protocol: ``"simulated"`` (the exact fixed-point equivalent, vectorized) or
+            ``"cryptographic"`` (the real protocol per unit and round; slow, same bits).
+        dropout: probability that a sampled client drops out of secure aggregation after
+            sharing its keys (each round, independently).
     """
 
     mu: float
@@ -77,6 +86,9 @@ class CurveSettings:
     server_std: float = 0.0
     server_distribution: str = "laplace"
     clip_norm: float = float("inf")
+    secagg: SecAggConfig | None = None
+    secagg_protocol: str = "simulated"
+    dropout: float = 0.0
 
     def __post_init__(self) -> None:
         check_real("training.mu", self.mu, lo=0, lo_open=True)
@@ -88,6 +100,10 @@ class CurveSettings:
         check_choice("privacy.server_distribution", self.server_distribution, DISTRIBUTIONS)
         if not (self.clip_norm == float("inf")):
             check_real("training.clip_norm", self.clip_norm, lo=0, lo_open=True)
+        check_choice("privacy.secagg_protocol", self.secagg_protocol, SECAGG_PROTOCOLS)
+        check_real("privacy.dropout", self.dropout, lo=0, hi=1, hi_open=True)
+        if self.client_noise == "secure_aggregation" and self.secagg is None:
+            object.__setattr__(self, "secagg", SecAggConfig())
 
 
 @dataclass(frozen=True)
@@ -136,7 +152,9 @@ class RoundDraws(NamedTuple):
         client_noise: unit-variance noise ``[R, P, L, M]`` per distribution name.
         server_noise: unit-variance noise ``[R, P, M]`` per distribution name.
         link_noise: unit-variance noise ``[R, nnz(A), M]`` per distribution name.
-
+        dropout: uniform draws ``[R, P, L]`` (a client drops if its draw is below the
+            curve's dropout probability), or ``None`` without secure aggregation.
+        iteration: the iteration number ``i`` (1-based), the secure-aggregation round.
     """
 
     clients: np.ndarray
@@ -144,6 +162,8 @@ class RoundDraws(NamedTuple):
     client_noise: dict[str, np.ndarray]
     server_noise: dict[str, np.ndarray]
     link_noise: dict[str, np.ndarray]
+    dropout: np.ndarray | None = None
+    iteration: int = 1
 
 
 class Streams(NamedTuple):
@@ -153,6 +173,7 @@ class Streams(NamedTuple):
     batches: np.random.Generator
     client_noise: np.random.Generator
     server_noise: np.random.Generator
+    dropout: np.random.Generator
 
 
 def unit_variance(
@@ -185,6 +206,7 @@ class _CurveArrays(NamedTuple):
     server_self: dict[str, np.ndarray]  # distribution -> [C], coefficient of g
     link_std: dict[str, np.ndarray]  # distribution -> [C]
     clip: np.ndarray | None  # [C] or None if no curve clips
+    secagg: tuple[tuple[int, CurveSettings], ...]  # curves aggregated securely
 
 
 def _curve_arrays(curves: Sequence[CurveSettings]) -> _CurveArrays:
@@ -196,7 +218,7 @@ def _curve_arrays(curves: Sequence[CurveSettings]) -> _CurveArrays:
     server_self: dict[str, np.ndarray] = {}
     link_std: dict[str, np.ndarray] = {}
     for i, c in enumerate(curves):
-        if c.client_noise != "none" and c.client_std > 0:
+        if c.client_noise in DISTRIBUTIONS and c.client_std > 0:
             client_std.setdefault(c.client_noise, np.zeros(C))[i] = c.client_std
         d, s = c.server_distribution, c.server_std
         if s > 0 and c.server_noise in ("random", "graph_homomorphic"):
@@ -208,10 +230,15 @@ def _curve_arrays(curves: Sequence[CurveSettings]) -> _CurveArrays:
             link_std.setdefault(d, np.zeros(C))[i] = s
     clips = np.array([c.clip_norm for c in curves])
     clip = clips if np.isfinite(clips).any() else None
-    return _CurveArrays(mu, updates, client_std, server_random, server_self, link_std, clip)
+    secagg = tuple((i, c) for i, c in enumerate(curves) if c.client_noise == "secure_aggregation")
+    return _CurveArrays(
+        mu, updates, client_std, server_random, server_self, link_std, clip, secagg
+    )
 
 
-def draw_round(streams: Streams, net: Network, curves: _CurveArrays, R: int) -> RoundDraws:
+def draw_round(
+    streams: Streams, net: Network, curves: _CurveArrays, R: int, iteration: int = 1
+) -> RoundDraws:
     """Draw every random quantity of one iteration, in a fixed order per stream."""
     P, K, _, M = net.data.shape
     clients = sample_clients(streams.sampling, R, P, K, net.L)
@@ -227,11 +254,19 @@ def draw_round(streams: Streams, net: Network, curves: _CurveArrays, R: int) -> 
     }
     nnz = int(np.count_nonzero(net.A))
     link_noise = {d: unit_variance(streams.server_noise, d, (R, nnz, M)) for d in curves.link_std}
-    return RoundDraws(clients, batches, client_noise, server_noise, link_noise)
+    dropout = streams.dropout.random((R, P, net.L)) if curves.secagg else None
+    return RoundDraws(
+        clients, batches, client_noise, server_noise, link_noise, dropout, iteration
+    )
 
 
-def local_phase(W: np.ndarray, net: Network, curves: _CurveArrays, draws: RoundDraws) -> np.ndarray:
+def local_phase(
+    W: np.ndarray, net: Network, curves: _CurveArrays, draws: RoundDraws
+) -> tuple[np.ndarray, np.ndarray]:
     """Clients' local SGD and the unit aggregate ``psi`` (eqs. 6-7); ``[C,R,P,M]`` → same.
+
+    Also returns which units aborted secure aggregation this round (``[C, R, P]`` bool;
+    such a unit's ``psi`` is its previous model).
 
     The sampled clients of every repetition and unit are flattened into one axis and
     sorted by their number of epochs (most first), so that the clients still training
@@ -271,12 +306,51 @@ def local_phase(W: np.ndarray, net: Network, curves: _CurveArrays, draws: RoundD
         Wk[:k] -= step[:k] * net.problem.gradient(Wk[:k], U, d, weight[:k], clip)
     unsorted = np.empty_like(Wk)
     unsorted[order] = Wk
-    psi = unsorted.reshape(R, P, L, M, -1).mean(axis=2)  # [R, P, M, C]
+    unsorted = unsorted.reshape(R, P, L, M, -1)
+    psi = unsorted.mean(axis=2)  # [R, P, M, C]
+    aborted = np.zeros((W.shape[0], R, P), dtype=bool)
+    for c, settings in curves.secagg:
+        psi[..., c], aborted[c] = secure_aggregate(W[c], unsorted[..., c], settings, draws)
     for dist, std in curves.client_std.items():
         # models: psi = mean(w_k + g_k); updates: psi = w - mu mean(u_k + g_k), u_k = (w - w_k)/mu
         scale = std * np.where(curves.updates, -curves.mu, 1.0)
         psi += draws.client_noise[dist].mean(axis=2)[..., None] * scale
-    return np.moveaxis(psi, -1, 0)
+    return np.moveaxis(psi, -1, 0), aborted
+
+
+def secure_aggregate(
+    W: np.ndarray, Wk: np.ndarray, settings: CurveSettings, draws: RoundDraws
+) -> np.ndarray:
+    """The unit aggregate under secure aggregation (preprint eq. 48; Bonawitz et al. 2017).
+
+    Clients share their models (or updates) masked; the masks cancel in the unit's sum,
+    so the server obtains the fixed-point mean of the surviving clients' messages
+    (``W [R, P, M]``: previous models; ``Wk [R, P, L, M]``: clients' models). Clients drop
+    out with probability ``settings.dropout``; a unit with fewer survivors than the
+    threshold aborts the round and keeps its previous model (``psi_p = w_{p,i-1}``).
+    Returns ``psi [R, P, M]`` and the aborted units ``[R, P]`` (bool).
+    """
+    R, P, L, _ = Wk.shape
+    survivors = draws.dropout >= settings.dropout
+    updates = settings.share == "updates"
+    messages = (W[:, :, None] - Wk) / settings.mu if updates else Wk
+    unit = np.broadcast_to(np.arange(P)[None, :], (R, P))
+    if settings.secagg_protocol == "simulated":
+        mean = quantized_mean(messages, survivors, settings.secagg, unit=unit, round=draws.iteration)
+    else:
+        protocol = SecureAggregation(settings.secagg, num_clients=L)
+        mean = np.empty(messages.shape[:2] + messages.shape[3:])
+        for r in range(R):  # the real protocol runs unit by unit
+            for p in range(P):
+                try:
+                    mean[r, p] = protocol.aggregate(
+                        messages[r, p], unit=p, round=draws.iteration, dropped=~survivors[r, p]
+                    )
+                except SecAggAbort:
+                    mean[r, p] = np.nan
+    psi = W - settings.mu * mean if updates else mean
+    aborted = np.isnan(mean).any(axis=-1)
+    return np.where(aborted[..., None], W, psi), aborted
 
 
 def combine_phase(
@@ -311,7 +385,8 @@ class Trajectory:
         diverged_at: first iteration (1-based) at which a repetition diverged, ``-1`` if never;
             shape ``[curve, repetition]``.
         W: final server models ``[C, R, P, M]``.
-
+        aborted: unit-rounds whose secure aggregation aborted, per curve ``[C]``.
+        abort_log: ``(curve, repetition, iteration, unit)`` of every abort (the run log).
     """
 
     centroid_msd: np.ndarray
@@ -320,6 +395,8 @@ class Trajectory:
     test_error: np.ndarray | None
     diverged_at: np.ndarray
     W: np.ndarray
+    aborted: np.ndarray | None = None
+    abort_log: list[tuple[int, int, int, int]] = field(default_factory=list)
 
 
 def simulate(
@@ -384,10 +461,16 @@ def simulate(
     out = {k: np.empty(shape) for k in ("centroid", "individual", "disagreement")}
     test_error = np.empty(shape) if has_test else None
     diverged_at = np.full((C, R), -1)
+    aborts = np.zeros(C, dtype=np.int64)
+    abort_log: list[tuple[int, int, int, int]] = []
     with np.errstate(all="ignore"):
         for i in range(iterations):
-            draws = draw_round(streams, net, ca, R)
-            W = combine_phase(local_phase(W, net, ca, draws), net, ca, draws)
+            draws = draw_round(streams, net, ca, R, i + 1)
+            psi, aborted = local_phase(W, net, ca, draws)
+            W = combine_phase(psi, net, ca, draws)
+            if aborted.any():
+                aborts += aborted.sum(axis=(1, 2))
+                abort_log.extend((c, r, i + 1, p) for c, r, p in zip(*np.nonzero(aborted), strict=True))
             wc = W.mean(axis=2)
             out["centroid"][i] = np.sum((wc - w_opt) ** 2, axis=-1)
             out["individual"][i] = np.sum((W - w_opt) ** 2, axis=-1).mean(axis=-1)
@@ -402,5 +485,6 @@ def simulate(
             if progress is not None:
                 progress(i + 1)
     return Trajectory(
-        out["centroid"], out["individual"], out["disagreement"], test_error, diverged_at, W
+        out["centroid"], out["individual"], out["disagreement"], test_error, diverged_at, W,
+        aborts, abort_log,
     )

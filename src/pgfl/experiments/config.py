@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from pgfl.engine import CLIENT_NOISE, DISTRIBUTIONS, SERVER_NOISE, SHARE, CurveSettings
+from pgfl.privacy.secagg import SecAggConfig
 from pgfl.topology import TOPOLOGIES, WEIGHT_RULES
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
@@ -173,6 +174,13 @@ class PrivacyConfig:
     target_epsilon: float | None = None
     delta: float = 1e-5
     accountants: tuple = ("paper", "pld")
+    dropout: float = 0.0
+    secagg_protocol: str = "simulated"
+    secagg_modulus_bits: int = 64
+    secagg_frac_bits: int = 24
+    secagg_clip: float = 1024.0
+    secagg_threshold: int | None = None
+    secagg_neighbours: int | None = None
 
     def __post_init__(self) -> None:
         from pgfl.privacy.accounting import ACCOUNTANTS
@@ -191,15 +199,27 @@ class PrivacyConfig:
         for a in accountants:
             check_choice("privacy.accountants", a, ACCOUNTANTS)
         object.__setattr__(self, "accountants", tuple(accountants))
+        if self.client_noise == "secure_aggregation":
+            self.secagg_config()
+
+    def secagg_config(self) -> SecAggConfig:
+        """Secure-aggregation settings (``secagg_*`` keys; see ``docs/secagg.md``)."""
+        return SecAggConfig(
+            modulus_bits=check_int("privacy.secagg_modulus_bits", self.secagg_modulus_bits, lo=8, hi=64),
+            frac_bits=check_int("privacy.secagg_frac_bits", self.secagg_frac_bits, lo=0, hi=52),
+            clip=check_real("privacy.secagg_clip", self.secagg_clip, lo=0, lo_open=True),
+            threshold=self.secagg_threshold,
+            neighbours=self.secagg_neighbours,
+        )
 
     @property
     def scheme(self) -> str | None:
         """The privatized link ε is reported for: the server level if noisy, else the client level."""
         if self.server_noise != "none":
             return self.server_noise
-        if self.client_noise != "none":
+        if self.client_noise in ("laplace", "gaussian"):
             return "client"
-        return None
+        return None  # secure aggregation adds no DP noise: the server sees only the sum
 
 
 SECTIONS: dict[str, type] = {
@@ -232,11 +252,14 @@ class CurveConfig:
             mu=t.mu,
             share=t.share,
             client_noise=p.client_noise,
-            client_std=math.sqrt(p.client_variance),
+            client_std=math.sqrt(p.client_variance) if p.client_noise in DISTRIBUTIONS else 0.0,
             server_noise=p.server_noise,
             server_std=math.sqrt(p.server_variance),
             server_distribution=p.server_distribution,
             clip_norm=t.clip_norm,
+            secagg=p.secagg_config() if p.client_noise == "secure_aggregation" else None,
+            secagg_protocol=p.secagg_protocol,
+            dropout=p.dropout,
         )
 
     def structure(self) -> tuple:

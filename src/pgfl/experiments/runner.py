@@ -32,7 +32,7 @@ from pgfl.data.federated import FederatedData
 from pgfl.data.synthetic import client_schedule, logistic_data, regression_data
 from pgfl.engine import CurveSettings, Network, Trajectory, simulate
 from pgfl.experiments.config import CurveConfig, ExperimentConfig
-from pgfl.experiments.results import _jsonable, read_json, write_csv, write_json
+from pgfl.experiments.results import _jsonable, read_json, write_atomic, write_csv, write_json
 from pgfl.privacy.accounting import calibrate, epsilon_curve
 from pgfl.problems import LeastSquares, Logistic, _Problem
 from pgfl.rng import stream
@@ -221,6 +221,26 @@ def curve_epsilon(
     return {f"epsilon_{k}": np.asarray(v) for k, v in eps.items()}, entry
 
 
+def secagg_entry(settings: CurveSettings, traj: Trajectory, c: int, L: int) -> dict[str, Any]:
+    """The ``summary.json`` record of a securely aggregated curve, with its abort log."""
+    cfg = settings.secagg
+    log = [
+        f"iteration {i}, repetition {r}, unit {p}: secure aggregation aborted "
+        f"(fewer than t={cfg.threshold_for(L)} of L={L} clients survived); "
+        "the unit kept its previous model"
+        for cc, r, i, p in traj.abort_log
+        if cc == c
+    ]
+    return {
+        "protocol": settings.secagg_protocol,
+        "threshold": cfg.threshold_for(L),
+        "dropout": settings.dropout,
+        "quantization_bound": cfg.quantization_bound,
+        "aborted_unit_rounds": int(traj.aborted[c]),
+        "log": log,
+    }
+
+
 def _partial_path(out: Path, index: int) -> Path:
     return out / "partial" / f"curve-{index:03d}.npz"
 
@@ -318,6 +338,8 @@ def run_experiment(
             metrics[i] = curve_metrics(traj, c)
             eps, entry = curve_epsilon(cfg.curves[i], settings[c], cfg.iterations, dim)
             metrics[i].update(eps)
+            if settings[c].client_noise == "secure_aggregation":
+                entry["secure_aggregation"] = secagg_entry(settings[c], traj, c, net.L)
             metrics[i]["privacy"] = np.array(json.dumps(_jsonable(entry)))
             _save_partial(out, i, cfg.curves[i].label, metrics[i])
     return write_results(cfg, out, metrics, elapsed=time.perf_counter() - started, iota2=iota)
@@ -373,6 +395,13 @@ def write_results(
                     row[key] = m[key][t]
             rows.append(row)
     write_csv(out / "curves.csv", rows)
+    log = [
+        f"{entry['label']}: {line}"
+        for entry in curves
+        for line in entry.get("secure_aggregation", {}).pop("log", [])
+    ]
+    if log:
+        write_atomic(out / "run.log", "\n".join(log) + "\n")
     write_json(out / "summary.json", summary)
     from pgfl.plots import plot_run
 
