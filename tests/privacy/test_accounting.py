@@ -698,3 +698,13 @@ def test_graph_homomorphic_message_sensitivity_is_at_most_2_mu_b_j(seed, mu, bou
             self_term = psi[r] - ((1 - np.diag(a)) / np.diag(a))[:, None] * g[r]
             off = a - np.diag(np.diag(a))
             w[r] = off @ msgs + np.diag(a)[:, None] * self_term
+
+
+@pytest.mark.parametrize("module", ["__init__", "mechanisms", "composition", "papers", "curves"])
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+
+    name = "pgfl.privacy.accounting" + ("" if module == "__init__" else f".{module}")
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
