@@ -24,7 +24,7 @@ def test_gradient_matches_finite_differences_of_the_batch_loss(problem):
             (problem.sample_loss(m, d) * weight).sum() / weight.sum() + problem.rho * v @ v
         )
 
-    g = problem.gradient(w[:, None], U, d, weight)[:, 0]
+    g = problem.gradient(w[:, None], U, d, weight / weight.sum())[:, 0]
     h = 1e-6
     fd = np.array([(loss(w + h * e) - loss(w - h * e)) / (2 * h) for e in np.eye(4)])
     np.testing.assert_allclose(g, fd, atol=1e-7)
@@ -72,12 +72,12 @@ def test_clipped_per_sample_gradients_never_exceed_the_norm(clip, seed):
     U = rng.standard_normal((7, 5)) * 3
     d = rng.standard_normal(7)
     W = rng.standard_normal((5, 2))
-    weight = np.ones(7)
+    weight = np.full(7, 1 / 7)
     problem = LeastSquares(0.4)
     # single-sample batches expose each clipped per-sample gradient
     for j in range(7):
         g = problem.gradient(
-            W, U[j : j + 1], d[j : j + 1], weight[:1], clip_norm=np.array([clip, clip])
+            W, U[j : j + 1], d[j : j + 1], np.ones(1), clip_norm=np.array([clip, clip])
         )
         assert np.all(np.linalg.norm(g, axis=0) <= clip * (1 + 1e-12))
     # the mean of clipped gradients is within the norm too, and equals the unclipped one

@@ -28,12 +28,13 @@ from pgfl.validation import check_choice
 #: name -> (P, K, N, M, L, repetitions, curves)
 CASES: dict[str, tuple[int, int, int, int, int, int, int]] = {
     "paper": (10, 100, 100, 2, 11, 1, 1),
+    "paper_fig2": (10, 100, 100, 2, 11, 4, 3),
     "paper_trials": (10, 100, 100, 2, 11, 32, 3),
     "medium": (20, 1000, 50, 50, 100, 1, 1),
     "large": (100, 1000, 100, 20, 10, 4, 1),
 }
 SCALES = {
-    "paper": ("paper", "paper_trials"),
+    "paper": ("paper", "paper_fig2", "paper_trials"),
     "medium": ("medium",),
     "large": ("large",),
     "all": tuple(CASES),
@@ -85,7 +86,9 @@ def run_bench(
     """Run the cases of ``scale`` (paper, medium, large or all); return a JSON-able dict.
 
     The top-level ``client_updates_per_s`` and ``rounds_per_s`` are those of the
-    paper-scale regression configuration with a single trial (``paper``) when it ran.
+    paper-scale regression configuration with a single trial (``paper``) when it ran;
+    ``paper_fig2`` batches 3 curves x 4 repetitions as ``pgfl reproduce fig2`` does, and
+    ``paper_trials`` 3 x 32.
     """
     check_choice("--scale", scale, tuple(SCALES))
     cases = []

@@ -51,8 +51,12 @@ SECAGG_PROTOCOLS = ("simulated", "cryptographic")
 DISTRIBUTIONS = ("laplace", "gaussian")
 SHARE = ("models", "updates")
 
-#: An MSD above this (or non-finite) marks a repetition as diverged.
-DIVERGENCE_MSD = 1e12
+#: A server model entry above this in magnitude (or non-finite) marks a repetition as diverged.
+DIVERGENCE_BOUND = 1e6
+#: Rounds with at most this many mini-batch samples (all epochs) are gathered in one call.
+GATHER_AT_ONCE = 1 << 16
+#: Iterations whose models are kept before their metrics are computed in one batch.
+METRICS_CHUNK = 64
 
 
 @dataclass(frozen=True)
@@ -281,28 +285,30 @@ def local_phase(
     E_f = net.epochs[unit, draws.clients].reshape(-1)
     order = np.argsort(-E_f, kind="stable")
     E_sorted = E_f[order]
-    active = np.count_nonzero(E_sorted[:, None] > np.arange(int(E_sorted[0])), axis=0)
+    active = np.searchsorted(-E_sorted, -np.arange(int(E_sorted[0])), side="left")  # #{E > e}
     n_f = data.counts[unit, draws.clients].reshape(-1)[order]
     base = ((unit * K + draws.clients) * N).reshape(-1)[order]  # flat index of 1st sample
-    X = data.X.reshape(-1, M)
-    y = data.y.reshape(-1)
+    Z = data.Xy.reshape(-1, M + 1)  # features and target side by side: one gather per batch
     step = curves.mu / E_sorted[:, None, None]  # [n, 1, C]
     clip = curves.clip
-    Wk = np.repeat(np.moveaxis(W, 0, -1)[:, :, None], L, axis=2).reshape(R * P * L, M, -1)[order]
+    start = np.moveaxis(W, 0, -1).reshape(R * P, M, -1)  # each client starts at its unit's model
+    Wk = np.take(start, order // L, axis=0)
     if net.batch is None:
         rows = base[:, None] + np.arange(N)
-        weight = (np.arange(N) < n_f[:, None]).astype(float)
-        U_full, d_full = X[rows], y[rows]
+        weight = (np.arange(N) < n_f[:, None]) / n_f[:, None]
+        batch = np.take(Z, rows, axis=0)
     else:
         B_f = net.batch[unit, draws.clients].reshape(-1)[order]
-        weight = (np.arange(draws.batches.shape[-1]) < B_f[:, None]).astype(float)
+        weight = (np.arange(draws.batches.shape[-1]) < B_f[:, None]) / B_f[:, None]
         position = draws.batches.reshape(draws.batches.shape[0], R * P * L, -1)[:, order]
         rows = base[:, None] + (position * n_f[:, None]).astype(np.int64)  # [E_max, n, B]
+        # small rounds gather every epoch's batches at once (fewer calls); large rounds
+        # gather each epoch's active prefix only (less memory traffic)
+        gathered = np.take(Z, rows, axis=0) if rows.size <= GATHER_AT_ONCE else None
     for e, k in enumerate(active):
-        if net.batch is None:
-            U, d = U_full[:k], d_full[:k]
-        else:
-            U, d = X[rows[e, :k]], y[rows[e, :k]]
+        if net.batch is not None:
+            batch = gathered[e] if gathered is not None else np.take(Z, rows[e, :k], axis=0)
+        U, d = batch[:k, :, :M], batch[:k, :, M]
         Wk[:k] -= step[:k] * net.problem.gradient(Wk[:k], U, d, weight[:k], clip)
     unsorted = np.empty_like(Wk)
     unsorted[order] = Wk
@@ -382,7 +388,8 @@ class Trajectory:
         individual_msd: ``(1/P) sum_p ||w_p,i - w°||^2`` (eq. 59).
         disagreement: ``(1/P) sum_p ||w_p,i - w_c,i||^2`` (eq. 30).
         test_error: centroid test error (classification with a test set), else ``None``.
-        diverged_at: first iteration (1-based) at which a repetition diverged, ``-1`` if never;
+        diverged_at: first iteration (1-based) at which a repetition diverged (a server
+            model entry non-finite or above :data:`DIVERGENCE_BOUND`), ``-1`` if never;
             shape ``[curve, repetition]``.
         W: final server models ``[C, R, P, M]``.
         aborted: unit-rounds whose secure aggregation aborted, per curve ``[C]``.
@@ -463,6 +470,19 @@ def simulate(
     diverged_at = np.full((C, R), -1)
     aborts = np.zeros(C, dtype=np.int64)
     abort_log: list[tuple[int, int, int, int]] = []
+    history = np.empty((min(METRICS_CHUNK, iterations), C, R, P, M))
+
+    def record(stop: int, n: int) -> None:
+        """Metrics of the ``n`` iterations ending at ``stop``, from the kept models."""
+        Wh = history[:n]
+        wc = Wh.mean(axis=3)
+        span = slice(stop - n, stop)
+        out["centroid"][span] = np.sum((wc - w_opt) ** 2, axis=-1)
+        out["individual"][span] = np.sum((Wh - w_opt) ** 2, axis=-1).mean(axis=-1)
+        out["disagreement"][span] = np.sum((Wh - wc[..., None, :]) ** 2, axis=-1).mean(axis=-1)
+        if has_test:
+            test_error[span] = net.problem.test_error(wc, net.data.X_test, net.data.y_test)
+
     with np.errstate(all="ignore"):
         for i in range(iterations):
             draws = draw_round(streams, net, ca, R, i + 1)
@@ -470,18 +490,16 @@ def simulate(
             W = combine_phase(psi, net, ca, draws)
             if aborted.any():
                 aborts += aborted.sum(axis=(1, 2))
-                abort_log.extend((c, r, i + 1, p) for c, r, p in zip(*np.nonzero(aborted), strict=True))
-            wc = W.mean(axis=2)
-            out["centroid"][i] = np.sum((wc - w_opt) ** 2, axis=-1)
-            out["individual"][i] = np.sum((W - w_opt) ** 2, axis=-1).mean(axis=-1)
-            out["disagreement"][i] = np.sum((W - wc[:, :, None]) ** 2, axis=-1).mean(axis=-1)
-            if has_test:
-                test_error[i] = net.problem.test_error(wc, net.data.X_test, net.data.y_test)
-            bad = ~(out["individual"][i] <= DIVERGENCE_MSD)
-            new = bad & (diverged_at < 0)
-            if new.any():
+                log = zip(*np.nonzero(aborted), strict=True)
+                abort_log.extend((c, r, i + 1, p) for c, r, p in log)
+            bad = ~(np.abs(W).max(axis=(2, 3)) <= DIVERGENCE_BOUND)
+            if bad.any():
+                new = bad & (diverged_at < 0)
                 diverged_at[new] = i + 1
-                W[new] = np.nan
+                W[bad] = np.nan
+            history[i % METRICS_CHUNK] = W
+            if (i + 1) % METRICS_CHUNK == 0 or i + 1 == iterations:
+                record(i + 1, i % METRICS_CHUNK + 1)
             if progress is not None:
                 progress(i + 1)
     return Trajectory(

@@ -53,32 +53,32 @@ class _Problem:
         weight: np.ndarray,
         clip_norm: np.ndarray | float | None = None,
     ) -> np.ndarray:
-        """Mini-batch gradients ``sum_b weight_b grad Q(w; u_b, d_b) / sum_b weight_b``.
+        """Mini-batch gradients ``sum_b weight_b grad Q(w; u_b, d_b)``.
 
         Models are *columns*: ``W [..., M, C]`` holds ``C`` models (e.g. one per curve)
         evaluated on the same batch ``U [..., B, M]``, ``d [..., B]``, ``weight [..., B]``
-        (1 for the batch's samples, 0 for padding); the result is ``[..., M, C]``. Two
+        (``1/B`` for the batch's ``B`` samples, 0 for padding: weights sum to 1); the
+        result is ``[..., M, C]``. Two
         batched matrix products do the work: ``margin = U W`` and ``grad = U^T c``.
         With ``clip_norm`` (broadcast against ``[..., C]``), every per-sample gradient of
         ``Q`` (regularizer included) is clipped to that norm before averaging, which
         enforces the gradient bound ``B`` that the privacy analysis assumes.
 
         >>> U = np.array([[1.0, 0.0], [0.0, 1.0]]); d = np.array([2.0, 0.0])
-        >>> LeastSquares(rho=0.5).gradient(np.zeros((2, 1)), U, d, np.ones(2))[:, 0].tolist()
+        >>> LeastSquares(rho=0.5).gradient(np.zeros((2, 1)), U, d, np.full(2, 0.5))[:, 0].tolist()
         [-2.0, 0.0]
         """
         margin = U @ W
         c = self.residual_weight(margin, d[..., None])
-        share = weight / weight.sum(axis=-1, keepdims=True)
         if clip_norm is None:
-            return np.swapaxes(U, -1, -2) @ (c * share[..., None]) + (2.0 * self.rho) * W
+            return np.swapaxes(U, -1, -2) @ (c * weight[..., None]) + (2.0 * self.rho) * W
         # ||c u + 2 rho w||^2 = c^2 ||u||^2 + 4 rho c u^T w + 4 rho^2 ||w||^2, without forming
         # the per-sample gradients
         u2 = np.einsum("...bm,...bm->...b", U, U)[..., None]
         w2 = np.einsum("...mc,...mc->...c", W, W)[..., None, :]
         norm2 = c * c * u2 + (4.0 * self.rho) * c * margin + (4.0 * self.rho**2) * w2
         scale = np.minimum(1.0, np.asarray(clip_norm) / np.sqrt(np.maximum(norm2, 1e-300)))
-        kept = scale * share[..., None]  # [..., B, C]
+        kept = scale * weight[..., None]  # [..., B, C]
         reg = (2.0 * self.rho) * W * kept.sum(axis=-2)[..., None, :]
         return np.swapaxes(U, -1, -2) @ (c * kept) + reg
 

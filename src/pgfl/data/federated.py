@@ -63,6 +63,15 @@ class FederatedData:
         return tuple(int(s) for s in self.X.shape)  # type: ignore[return-value]
 
     @property
+    def Xy(self) -> np.ndarray:
+        """Features and target side by side, ``[P, K, N_max, M + 1]`` (cached)."""
+        cached = self.__dict__.get("_Xy")
+        if cached is None:
+            cached = np.concatenate([self.X, self.y[..., None]], axis=-1)
+            object.__setattr__(self, "_Xy", cached)
+        return cached
+
+    @property
     def mask(self) -> np.ndarray:
         """Boolean ``[P, K, N_max]``: True where a row is a real sample."""
         return np.arange(self.X.shape[2]) < self.counts[..., None]
