@@ -63,6 +63,7 @@ class Draws:
         w_clients: ground-truth personalized graphs ``[R, I, p]``.
         w_con: ground-truth consensus graphs ``[R, p]``.
         counts: ``N_i``, shape ``[I]``.
+        positions: vertex positions of the RBF graphs ``[R, d, 2]`` (for pictures).
 
     """
 
@@ -71,6 +72,7 @@ class Draws:
     w_clients: np.ndarray
     w_con: np.ndarray
     counts: np.ndarray
+    positions: np.ndarray
 
     def clipped(self, clip: float) -> np.ndarray:
         """``[R, I, p]`` distance vectors from clipped ``z_{i,n}`` (norm ``≤ clip``)."""
@@ -111,10 +113,11 @@ def draw_setting(
     """
     counts = np.asarray(counts, dtype=int)
     n_clients = counts.size
-    sig, zs, wcl, wcon = [], [], [], []
+    sig, zs, wcl, wcon, pos = [], [], [], [], []
     for r in range(reps):
         g = stream(seed, name + "/graph", r)
-        w0, _ = rbf_graph(d, g)
+        w0, u = rbf_graph(d, g)
+        pos.append(u)
         if qs_derived is None:
             con, cl = heterogeneous_graphs(w0, q, n_clients, g)
         else:
@@ -126,7 +129,7 @@ def draw_setting(
         zs.append(client_distances(xs)[0])
         wcl.append(cl)
         wcon.append(con)
-    return Draws(sig, np.stack(zs), np.stack(wcl), np.stack(wcon), counts)
+    return Draws(sig, np.stack(zs), np.stack(wcl), np.stack(wcon), counts, np.stack(pos))
 
 
 def _score(w, truth, axis=None):
