@@ -318,7 +318,7 @@ def run_weights(quick: bool, out: Path, seed: int) -> dict[str, Any]:
 
 
 def run_sensitivity(quick: bool, out: Path, seed: int) -> dict[str, Any]:
-    """Fig. 5: sensitivity to ``λ`` (``ρ`` fixed) and to ``ρ`` (``λ`` fixed); ``q = 0.5``, ``N_i = 100``."""
+    """Fig. 5: sensitivity to ``λ`` (``ρ`` fixed) and to ``ρ`` (``λ`` fixed); ``q = .5``, ``N_i = 100``."""
     rt, re_ = _reps(quick)
     p = tune(draw_setting(seed, "sensitivity/tune", rt, [100] * N_CLIENTS), quick=quick)
     d = draw_setting(seed, "sensitivity/eval", re_, [100] * N_CLIENTS)
@@ -387,7 +387,7 @@ def run_sensitivity(quick: bool, out: Path, seed: int) -> dict[str, Any]:
 
 
 def run_dp(quick: bool, out: Path, seed: int) -> dict[str, Any]:
-    """Fig. 6: DP with ``ε̄`` split over ``T = 8`` rounds, ``δ̄ = 1e-5``, ``C = 25``; ``N_i`` swept."""
+    """Fig. 6: DP, ``ε̄`` split over ``T = 8`` rounds, ``δ̄ = 1e-5``, ``C = 25``; ``N_i`` swept."""
     xs = [50, 200, 1000] if quick else [50, 100, 200, 500, 1000]
     epsilons = [0.3, 1.0] if quick else [0.3, 0.5, 1.0, 2.0]
     rt, re_ = _reps(quick)
