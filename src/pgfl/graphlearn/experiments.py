@@ -9,7 +9,8 @@ averaged over repetitions (and clients, for personalized graphs).
 **Parameter selection** (§V-A 5): ``α = 2``; every method gets the grid values that give
 it the best tuning score, mean MCC minus mean relative error (MCC alone favours very
 sparse, large-weight graphs with poor RE), on tuning draws: IGL and FedAvg their ``β``,
-the federated model ``(β, ρ, λ)`` ("the value of ρ and λ are determined by grid search"; "all parameters of
+the federated model ``(β, ρ, λ)`` ("the value of ρ and λ are determined by grid search";
+"all parameters of
 baselines are selected as those that achieve the best MCC value"). Tuning uses its own
 draws (stream ``"tune"``), never the evaluation draws.
 """

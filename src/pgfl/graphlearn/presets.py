@@ -318,7 +318,7 @@ def run_weights(quick: bool, out: Path, seed: int) -> dict[str, Any]:
 
 
 def run_sensitivity(quick: bool, out: Path, seed: int) -> dict[str, Any]:
-    """Fig. 5: sensitivity to ``λ`` (``ρ`` fixed) and to ``ρ`` (``λ`` fixed); ``q = .5``, ``N_i = 100``."""
+    """Fig. 5: sensitivity to ``λ`` (``ρ`` fixed) and to ``ρ`` (``λ`` fixed), q = 0.5, N_i = 100."""
     rt, re_ = _reps(quick)
     p = tune(draw_setting(seed, "sensitivity/tune", rt, [100] * N_CLIENTS), quick=quick)
     d = draw_setting(seed, "sensitivity/eval", re_, [100] * N_CLIENTS)
