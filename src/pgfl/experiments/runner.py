@@ -33,7 +33,6 @@ from pgfl.data.synthetic import client_schedule, logistic_data, regression_data
 from pgfl.engine import CurveSettings, Network, Trajectory, simulate
 from pgfl.experiments.config import CurveConfig, ExperimentConfig
 from pgfl.experiments.results import _jsonable, read_json, write_atomic, write_csv, write_json
-from pgfl.privacy.accounting import calibrate, epsilon_curve
 from pgfl.problems import LeastSquares, Logistic, _Problem
 from pgfl.rng import stream
 from pgfl.topology import (
@@ -187,6 +186,7 @@ def curve_settings(cfg: CurveConfig, iterations: int, dim: int) -> CurveSettings
     priv = cfg.privacy
     if priv.target_epsilon is None:
         return settings
+    from pgfl.privacy.accounting import calibrate  # dp_accounting takes ~1 s to import
     args = _epsilon_inputs(cfg, settings)
     if args is None:
         raise ConfigError(
@@ -212,6 +212,7 @@ def curve_epsilon(
     args = _epsilon_inputs(cfg, settings)
     if args is None or args["sigma"] == 0:
         return {}, {}
+    from pgfl.privacy.accounting import epsilon_curve
     eps = epsilon_curve(
         **args, iterations=iterations, delta=cfg.privacy.delta, dim=dim,
         accountants=list(cfg.privacy.accountants),

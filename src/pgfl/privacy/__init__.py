@@ -1,0 +1,5 @@
+"""Privacy mechanisms and their accounting: secure aggregation, Shamir sharing, ε over iterations."""
+
+from pgfl.privacy.secagg import SecAggAbort, SecAggConfig, SecureAggregation, quantized_mean
+
+__all__ = ["SecAggAbort", "SecAggConfig", "SecureAggregation", "quantized_mean"]
