@@ -655,14 +655,20 @@ def _clip(v: np.ndarray, b: float) -> np.ndarray:
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), mu=st.floats(0.05, 1.0), bound=st.floats(0.1, 5.0))
-def test_graph_homomorphic_message_sensitivity_is_at_most_2_mu_b_j(seed, mu, bound):
-    """Slow reference for eq. 52 under the chain-rule (output-coupled) analysis.
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    mu=st.floats(0.05, 1.0),
+    bound=st.floats(0.1, 5.0),
+    scheme=st.sampled_from(["graph_homomorphic", "random"]),
+)
+def test_server_message_sensitivity_reference(seed, mu, bound, scheme):
+    """Slow reference for the server-level sensitivities, by the chain-rule analysis.
 
     Two runs differ in client (0, 0)'s data. Server 0's released messages y_j are forced to
     be equal (its noise is g'_j = y_j − ψ'_j), all other randomness is shared. Then the other
-    servers' states coincide and ‖ψ_{0,j} − ψ'_{0,j}‖ ≤ 2μBj: the sensitivity
-    ``gfl_sensitivities`` charges for the j-th message.
+    servers' states coincide, and ‖ψ_{0,j} − ψ'_{0,j}‖ stays within what
+    ``gfl_sensitivities`` charges: 2μBj for graph-homomorphic noise (eq. 52) and 2μB/L
+    for random noise, whose self-copy is noised too (the engine's definition).
     """
     rng = np.random.default_rng(seed)
     p_, l_, m_, t_ = 4, 3, 3, 15
@@ -681,7 +687,7 @@ def test_graph_homomorphic_message_sensitivity_is_at_most_2_mu_b_j(seed, mu, bou
         return _clip(gk @ w + hk, bound)  # per-sample clipping
 
     w = [np.zeros((p_, m_)), np.zeros((p_, m_))]
-    sens = acc.gfl_sensitivities(t_, scheme="graph_homomorphic", mu=mu, clip=bound)
+    sens = acc.gfl_sensitivities(t_, scheme=scheme, mu=mu, clip=bound, clients_per_round=l_)
     for j in range(t_):
         psi = [
             np.array([np.mean([w[r][p] - mu * grads(r, p, k, w[r][p]) for k in range(l_)], axis=0)
@@ -695,9 +701,25 @@ def test_graph_homomorphic_message_sensitivity_is_at_most_2_mu_b_j(seed, mu, bou
         np.testing.assert_allclose(psi[0][1:], psi[1][1:], atol=1e-9)
         for r in (0, 1):
             msgs = psi[r] + g[r]
-            self_term = psi[r] - ((1 - np.diag(a)) / np.diag(a))[:, None] * g[r]
-            off = a - np.diag(np.diag(a))
-            w[r] = off @ msgs + np.diag(a)[:, None] * self_term
+            if scheme == "random":  # the same noisy message to every neighbour and to itself
+                w[r] = a @ msgs
+            else:  # graph-homomorphic: the self-copy carries −((1 − a_pp)/a_pp) g_p
+                self_term = psi[r] - ((1 - np.diag(a)) / np.diag(a))[:, None] * g[r]
+                off = a - np.diag(np.diag(a))
+                w[r] = off @ msgs + np.diag(a)[:, None] * self_term
+
+
+def test_random_scheme_epsilon_grows_linearly_and_shrinks_with_l():
+    kw = dict(sigma=50.0, mu=0.5, clip=1.0, iterations=20, dim=2, accountants=["paper", "basic"])
+    r1 = acc.epsilon_curve(scheme="random", **kw)
+    r10 = acc.epsilon_curve(scheme="random", clients_per_round=10, **kw)
+    gh = acc.epsilon_curve(scheme="graph_homomorphic", clients_per_round=10, **kw)
+    i = np.arange(1, 21)
+    b = 50.0 / math.sqrt(2)
+    np.testing.assert_allclose(r1["basic"], i * math.sqrt(2) * 2 * 0.5 / b)  # 2μB per message
+    np.testing.assert_allclose(r10["basic"], r1["basic"] / 10)
+    np.testing.assert_allclose(r10["paper"], gh["paper"])  # the paper charges 2μBj to both
+    np.testing.assert_allclose(gh["basic"], math.sqrt(2) * gh["paper"])  # L is not used by GH
 
 
 @pytest.mark.parametrize("module", ["__init__", "mechanisms", "composition", "papers", "curves"])

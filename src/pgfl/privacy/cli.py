@@ -45,6 +45,13 @@ DimOpt = Annotated[int, typer.Option("--dim", help="Model dimension M (Laplace: 
 LinksOpt = Annotated[
     int, typer.Option("--links", help="Links the adversary watches (random_per_link only).")
 ]
+ClientsOpt = Annotated[
+    int,
+    typer.Option(
+        "--clients-per-round",
+        help="L, clients a server aggregates per iteration (random scheme: sensitivity 2 mu B/L).",
+    ),
+]
 PaperOpt = Annotated[
     bool,
     typer.Option(
@@ -133,6 +140,7 @@ def epsilon_command(
     scheme: SchemeOpt = "graph_homomorphic",
     distribution: DistOpt = "laplace",
     links: LinksOpt = 1,
+    clients_per_round: ClientsOpt = 1,
     paper_reading: PaperOpt = False,
     rows: Annotated[int, typer.Option("--rows", help="Iterations shown in the table.")] = 12,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG of eps(i).")] = None,
@@ -142,7 +150,8 @@ def epsilon_command(
     sigma = _sigma_from(sigma, variance)
     curve = acc.epsilon_curve(
         scheme=scheme, sigma=sigma, mu=mu, clip=clip, iterations=iterations, delta=delta,
-        distribution=distribution, dim=dim, observed_links=links, rigorous=not paper_reading,
+        distribution=distribution, dim=dim, observed_links=links,
+        clients_per_round=clients_per_round, rigorous=not paper_reading,
     )  # fmt: skip
     title = (
         f"{scheme}, {distribution}, sigma={sigma:g}, mu={mu:g}, clip={clip}, M={dim}, "
@@ -186,6 +195,7 @@ def calibrate_command(
     scheme: SchemeOpt = "graph_homomorphic",
     distribution: DistOpt = "laplace",
     links: LinksOpt = 1,
+    clients_per_round: ClientsOpt = 1,
     paper_reading: PaperOpt = False,
     accountant: Annotated[
         list[str] | None,
@@ -197,7 +207,7 @@ def calibrate_command(
     names = accountant or ["paper", "pld"]
     kw = dict(
         scheme=scheme, mu=mu, clip=clip, distribution=distribution, dim=dim,
-        observed_links=links, rigorous=not paper_reading,
+        observed_links=links, clients_per_round=clients_per_round, rigorous=not paper_reading,
     )  # fmt: skip
     result: dict[str, dict[str, float]] = {}
     for name in names:

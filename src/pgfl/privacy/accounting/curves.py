@@ -60,12 +60,14 @@ SCOPES = {
     ),
     "random": (
         "covers the messages one server sends over its links (one noise draw per server and "
-        "iteration, the same copy on every link); adversary: a neighbouring server or an "
-        "eavesdropper on any set of links"
+        "iteration, the same copy on every link and on its own copy) and everything computed "
+        "from them, including the servers' final models and the centroid; adversary: a "
+        "neighbouring server or an eavesdropper on any set of links"
     ),
     "random_per_link": (
         "covers the messages one server sends over the observed links (independent noise per "
-        "link); an adversary watching k links sees k independent copies per iteration"
+        "link); an adversary watching k links sees k copies per iteration. The proof covers an "
+        "adversary who sees all of the server's links: set observed_links to its degree"
     ),
     "models": (
         "covers what one client sends its server (noisy model); adversary: the honest-but-curious "
@@ -194,6 +196,7 @@ class _Settings:
     delta: float
     observed_links: int
     rigorous: bool
+    clients_per_round: int = 1
 
 
 def _settings(
@@ -208,6 +211,7 @@ def _settings(
     delta: float,
     observed_links: int,
     rigorous: bool,
+    clients_per_round: int = 1,
 ) -> _Settings:
     sch = check_choice("scheme", scheme, SCHEMES)
     dist = check_choice("distribution", distribution, DISTRIBUTIONS)
@@ -221,7 +225,8 @@ def _settings(
     links = check_int("observed_links", observed_links, lo=1)
     if links > 1 and sch != "random_per_link":
         links = 1  # identical copies on every link: seeing more of them reveals nothing new
-    return _Settings(sch, dist, s, m, c, d, t, dl, links, bool(rigorous))
+    n_l = check_int("clients_per_round", clients_per_round, lo=1)
+    return _Settings(sch, dist, s, m, c, d, t, dl, links, bool(rigorous), n_l)
 
 
 def releases_for(
@@ -235,6 +240,7 @@ def releases_for(
     dim: int = 1,
     observed_links: int = 1,
     rigorous: bool = True,
+    clients_per_round: int = 1,
 ) -> list[Release]:
     """List the releases the adversary of ``scheme`` observes, one per iteration j = 1..T.
 
@@ -258,6 +264,7 @@ def releases_for(
         delta=0.5,
         observed_links=observed_links,
         rigorous=rigorous,
+        clients_per_round=clients_per_round,
     )
     if st.clip is None:
         raise ConfigError("clip must be a real number in [0, inf); got None")
@@ -268,14 +275,19 @@ def releases_for(
 
 def _releases(st: _Settings) -> list[Release]:
     assert st.clip is not None  # internal invariant, checked by callers
+    rule = "rigorous" if st.rigorous else "paper"
     if st.distribution == "laplace":
         norm = "l1" if st.rigorous else "l2"
         sens = gfl_sensitivities(
-            st.iterations, scheme=st.scheme, mu=st.mu, clip=st.clip, dim=st.dim, norm=norm
-        )
+            st.iterations, scheme=st.scheme, mu=st.mu, clip=st.clip, dim=st.dim, norm=norm,
+            rule=rule, clients_per_round=st.clients_per_round,
+        )  # fmt: skip
         b = st.sigma / math.sqrt(2.0)
         return [LaplaceRelease(float(s), b, st.observed_links) for s in sens]
-    sens = gfl_sensitivities(st.iterations, scheme=st.scheme, mu=st.mu, clip=st.clip)
+    sens = gfl_sensitivities(
+        st.iterations, scheme=st.scheme, mu=st.mu, clip=st.clip, rule=rule,
+        clients_per_round=st.clients_per_round,
+    )  # fmt: skip
     return [GaussianRelease(float(s), st.sigma, st.observed_links) for s in sens]
 
 
@@ -443,7 +455,9 @@ def _curve(st: _Settings, accountant: str, checkpoints: int) -> np.ndarray:
     if st.distribution == "laplace":
         eps_t = np.array([r.epsilon0 * r.count for r in rel])  # per-iteration pure ε
         if accountant == "paper":
-            sens = gfl_sensitivities(t, scheme=st.scheme, mu=st.mu, clip=st.clip, norm="l2")
+            sens = gfl_sensitivities(
+                t, scheme=st.scheme, mu=st.mu, clip=st.clip, norm="l2", rule="paper"
+            )
             return np.cumsum(sens * st.observed_links / (st.sigma / math.sqrt(2.0)))
         if accountant == "basic":
             return np.cumsum(eps_t)
@@ -552,6 +566,7 @@ def epsilon_curve(
     dim: int = 1,
     observed_links: int = 1,
     rigorous: bool = True,
+    clients_per_round: int = 1,
     accountants: Sequence[str] | None = None,
     checkpoints: int = 64,
 ) -> EpsilonCurve:
@@ -572,7 +587,10 @@ def epsilon_curve(
         distribution: ``laplace`` | ``gaussian``.
         dim: model dimension M (Laplace, rigorous: Δ₁ = √M Δ₂).
         observed_links: links an adversary watches (``random_per_link`` only).
-        rigorous: charge Laplace noise the ℓ₁ sensitivity (default). ``paper`` always
+        clients_per_round: L, clients a server aggregates per iteration; only the
+            ``random`` scheme uses it (rigorous sensitivity 2μB/L); 1 is always safe.
+        rigorous: charge Laplace noise the ℓ₁ sensitivity and use the rigorous message
+            sensitivities of :func:`~.papers.gfl_sensitivities` (default). ``paper`` always
             uses the published ℓ₂ reading.
         accountants: subset of :data:`ACCOUNTANTS`; default :func:`default_accountants`.
         checkpoints: iterations at which the Laplace PLD is evaluated (log-spaced, incl.
@@ -602,6 +620,7 @@ def epsilon_curve(
         delta=delta,
         observed_links=observed_links,
         rigorous=rigorous,
+        clients_per_round=clients_per_round,
     )
     accs = default_accountants(st.distribution) if accountants is None else tuple(accountants)
     if not accs:
@@ -703,6 +722,7 @@ def calibrate(
     dim: int = 1,
     observed_links: int = 1,
     rigorous: bool = True,
+    clients_per_round: int = 1,
     accountant: str = TIGHT_ACCOUNTANT,
     rtol: float = 1e-3,
 ) -> float:
@@ -724,7 +744,8 @@ def calibrate(
         distribution: ``laplace`` | ``gaussian``.
         dim: model dimension M.
         observed_links: links the adversary watches (``random_per_link``).
-        rigorous: ℓ₁ sensitivity for Laplace noise (see :func:`epsilon_curve`).
+        rigorous: rigorous sensitivities (see :func:`epsilon_curve`).
+        clients_per_round: L (``random`` only, see :func:`epsilon_curve`).
         accountant: one of :data:`ACCOUNTANTS` (default: the tight ``pld``).
         rtol: relative tolerance on σ.
 
@@ -756,6 +777,7 @@ def calibrate(
         delta=delta,
         observed_links=observed_links,
         rigorous=rigorous,
+        clients_per_round=clients_per_round,
     )
 
     def at(sigma: float) -> _Settings:

@@ -237,19 +237,32 @@ def gfl_sensitivities(
     clip: float,
     dim: int = 1,
     norm: str = "l2",
+    rule: str = "rigorous",
+    clients_per_round: int = 1,
 ) -> np.ndarray:
     """Sensitivity of the j-th noisy release, j = 1..T, for replacing one client's data.
 
-    * server-level schemes (``graph_homomorphic``, ``random``, ``random_per_link``): the
-      message ψ_{p,j} a server sends at iteration j, Δ₂(j) = 2μBj (preprint eq. 52; the
-      j = 0 message is data-independent and costs nothing);
+    ``rule="paper"`` (preprint eq. 52, book Lemma 11.4):
+
+    * server-level schemes: the message ψ_{p,j} a server sends at iteration j,
+      Δ₂(j) = 2μBj (the j = 0 message is data-independent and costs nothing);
     * ``models`` (a client sends its model, journal §3.4): given the model the server
       sent it (which the server knows), one iteration moves it by μ × an average of
       clipped gradients: Δ₂ = 2μB per round;
     * ``updates`` (a client sends its averaged update): Δ₂ = 2B per round.
 
-    At equal noise, shared updates therefore cost 1/μ times more ε per round than shared
-    models — the price of their O(μ) instead of O(μ⁻¹) effect on the MSD.
+    ``rule="rigorous"`` is the same except for ``random``, where it is the constant
+    2μB/L (L = ``clients_per_round``). Analysed by the chain rule over the released
+    messages (condition on them and on all randomness independent of the client): in the
+    ``random`` scheme server p also feeds its own noisy message to itself, so its state
+    w_p = Σ_m a_pm y_m is the same in both runs, and ψ_{p,j} differs only through the
+    changed client's averaged clipped gradient, weighted 1/L. With ``graph_homomorphic``
+    noise the self-copy cancels the noise, w_p differs by exactly the difference of the
+    message centres, and the differences accumulate: 2μBj is the honest bound there
+    (and for ``random_per_link``, whose self-copy carries its own independent noise).
+
+    At equal noise, shared updates cost 1/μ times more ε per round than shared models —
+    the price of their O(μ) instead of O(μ⁻¹) effect on the MSD.
 
     Args:
         iterations: T ≥ 1.
@@ -259,11 +272,18 @@ def gfl_sensitivities(
         dim: model dimension M ≥ 1 (only for ``norm="l1"``).
         norm: ``"l2"`` (Δ₂, for Gaussian noise and for the papers' reading of Laplace) or
             ``"l1"`` (Δ₁ = √M Δ₂, what per-coordinate Laplace noise needs).
+        rule: ``"rigorous"`` or ``"paper"``.
+        clients_per_round: L ≥ 1, clients each server aggregates per iteration (only
+            used by ``random`` under the rigorous rule; 1 is always safe).
 
     Returns:
         Array of shape (T,).
 
     >>> gfl_sensitivities(3, scheme="graph_homomorphic", mu=0.5, clip=1.0)
+    array([1., 2., 3.])
+    >>> gfl_sensitivities(3, scheme="random", mu=0.5, clip=1.0, clients_per_round=4)
+    array([0.25, 0.25, 0.25])
+    >>> gfl_sensitivities(3, scheme="random", mu=0.5, clip=1.0, rule="paper")
     array([1., 2., 3.])
     >>> gfl_sensitivities(2, scheme="updates", mu=0.5, clip=1.0, dim=4, norm="l1")
     array([4., 4.])
@@ -275,8 +295,12 @@ def gfl_sensitivities(
     b = check_real("clip", clip, lo=0.0)
     d = check_int("dim", dim, lo=1)
     nrm = check_choice("norm", norm, ("l2", "l1"))
+    rl = check_choice("rule", rule, ("rigorous", "paper"))
+    n_l = check_int("clients_per_round", clients_per_round, lo=1)
     j = np.arange(1, t + 1, dtype=float)
-    if sch in SERVER_SCHEMES:
+    if sch == "random" and rl == "rigorous":
+        sens = np.full(t, 2.0 * m * b / n_l)
+    elif sch in SERVER_SCHEMES:
         sens = 2.0 * m * b * j
     elif sch == "models":
         sens = np.full(t, 2.0 * m * b)
