@@ -212,7 +212,9 @@ def test_pure_dp_release_in_pld_and_rdp():
 
 
 # ---------------------------------------------------------------- orderings (property)
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(
     eps=st.lists(st.floats(0.01, 1.5), min_size=1, max_size=12),
     log_delta=st.floats(-9, -2),
@@ -231,7 +233,7 @@ def test_accountant_ordering_for_laplace_steps(eps, log_delta):
     assert val["pld"] >= min(max(eps) - tol, 0.0) or val["pld"] >= 0.0
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=20, deadline=None, derandomize=True)
 @given(e0=st.floats(0.01, 2.0), k=st.integers(1, 120), log_delta=st.floats(-10, -1))
 def test_kov_optimal_is_below_eq32_and_basic(e0, k, log_delta):
     delta = 10.0**log_delta
@@ -443,13 +445,17 @@ _CAL_CASES = st.sampled_from(
         ("updates", "laplace", "advanced"),
         ("models", "laplace", "basic"),
         ("random_per_link", "laplace", "pld"),
+        ("random", "laplace", "pld"),
+        ("random", "gaussian", "kairouz"),
         ("models", "gaussian", "pld"),
         ("graph_homomorphic", "gaussian", "rdp"),
     ]
 )
 
 
-@settings(max_examples=18, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=18, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(
     case=_CAL_CASES,
     target=st.floats(0.3, 30.0),
@@ -460,21 +466,23 @@ _CAL_CASES = st.sampled_from(
 def test_calibration_round_trip(case, target, iterations, mu, log_delta):
     scheme, dist, accountant = case
     delta = 10.0**log_delta
-    kw = dict(scheme=scheme, mu=mu, clip=1.0, distribution=dist, dim=2, observed_links=2)
+    kw = dict(scheme=scheme, mu=mu, clip=1.0, distribution=dist, dim=2, observed_links=2,
+              clients_per_round=3)  # fmt: skip
     sigma = acc.calibrate(target, delta, iterations, accountant=accountant, **kw)
     got = acc.epsilon_curve(
         sigma=sigma, iterations=iterations, delta=delta, accountants=[accountant], **kw
     )
     e = got[accountant][-1]
     assert e <= target
-    # close: the Kairouz staircase (corner points) is the only non-smooth accountant
-    assert e >= target * (0.97 if accountant == "kairouz" else 0.995)
-    # and a little less noise would overshoot (unless the staircase is flat there)
+    # minimal: 1 % less noise overshoots (true even across a jump of the KOV staircase,
+    # which the bisection brackets to within rtol)
+    under = acc.epsilon_curve(
+        sigma=sigma * 0.99, iterations=iterations, delta=delta, accountants=[accountant], **kw
+    )
+    assert under[accountant][-1] > target
+    # close: every accountant but the KOV corner points is continuous in σ
     if accountant != "kairouz":
-        under = acc.epsilon_curve(
-            sigma=sigma * 0.99, iterations=iterations, delta=delta, accountants=[accountant], **kw
-        )
-        assert under[accountant][-1] > target
+        assert e >= target * 0.995
 
 
 def test_calibrate_paper_matches_theorem2():
@@ -654,7 +662,7 @@ def _clip(v: np.ndarray, b: float) -> np.ndarray:
     return v if n <= b else v * (b / n)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=15, deadline=None, derandomize=True)
 @given(
     seed=st.integers(0, 2**31 - 1),
     mu=st.floats(0.05, 1.0),

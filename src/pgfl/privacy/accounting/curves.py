@@ -95,7 +95,7 @@ _NOTES = {
         "classic Gaussian bound per iteration (valid only below 1) composed by eq. 32 "
         "(graph-topology paper Thm 3), delta split evenly"
     ),
-    "basic": "sum of per-iteration epsilons (book Lemma 11.2) with the l1 sensitivity",
+    "basic": "sum of per-iteration epsilons (book Lemma 11.2), rigorous sensitivities",
     "advanced": "Dwork-Rothblum-Vadhan advanced composition (heterogeneous form)",
     "kairouz": "Kairouz-Oh-Viswanath: Thm 3.3 for equal steps, Thm 3.5 (eq. 32) otherwise",
     "pld": "privacy-loss distributions (dp_accounting), tight up to pessimistic discretization",
@@ -636,6 +636,10 @@ def epsilon_curve(
     }
     if "pld" in notes and st.distribution == "gaussian":
         notes["pld"] = "exact: composed Gaussians are one Gaussian (GDP); analytic Gaussian epsilon"
+    if not st.rigorous:
+        for a in notes:
+            if a != "paper":
+                notes[a] += " [papers' reading: l2 sensitivity, eq. 52 growth for every scheme]"
     settings = dataclasses.asdict(st)
     reason = None
     if st.clip is None:
