@@ -60,3 +60,18 @@ def test_bad_privacy_settings(tmp_path, privacy, training, message):
     raw = dict(BASE, privacy=privacy, training={**BASE["training"], **training})
     with pytest.raises(ConfigError, match=message):
         run_experiment(parse_config(raw), tmp_path)
+
+
+def test_random_noise_is_accounted_with_l_clients_and_client_level_epsilon_is_added(tmp_path):
+    raw = dict(BASE, privacy={"server_variance": 0.5}, curves=[
+        {"label": "random", "privacy": {"server_noise": "random"}},
+        {"label": "both", "privacy": {"server_noise": "graph_homomorphic", "client_noise": "laplace",
+                                      "client_variance": 0.2}},
+    ])
+    s = {c["label"]: c for c in run_experiment(parse_config(raw), tmp_path)["curves"]}
+    common = dict(sigma=math.sqrt(0.5), mu=0.3, clip=1.5, iterations=40, dim=2, accountants=["paper", "pld"])
+    with_l = epsilon_curve(scheme="random", clients_per_round=2, **common).final()
+    assert s["random"]["epsilon"] == pytest.approx(with_l)
+    client = epsilon_curve(scheme="models", sigma=math.sqrt(0.2), mu=0.3, clip=1.5, iterations=40,
+                           dim=2, clients_per_round=2, accountants=["paper", "pld"]).final()
+    assert s["both"]["epsilon_client"] == pytest.approx(client)

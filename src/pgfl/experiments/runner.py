@@ -163,31 +163,51 @@ def summarize_curve(label: str, m: dict[str, np.ndarray]) -> dict[str, Any]:
     return entry
 
 
-def _epsilon_inputs(cfg: CurveConfig, settings: CurveSettings) -> dict[str, Any] | None:
-    """Arguments of the accountant for a curve's privatized link, or ``None`` if none."""
-    priv = cfg.privacy
-    if priv.scheme is None:
-        return None
-    if priv.scheme == "client":
-        scheme, sigma, dist = cfg.training.share, settings.client_std, priv.client_noise
+def _epsilon_inputs(
+    cfg: CurveConfig, settings: CurveSettings, A: np.ndarray, level: str
+) -> dict[str, Any] | None:
+    """Arguments of the accountant for a curve's ``level`` (``server``/``client``) link.
+
+    ``None`` when that link carries no DP noise. ``clients_per_round`` (L) bounds how much
+    one client moves its unit's aggregate; ``random_per_link`` is accounted for an
+    adversary who sees all of a server's links (its degree).
+    """
+    priv, training = cfg.privacy, cfg.training
+    if level == "server":
+        if priv.server_noise == "none":
+            return None
+        args = {
+            "scheme": priv.server_noise, "sigma": settings.server_std,
+            "distribution": priv.server_distribution,
+        }
+        if priv.server_noise == "random_per_link":
+            args["observed_links"] = max(1, int(((A > 0).sum(axis=1) - 1).max()))
     else:
-        scheme, sigma, dist = priv.server_noise, settings.server_std, priv.server_distribution
-    clip = None if math.isinf(cfg.training.clip_norm) else cfg.training.clip_norm
-    return {"scheme": scheme, "sigma": sigma, "distribution": dist, "mu": cfg.training.mu, "clip": clip}
+        if priv.client_noise not in ("laplace", "gaussian"):
+            return None
+        args = {"scheme": training.share, "sigma": settings.client_std, "distribution": priv.client_noise}
+    clip = None if math.isinf(training.clip_norm) else training.clip_norm
+    return {**args, "mu": training.mu, "clip": clip, "clients_per_round": training.L}
 
 
-def curve_settings(cfg: CurveConfig, iterations: int, dim: int) -> CurveSettings:
+def _primary_level(cfg: CurveConfig) -> str | None:
+    """The link a curve's ε and ``target_epsilon`` refer to: the server level if noisy."""
+    return {None: None, "client": "client"}.get(cfg.privacy.scheme, "server")
+
+
+def curve_settings(cfg: CurveConfig, iterations: int, net: Network) -> CurveSettings:
     """The engine settings of a curve; a ``target_epsilon`` is turned into a noise variance.
 
-    The variance of the privatized link is the smallest that keeps ε(T) at most the
-    target by the tight accountant (:func:`pgfl.privacy.accounting.calibrate`).
+    The variance of the privatized link (server level if noisy, else client level) is the
+    smallest that keeps ε(T) at most the target by the tight accountant
+    (:func:`pgfl.privacy.accounting.calibrate`).
     """
     settings = cfg.settings()
     priv = cfg.privacy
     if priv.target_epsilon is None:
         return settings
-    from pgfl.privacy.accounting import calibrate  # dp_accounting takes ~1 s to import
-    args = _epsilon_inputs(cfg, settings)
+    level = _primary_level(cfg)
+    args = None if level is None else _epsilon_inputs(cfg, settings, net.A, level)
     if args is None:
         raise ConfigError(
             "privacy.target_epsilon needs a privatized link (server_noise or client_noise); "
@@ -197,28 +217,39 @@ def curve_settings(cfg: CurveConfig, iterations: int, dim: int) -> CurveSettings
         raise ConfigError(
             f"privacy.target_epsilon needs a gradient bound: set training.clip_norm (curve {cfg.label!r})"
         )
-    sigma = calibrate(
-        priv.target_epsilon, priv.delta, iterations, scheme=args["scheme"], mu=args["mu"],
-        clip=args["clip"], distribution=args["distribution"], dim=dim,
-    )
-    field = "server_std" if priv.scheme != "client" else "client_std"
+    from pgfl.privacy.accounting import calibrate  # dp_accounting takes ~1 s to import
+
+    args.pop("sigma")
+    sigma = calibrate(priv.target_epsilon, priv.delta, iterations, **args, dim=net.data.shape[-1])
+    field = "server_std" if level == "server" else "client_std"
     return replace(settings, **{field: sigma})
 
 
 def curve_epsilon(
-    cfg: CurveConfig, settings: CurveSettings, iterations: int, dim: int
+    cfg: CurveConfig, settings: CurveSettings, iterations: int, net: Network
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """ε(i) per accountant and the ``summary.json`` privacy entry of one curve."""
-    args = _epsilon_inputs(cfg, settings)
+    """ε(i) per accountant and the ``summary.json`` privacy entry of one curve.
+
+    The entry is for the curve's primary link (server level if noisy); with noise at
+    both levels, ``epsilon_client`` adds the client level's final ε, which is what
+    applies against the client's own server.
+    """
+    level = _primary_level(cfg)
+    args = None if level is None else _epsilon_inputs(cfg, settings, net.A, level)
     if args is None or args["sigma"] == 0:
         return {}, {}
     from pgfl.privacy.accounting import epsilon_curve
-    eps = epsilon_curve(
-        **args, iterations=iterations, delta=cfg.privacy.delta, dim=dim,
-        accountants=list(cfg.privacy.accountants),
-    )
+
+    common = {
+        "iterations": iterations, "delta": cfg.privacy.delta, "dim": net.data.shape[-1],
+        "accountants": list(cfg.privacy.accountants),
+    }
+    eps = epsilon_curve(**args, **common)
     entry = eps.summary()
     entry["noise_variance"] = args["sigma"] ** 2
+    client = _epsilon_inputs(cfg, settings, net.A, "client") if level == "server" else None
+    if client is not None and client["sigma"] > 0:
+        entry["epsilon_client"] = epsilon_curve(**client, **common).final()
     return {f"epsilon_{k}": np.asarray(v) for k, v in eps.items()}, entry
 
 
@@ -329,15 +360,14 @@ def run_experiment(
             def progress(done: int, labels: str = labels) -> None:
                 on_progress(labels, done, cfg.iterations)
 
-        dim = net.data.shape[-1]
-        settings = [curve_settings(cfg.curves[i], cfg.iterations, dim) for i in indices]
+        settings = [curve_settings(cfg.curves[i], cfg.iterations, net) for i in indices]
         traj = simulate(
             net, settings, iterations=cfg.iterations, repetitions=cfg.repetitions,
             seed=cfg.seed, progress=progress,
         )
         for c, i in enumerate(indices):
             metrics[i] = curve_metrics(traj, c)
-            eps, entry = curve_epsilon(cfg.curves[i], settings[c], cfg.iterations, dim)
+            eps, entry = curve_epsilon(cfg.curves[i], settings[c], cfg.iterations, net)
             metrics[i].update(eps)
             if settings[c].client_noise == "secure_aggregation":
                 entry["secure_aggregation"] = secagg_entry(settings[c], traj, c, net.L)

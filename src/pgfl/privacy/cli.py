@@ -20,7 +20,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pgfl.privacy import accounting as acc
 from pgfl.validation import ConfigError, check_real
 
 app = typer.Typer(
@@ -93,7 +92,7 @@ def _rows_to_show(t: int, n: int) -> list[int]:
     return sorted(set(np.unique(np.round(np.geomspace(1, t, n)).astype(int)).tolist()) | {t})
 
 
-def _plot(curve: acc.EpsilonCurve, path: Path, title: str) -> None:
+def _plot(curve: Any, path: Path, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -147,6 +146,8 @@ def epsilon_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Print epsilon(i) of a privatized run by every accountant."""
+    from pgfl.privacy import accounting as acc  # lazy: dp_accounting imports in ~1 s
+
     sigma = _sigma_from(sigma, variance)
     curve = acc.epsilon_curve(
         scheme=scheme, sigma=sigma, mu=mu, clip=clip, iterations=iterations, delta=delta,
@@ -204,6 +205,8 @@ def calibrate_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Print the smallest noise std sigma meeting the target epsilon after T iterations."""
+    from pgfl.privacy import accounting as acc  # lazy: dp_accounting imports in ~1 s
+
     names = accountant or ["paper", "pld"]
     kw = dict(
         scheme=scheme, mu=mu, clip=clip, distribution=distribution, dim=dim,
