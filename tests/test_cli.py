@@ -85,3 +85,13 @@ def test_reproduce_list_and_print_config():
     assert listed.returncode == 0 and "fig2" in listed.stdout.split()
     text = pgfl("reproduce", "fig5", "--print-config").stdout
     assert 'label = "noisy_updates"' in text
+
+
+def test_privacy_config_reports_epsilon_per_curve(tmp_path):
+    result = pgfl("privacy", "config", "fig2", "--quick", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)["curves"]
+    assert report["none"] == {}
+    assert report["graph_homomorphic"]["epsilon"]["pld"] > 0
+    bad = pgfl("privacy", "config", str(tmp_path / "missing.toml"))
+    assert bad.returncode == 2 and "config file not found" in bad.stderr

@@ -244,3 +244,82 @@ def calibrate_command(
             cells.append(_fmt(r["laplace_scale"]))
         table.add_row(name, *cells, _fmt(r["epsilon"]))
     out.print(table)
+
+
+@app.command("config")
+def config_command(
+    config: Annotated[
+        str, typer.Argument(help="Experiment TOML file, or the name of a preset (fig2, ...).")
+    ],
+    quick: Annotated[bool, typer.Option("--quick", help="Apply the [quick] table.")] = False,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Write epsilon(i) of every curve to this PNG.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print epsilon after the last iteration for every privatized curve of a config."""
+    from pgfl.experiments.config import load_config
+    from pgfl.experiments.presets import load_preset, preset_names
+    from pgfl.experiments.runner import build_network, curve_epsilon, curve_settings
+
+    cfg = (
+        load_preset(config, quick=quick) if config in preset_names() and not Path(config).is_file()
+        else load_config(config, quick=quick)
+    )  # fmt: skip
+    nets: dict[tuple, Any] = {}
+    report: dict[str, dict[str, Any]] = {}
+    curves: dict[str, np.ndarray] = {}
+    for curve in cfg.curves:
+        key = curve.structure()
+        if key not in nets:
+            nets[key] = build_network(curve, cfg.seed)
+        net = nets[key]
+        settings = curve_settings(curve, cfg.iterations, net)
+        series, entry = curve_epsilon(curve, settings, cfg.iterations, net)
+        report[curve.label] = entry
+        if series:
+            curves[curve.label] = (
+                next(iter(series.values()))
+                if "epsilon_pld" not in series
+                else series["epsilon_pld"]
+            )
+    if as_json:
+        out.print_json(
+            json.dumps(
+                _json_safe({"experiment": cfg.name, "iterations": cfg.iterations, "curves": report})
+            )
+        )
+        return
+    accountants = sorted({a for e in report.values() for a in e.get("epsilon", {})})
+    table = Table(title=f"{cfg.name}: epsilon after T={cfg.iterations} iterations")
+    table.add_column("curve")
+    table.add_column("noise variance", justify="right")
+    for a in accountants:
+        table.add_column(f"eps {a}", justify="right")
+    table.add_column("delta", justify="right")
+    for label, entry in report.items():
+        eps = entry.get("epsilon", {})
+        table.add_row(
+            label,
+            _fmt(entry["noise_variance"]) if "noise_variance" in entry else "-",
+            *[_fmt(float(eps[a])) if a in eps else "-" for a in accountants],
+            _fmt(entry["delta"]) if "delta" in entry else "-",
+        )
+    out.print(table)
+    if plot is not None and curves:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6.4, 4.4))
+        for label, series in curves.items():
+            ax.semilogy(np.arange(1, len(series) + 1), series, label=label)
+        ax.set_xlabel("iteration i")
+        ax.set_ylabel("epsilon(i) (tight accountant)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(plot, dpi=110)
+        plt.close(fig)
+        out.print(f"plot: {plot}")
