@@ -278,11 +278,7 @@ def config_command(
         series, entry = curve_epsilon(curve, settings, cfg.iterations, net)
         report[curve.label] = entry
         if series:
-            curves[curve.label] = (
-                next(iter(series.values()))
-                if "epsilon_pld" not in series
-                else series["epsilon_pld"]
-            )
+            curves[curve.label] = series.get("epsilon_pld", next(iter(series.values())))
     if as_json:
         out.print_json(
             json.dumps(
