@@ -210,7 +210,13 @@ def run_config(cfg: GraphLearnConfig, out: Path) -> dict[str, Any]:
     }
     if cfg.kind == "synthetic":
         draws = draw_setting(
-            cfg.seed, "run", cfg.repetitions, list(cfg.n_samples), q=cfg.q, d=cfg.nodes
+            cfg.seed,
+            "run",
+            cfg.repetitions,
+            list(cfg.n_samples),
+            q=cfg.q,
+            d=cfg.nodes,
+            sigma_w=cfg.sigma_w,
         )
         p = Params(
             alpha=cfg.alpha,
@@ -219,15 +225,21 @@ def run_config(cfg: GraphLearnConfig, out: Path) -> dict[str, Any]:
             beta_fedavg=cfg.beta,
             rho=cfg.rho,
             lam=cfg.lam,
+            local_solver=cfg.local_solver,
+            step=cfg.step,
+            momentum=cfg.momentum,
             **algo,
         )
-        dp = None if cfg.privacy is None else [(cfg.privacy["epsilon"], cfg.privacy["delta"])]
+        pv = cfg.privacy or {}
+        dp = None if cfg.privacy is None else [(pv["epsilon"], pv["delta"])]
         res = evaluate(
             draws,
             p,
             dp=dp,
-            clip=25.0 if cfg.privacy is None else cfg.privacy["clip"],
+            clip=pv.get("clip", 25.0),
             seed=cfg.seed,
+            sensitivity=pv.get("sensitivity", "paper"),
+            dp_step=pv.get("dp_step", 5e-4),
         )
         curves = []
         for k, v in res.items():

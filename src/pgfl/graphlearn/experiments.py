@@ -92,6 +92,9 @@ class Params:
     lam: float = 0.02
     rounds: int = 8
     local_steps: int = 25
+    local_solver: str = "backtracking"
+    step: float = 5e-4
+    momentum: float = 0.9
     threshold: float = DEFAULT_THRESHOLD
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -105,6 +108,7 @@ def draw_setting(
     q: float = 0.5,
     d: int = 20,
     qs_derived: np.ndarray | None = None,
+    sigma_w: float = 0.1,
 ) -> Draws:
     """Draw ``reps`` repetitions: an RBF graph, consensus/client graphs, smooth signals.
 
@@ -125,7 +129,7 @@ def draw_setting(
             cl = derived_graphs(w0, np.asarray(qs_derived), g)
             con = w0
         s = stream(seed, name + "/signals", r)
-        xs = [smooth_signals(cl[i], int(counts[i]), s) for i in range(n_clients)]
+        xs = [smooth_signals(cl[i], int(counts[i]), s, sigma_w=sigma_w) for i in range(n_clients)]
         sig.append(xs)
         zs.append(client_distances(xs)[0])
         wcl.append(cl)
@@ -194,6 +198,8 @@ def evaluate(
     seed: int = 0,
     per_client: bool = False,
     keep_graphs: bool = False,
+    sensitivity: str = "paper",
+    dp_step: float | None = 5e-4,
 ) -> dict[str, Any]:
     """Run IGL, FedAvg, Algorithm 1 (and DP runs for each ``(ε̄, δ̄)`` in ``dp``) on all reps.
 
@@ -214,6 +220,7 @@ def evaluate(
             **extra,
         }
 
+    solver = {"local_solver": params.local_solver, "step": params.step, "momentum": params.momentum}
     w_igl = independent_graph_learning(Z, alpha=params.alpha, beta=params.beta_igl, tol=1e-6)
     put("igl", w_igl, gt)
     w_fa = fedavg_graph_learning(
@@ -223,6 +230,7 @@ def evaluate(
         beta=params.beta_fedavg,
         rounds=params.rounds,
         local_steps=params.local_steps,
+        **solver,
     )
     put("fedavg", np.broadcast_to(w_fa[..., None, :], gt.shape), gt)
     fed = federated_graph_learning(
@@ -234,6 +242,7 @@ def evaluate(
         rounds=params.rounds,
         local_steps=params.local_steps,
         keep_history=True,
+        **solver,
     )
     put("fedgl_local", fed.w_local, gt, gamma=fed.gamma.mean(axis=0))
     m, e = _scores(fed.w_con, con, thr)
@@ -249,7 +258,9 @@ def evaluate(
     if dp:
         Zc = draws.clipped(clip)
         for k, (eps_bar, delta_bar) in enumerate(dp):
-            cal = calibrate_noise(eps_bar, delta_bar, params.rounds, draws.counts, clip)
+            cal = calibrate_noise(
+                eps_bar, delta_bar, params.rounds, draws.counts, clip, sensitivity=sensitivity
+            )
             res = federated_graph_learning(
                 Zc,
                 alpha=params.alpha,
@@ -260,6 +271,8 @@ def evaluate(
                 local_steps=params.local_steps,
                 noise_std=cal.sigma,
                 rng=stream(seed, "graphlearn/dp-noise", k),
+                dp_step=dp_step,
+                **solver,
             )
             put(
                 f"fedgl_local_dp@{eps_bar:g}",
