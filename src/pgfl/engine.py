@@ -326,7 +326,7 @@ def local_phase(
 
 def secure_aggregate(
     W: np.ndarray, Wk: np.ndarray, settings: CurveSettings, draws: RoundDraws
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """The unit aggregate under secure aggregation (preprint eq. 48; Bonawitz et al. 2017).
 
     Clients share their models (or updates) masked; the masks cancel in the unit's sum,
