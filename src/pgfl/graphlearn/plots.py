@@ -33,7 +33,9 @@ def _style(label: str, curve: Mapping[str, Any]) -> tuple[str, str | None, str]:
     if label in _STYLE:
         return _STYLE[label]
     if label.startswith("fedgl_local_dp"):
-        return (f"FedGL-DP ε̄={curve.get('epsilon')}", None, "x")
+        palette = ("tab:purple", "tab:green", "tab:brown", "tab:pink", "tab:olive", "tab:cyan")
+        color = palette[int(round(10 * float(curve.get("epsilon", 0)))) % len(palette)]
+        return (f"FedGL-DP ε̄={curve.get('epsilon')}", color, "x")
     return (label, None, ".")
 
 
