@@ -75,9 +75,19 @@ def fbf_runs(python: str, z: np.ndarray, maxits: list[int]) -> list[tuple[int, f
         zp = Path(tmp) / "z.npy"
         np.save(zp, z)
         res = subprocess.run(
-            [python, "-c", _FBF_SCRIPT, str(zp), str(ALPHA), str(2 * BETA),
-             ",".join(map(str, maxits)), str(Path(tmp) / "W")],
-            capture_output=True, text=True, check=True,
+            [
+                python,
+                "-c",
+                _FBF_SCRIPT,
+                str(zp),
+                str(ALPHA),
+                str(2 * BETA),
+                ",".join(map(str, maxits)),
+                str(Path(tmp) / "W"),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
         )
         rows = json.loads(res.stdout.strip().splitlines()[-1])
         out = []
@@ -99,7 +109,7 @@ def bench_one(d: int, n: int, python: str, fbf_cap: int, time_cap: float) -> dic
     spent = 0.0
     found = None
     while m <= fbf_cap:
-        (mm, sec, f), = fbf_runs(python, z, [m])
+        ((mm, sec, f),) = fbf_runs(python, z, [m])
         fbf.append((mm, sec, f))
         spent += sec
         f_star = min(f_ours.min(), min(x[2] for x in fbf))
@@ -115,14 +125,16 @@ def bench_one(d: int, n: int, python: str, fbf_cap: int, time_cap: float) -> dic
         lo, hi = ms[-1], found
         while hi - lo > max(1, hi // 10):
             mid = (lo + hi) // 2
-            (mm, sec, f), = fbf_runs(python, z, [mid])
+            ((mm, sec, f),) = fbf_runs(python, z, [mid])
             fbf.append((mm, sec, f))
             if (f - f_star) / abs(f_star) <= GAP:
                 hi = mid
             else:
                 lo = mid
         found = hi
-    fbf_time = min((s for mm, s, f in fbf if mm == found), default=float("nan")) if found else float("nan")
+    fbf_time = float("nan")
+    if found:
+        fbf_time = min(s for mm, s, f in fbf if mm == found)
     # ours: first iteration below the gap, then a timed fresh run of exactly k iterations
     gaps = (f_ours - f_star) / abs(f_star)
     k = int(np.argmax(gaps <= GAP)) if np.any(gaps <= GAP) else None
@@ -160,18 +172,25 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     rows = []
-    print(f"# {platform.processor() or platform.machine()}, python {sys.version.split()[0]}, "
-          f"numpy {np.__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(
+        f"# {platform.processor() or platform.machine()}, python {sys.version.split()[0]}, "
+        f"numpy {np.__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    )
     print("| d | N | APGD iters | APGD s | FBF iters | FBF s | speed-up |")
     print("|---|---|---|---|---|---|---|")
     for d in map(int, args.sizes.split(",")):
         for n in map(int, args.signals.split(",")):
             r = bench_one(d, n, args.gsl_python, args.fbf_cap, args.time_cap)
             rows.append(r)
-            fbf_it = r["fbf_iterations"] if r["fbf_reached_gap"] else f"> {max(1, args.fbf_cap)} (gap {r['fbf_best_gap']:.1e})"
+            fbf_it = r["fbf_iterations"]
+            if not r["fbf_reached_gap"]:
+                fbf_it = f"not reached (best gap {r['fbf_best_gap']:.1e})"
             sp = f"{r['speedup']:.1f}×" if r["speedup"] else "—"
-            print(f"| {d} | {n} | {r['apgd_iterations']} | {r['apgd_seconds']:.3f} | {fbf_it} | "
-                  f"{r['fbf_seconds']:.3f} | {sp} |", flush=True)
+            print(
+                f"| {d} | {n} | {r['apgd_iterations']} | {r['apgd_seconds']:.3f} | {fbf_it} | "
+                f"{r['fbf_seconds']:.3f} | {sp} |",
+                flush=True,
+            )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 
