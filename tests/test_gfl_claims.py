@@ -81,3 +81,16 @@ def test_fig7_runs_on_an_avazu_file(tmp_path):
     errors = steady(s, "test_error")
     assert set(errors) == {"none", "graph_homomorphic", "random"}
     assert all(0.0 <= e <= 1.0 for e in errors.values())
+
+
+def test_classification_metrics_per_server_and_log_loss(tmp_path):
+    from pgfl.experiments.results import read_csv
+
+    cfg = load_preset("fig7", quick=True)
+    s = {c["label"]: c for c in run_experiment(cfg, tmp_path)["curves"]}
+    none = s["none"]
+    assert len(none["server_test_error"]) == 5 and 0 < none["test_log_loss"] < np.log(2) + 0.2
+    # without noise the servers agree with the centroid; random noise spreads them
+    assert max(abs(e - none["test_error"]) for e in none["server_test_error"]) < 0.02
+    row = read_csv(tmp_path / "curves.csv")[0]
+    assert {"test_error", "test_log_loss", "server_test_error_mean"} <= set(row)

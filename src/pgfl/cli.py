@@ -47,6 +47,7 @@ _HEADERS = {
     "individual_msd_db": "indiv. MSD dB",
     "disagreement_db": "disagree. dB",
     "test_error": "test error",
+    "test_log_loss": "test log-loss",
 }
 
 

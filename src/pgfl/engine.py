@@ -388,6 +388,8 @@ class Trajectory:
         individual_msd: ``(1/P) sum_p ||w_p,i - w°||^2`` (eq. 59).
         disagreement: ``(1/P) sum_p ||w_p,i - w_c,i||^2`` (eq. 30).
         test_error: centroid test error (classification with a test set), else ``None``.
+        test_log_loss: centroid test log-loss (same condition), else ``None``.
+        server_test_error: each server's test error ``[iteration, curve, repetition, P]``.
         diverged_at: first iteration (1-based) at which a repetition diverged (a server
             model entry non-finite or above :data:`DIVERGENCE_BOUND`), ``-1`` if never;
             shape ``[curve, repetition]``.
@@ -400,6 +402,8 @@ class Trajectory:
     individual_msd: np.ndarray
     disagreement: np.ndarray
     test_error: np.ndarray | None
+    test_log_loss: np.ndarray | None
+    server_test_error: np.ndarray | None
     diverged_at: np.ndarray
     W: np.ndarray
     aborted: np.ndarray | None = None
@@ -467,6 +471,8 @@ def simulate(
     shape = (iterations, C, R)
     out = {k: np.empty(shape) for k in ("centroid", "individual", "disagreement")}
     test_error = np.empty(shape) if has_test else None
+    test_log_loss = np.empty(shape) if has_test else None
+    server_test_error = np.empty((*shape, P)) if has_test else None
     diverged_at = np.full((C, R), -1)
     aborts = np.zeros(C, dtype=np.int64)
     abort_log: list[tuple[int, int, int, int]] = []
@@ -481,7 +487,10 @@ def simulate(
         out["individual"][span] = np.sum((Wh - w_opt) ** 2, axis=-1).mean(axis=-1)
         out["disagreement"][span] = np.sum((Wh - wc[..., None, :]) ** 2, axis=-1).mean(axis=-1)
         if has_test:
-            test_error[span] = net.problem.test_error(wc, net.data.X_test, net.data.y_test)
+            X_test, y_test = net.data.X_test, net.data.y_test
+            test_error[span] = net.problem.test_error(wc, X_test, y_test)
+            test_log_loss[span] = net.problem.test_loss(wc, X_test, y_test)
+            server_test_error[span] = net.problem.test_error(Wh, X_test, y_test)
 
     with np.errstate(all="ignore"):
         for i in range(iterations):
@@ -503,6 +512,7 @@ def simulate(
             if progress is not None:
                 progress(i + 1)
     return Trajectory(
-        out["centroid"], out["individual"], out["disagreement"], test_error, diverged_at, W,
+        out["centroid"], out["individual"], out["disagreement"], test_error, test_log_loss,
+        server_test_error, diverged_at, W,
         aborts, abort_log,
     )

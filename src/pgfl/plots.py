@@ -13,6 +13,8 @@ _YLABEL = {
     "individual_msd_db": "average individual MSD (dB)",
     "disagreement_db": "network disagreement (dB)",
     "test_error": "test error of the centroid",
+    "test_log_loss": "test log-loss of the centroid",
+    "server_test_error_mean": "average test error of the servers' models",
 }
 
 

@@ -104,6 +104,11 @@ class _Problem:
         """Fraction of misclassified test samples for models ``w [..., M]``; ``[...]``."""
         raise ConfigError(f"test error is defined for classification problems, not {self.name}")
 
+    def test_loss(self, w: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Mean loss (without the regularizer) on a test set for models ``w [..., M]``."""
+        margin = np.einsum("nm,...m->...n", X, w)
+        return self.sample_loss(margin, y).mean(axis=-1)
+
 
 @dataclass(frozen=True)
 class LeastSquares(_Problem):

@@ -46,7 +46,14 @@ from pgfl.topology import TOPOLOGIES, WEIGHT_RULES
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
 DATA_KINDS = ("regression", "logistic", "classification")
-METRICS = ("centroid_msd_db", "individual_msd_db", "disagreement_db", "test_error")
+METRICS = (
+    "centroid_msd_db",
+    "individual_msd_db",
+    "disagreement_db",
+    "test_error",
+    "test_log_loss",
+    "server_test_error_mean",
+)
 
 
 def _pair(name: str, value: Any, *, integer: bool = False) -> tuple | int | float:
@@ -205,7 +212,9 @@ class PrivacyConfig:
     def secagg_config(self) -> SecAggConfig:
         """Secure-aggregation settings (``secagg_*`` keys; see ``docs/secagg.md``)."""
         return SecAggConfig(
-            modulus_bits=check_int("privacy.secagg_modulus_bits", self.secagg_modulus_bits, lo=8, hi=64),
+            modulus_bits=check_int(
+                "privacy.secagg_modulus_bits", self.secagg_modulus_bits, lo=8, hi=64
+            ),
             frac_bits=check_int("privacy.secagg_frac_bits", self.secagg_frac_bits, lo=0, hi=52),
             clip=check_real("privacy.secagg_clip", self.secagg_clip, lo=0, lo_open=True),
             threshold=self.secagg_threshold,

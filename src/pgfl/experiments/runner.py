@@ -141,6 +141,8 @@ def curve_metrics(traj: Trajectory, c: int) -> dict[str, np.ndarray]:
     }
     if traj.test_error is not None:
         out["test_error"] = traj.test_error[:, c].mean(axis=-1)
+        out["test_log_loss"] = traj.test_log_loss[:, c].mean(axis=-1)
+        out["server_test_error"] = traj.server_test_error[:, c].mean(axis=-2)  # [T, P]
     return out
 
 
@@ -158,6 +160,10 @@ def summarize_curve(label: str, m: dict[str, np.ndarray]) -> dict[str, Any]:
     entry["diverged_at"] = diverged_at if diverged else None
     if "test_error" in m:
         entry["test_error"] = None if diverged else float(m["test_error"][tail].mean())
+        entry["test_log_loss"] = None if diverged else float(m["test_log_loss"][tail].mean())
+        entry["server_test_error"] = (
+            None if diverged else m["server_test_error"][tail].mean(axis=0).tolist()
+        )
     if "privacy" in m:
         entry.update(json.loads(str(m["privacy"])))
     return entry
@@ -421,6 +427,8 @@ def write_results(
             }
             if "test_error" in m:
                 row["test_error"] = m["test_error"][t]
+                row["test_log_loss"] = m["test_log_loss"][t]
+                row["server_test_error_mean"] = m["server_test_error"][t].mean()
             for key in m:
                 if key.startswith("epsilon_"):
                     row[key] = m[key][t]
