@@ -59,9 +59,31 @@ def _fmt(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
+def print_sweep(summary: dict[str, Any], folder: Path) -> None:
+    """A table of swept curves (graph learning): one column per swept value ``x``."""
+    curves = summary["curves"]
+    name = summary.get("x_name", "x")
+    table = Table(title=f"{summary.get('experiment', '')}: {folder}   (MCC / relative error)")
+    table.add_column(f"curve \\ {name}")
+    for x in curves[0]["x"]:
+        table.add_column(str(x), justify="right")
+    for c in curves:
+        mcc, rel = c.get("mcc", []), c.get("relative_error", [])
+        table.add_row(c["label"], *(f"{m:.2f} / {r:.2f}" for m, r in zip(mcc, rel, strict=False)))
+    out.print(table)
+    for c in curves:
+        if "epsilon" in c:
+            out.print(f"{c['label']}: epsilon {c['epsilon']}")
+    for claim, holds in summary.get("claims", {}).items():
+        out.print(f"claim {claim}: {'holds' if holds else 'does NOT hold'}")
+
+
 def print_summary(summary: dict[str, Any], folder: Path) -> None:
     """A table of the summary's curves (one row each), ε per accountant, divergences."""
     curves = summary.get("curves", [])
+    if curves and isinstance(curves[0].get("x"), list):
+        print_sweep(summary, folder)
+        return
     keys: list[str] = []
     for c in curves:
         for k, v in c.items():
@@ -145,9 +167,8 @@ def _report(summary: dict[str, Any], folder: Path, as_json: bool) -> None:
         sys.stdout.write(json.dumps(_jsonable(summary), indent=2) + "\n")
         return
     print_summary(summary, folder)
-    out.print(
-        f"results: {folder / 'summary.json'}, {folder / 'curves.csv'}, {folder / 'figure.png'}"
-    )
+    files = sorted(p.name for p in folder.iterdir() if p.suffix in (".json", ".csv", ".png", ".log"))
+    out.print(f"results in {folder}: {', '.join(files)}")
 
 
 @app.command()
