@@ -95,3 +95,10 @@ def test_privacy_config_reports_epsilon_per_curve(tmp_path):
     assert report["graph_homomorphic"]["epsilon"]["pld"] > 0
     bad = pgfl("privacy", "config", str(tmp_path / "missing.toml"))
     assert bad.returncode == 2 and "config file not found" in bad.stderr
+
+
+def test_reproduce_a_graph_learning_preset_prints_the_sweep(tmp_path):
+    result = pgfl("reproduce", "graphlearn-weights", "--quick", "--out", str(tmp_path / "w"))
+    assert result.returncode == 0, result.stderr
+    assert "MCC / relative error" in result.stdout and "fedgl_local" in result.stdout
+    assert (tmp_path / "w" / "summary.json").is_file()
