@@ -2,13 +2,13 @@
 
 import numpy as np
 import pytest
+from tests.test_engine import small_network
 
 from pgfl.engine import CurveSettings, simulate
 from pgfl.experiments.config import parse_config
 from pgfl.experiments.presets import load_preset
 from pgfl.experiments.runner import run_experiment
 from pgfl.privacy.secagg import SecAggConfig
-from tests.test_engine import small_network
 
 CFG = SecAggConfig(clip=32.0, frac_bits=20, threshold=2)
 
@@ -19,8 +19,11 @@ def test_cryptographic_protocol_gives_the_same_bits_as_the_simulation(share):
     common = dict(mu=0.3, share=share, client_noise="secure_aggregation", secagg=CFG, dropout=0.3)
     sim = simulate(net, [CurveSettings(**common)], iterations=4, repetitions=2, seed=3)
     real = simulate(
-        net, [CurveSettings(**common, secagg_protocol="cryptographic")], iterations=4,
-        repetitions=2, seed=3,
+        net,
+        [CurveSettings(**common, secagg_protocol="cryptographic")],
+        iterations=4,
+        repetitions=2,
+        seed=3,
     )
     assert np.array_equal(sim.W, real.W)
     assert np.array_equal(sim.aborted, real.aborted)
@@ -28,7 +31,10 @@ def test_cryptographic_protocol_gives_the_same_bits_as_the_simulation(share):
 
 def test_without_dropout_secure_aggregation_is_the_plain_mean_up_to_quantization():
     net = small_network(P=3, K=5, L=4)
-    plain, masked = CurveSettings(mu=0.3), CurveSettings(mu=0.3, client_noise="secure_aggregation", secagg=CFG)
+    plain, masked = (
+        CurveSettings(mu=0.3),
+        CurveSettings(mu=0.3, client_noise="secure_aggregation", secagg=CFG),
+    )
     t = simulate(net, [plain, masked], iterations=30, repetitions=2)
     gap = np.abs(t.W[0] - t.W[1]).max()
     assert 0 < gap < 30 * CFG.quantization_bound * 4  # quantization only, accumulated over rounds
@@ -37,8 +43,11 @@ def test_without_dropout_secure_aggregation_is_the_plain_mean_up_to_quantization
 
 def test_rounds_with_too_few_survivors_abort_and_keep_the_previous_model(tmp_path):
     raw = {
-        "name": "drop", "iterations": 25, "repetitions": 2,
-        "topology": {"kind": "ring", "P": 3}, "data": {"K": 6, "N": 8},
+        "name": "drop",
+        "iterations": 25,
+        "repetitions": 2,
+        "topology": {"kind": "ring", "P": 3},
+        "data": {"K": 6, "N": 8},
         "training": {"L": 4, "mu": 0.3},
         "privacy": {"client_noise": "secure_aggregation", "dropout": 0.6, "secagg_threshold": 3},
         "curves": [{"label": "secagg"}, {"label": "plain", "privacy": {"client_noise": "none"}}],
@@ -55,14 +64,18 @@ def test_rounds_with_too_few_survivors_abort_and_keep_the_previous_model(tmp_pat
 def test_an_aborted_unit_keeps_its_model_exactly():
     net = small_network(P=2, K=4, L=3, batch=False)
     # dropout 0.99 with t = 3 of 3: essentially every round aborts, so nothing moves
-    s = CurveSettings(mu=0.3, client_noise="secure_aggregation", secagg=SecAggConfig(threshold=3), dropout=0.99)
+    s = CurveSettings(
+        mu=0.3, client_noise="secure_aggregation", secagg=SecAggConfig(threshold=3), dropout=0.99
+    )
     t = simulate(net, [s], iterations=5, w0=np.ones(3))
     assert t.aborted[0] == 10  # 2 units x 5 rounds
     assert np.array_equal(t.W[0, 0], np.ones((2, 3)))
 
 
 def test_hybrid_preset_tracks_the_non_private_scheme(tmp_path):
-    s = {c["label"]: c for c in run_experiment(load_preset("hybrid", quick=True), tmp_path)["curves"]}
+    s = {
+        c["label"]: c for c in run_experiment(load_preset("hybrid", quick=True), tmp_path)["curves"]
+    }
     assert s["hybrid"]["centroid_msd_db"] <= s["none"]["centroid_msd_db"] + 8
     assert s["iid"]["centroid_msd_db"] >= s["hybrid"]["centroid_msd_db"] + 10
     assert s["hybrid"]["secure_aggregation"]["protocol"] == "simulated"

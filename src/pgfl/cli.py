@@ -101,7 +101,9 @@ def print_summary(summary: dict[str, Any], folder: Path) -> None:
         table.add_column(f"ε {a}", justify="right")
     for c in curves:
         cells = [
-            f"at {c.get('diverged_at')}" if k == "diverged" and c.get("diverged") else _fmt(c.get(k))
+            f"at {c.get('diverged_at')}"
+            if k == "diverged" and c.get("diverged")
+            else _fmt(c.get(k))
             for k in keys
         ]
         eps = c.get("epsilon", {})
@@ -110,8 +112,10 @@ def print_summary(summary: dict[str, Any], folder: Path) -> None:
     out.print(table)
     deltas = {c["delta"] for c in curves if "delta" in c}
     if deltas:
-        out.print(f"ε after the last iteration at δ = {', '.join(f'{d:g}' for d in sorted(deltas))}; "
-                  "what each ε covers: summary.json (epsilon_scope) and docs/privacy.md")
+        out.print(
+            f"ε after the last iteration at δ = {', '.join(f'{d:g}' for d in sorted(deltas))}; "
+            "what each ε covers: summary.json (epsilon_scope) and docs/privacy.md"
+        )
     for c in curves:
         if c.get("diverged"):
             out.print(f"curve {c['label']} diverged at iteration {c['diverged_at']}")
@@ -167,7 +171,9 @@ def _report(summary: dict[str, Any], folder: Path, as_json: bool) -> None:
         sys.stdout.write(json.dumps(_jsonable(summary), indent=2) + "\n")
         return
     print_summary(summary, folder)
-    files = sorted(p.name for p in folder.iterdir() if p.suffix in (".json", ".csv", ".png", ".log"))
+    files = sorted(
+        p.name for p in folder.iterdir() if p.suffix in (".json", ".csv", ".png", ".log")
+    )
     out.print(f"results in {folder}: {', '.join(files)}")
 
 

@@ -80,6 +80,7 @@ class CurveSettings:
             ``"cryptographic"`` (the real protocol per unit and round; slow, same bits).
         dropout: probability that a sampled client drops out of secure aggregation after
             sharing its keys (each round, independently).
+
     """
 
     mu: float
@@ -159,6 +160,7 @@ class RoundDraws(NamedTuple):
         dropout: uniform draws ``[R, P, L]`` (a client drops if its draw is below the
             curve's dropout probability), or ``None`` without secure aggregation.
         iteration: the iteration number ``i`` (1-based), the secure-aggregation round.
+
     """
 
     clients: np.ndarray
@@ -235,9 +237,7 @@ def _curve_arrays(curves: Sequence[CurveSettings]) -> _CurveArrays:
     clips = np.array([c.clip_norm for c in curves])
     clip = clips if np.isfinite(clips).any() else None
     secagg = tuple((i, c) for i, c in enumerate(curves) if c.client_noise == "secure_aggregation")
-    return _CurveArrays(
-        mu, updates, client_std, server_random, server_self, link_std, clip, secagg
-    )
+    return _CurveArrays(mu, updates, client_std, server_random, server_self, link_std, clip, secagg)
 
 
 def draw_round(
@@ -259,9 +259,7 @@ def draw_round(
     nnz = int(np.count_nonzero(net.A))
     link_noise = {d: unit_variance(streams.server_noise, d, (R, nnz, M)) for d in curves.link_std}
     dropout = streams.dropout.random((R, P, net.L)) if curves.secagg else None
-    return RoundDraws(
-        clients, batches, client_noise, server_noise, link_noise, dropout, iteration
-    )
+    return RoundDraws(clients, batches, client_noise, server_noise, link_noise, dropout, iteration)
 
 
 def local_phase(
@@ -342,7 +340,9 @@ def secure_aggregate(
     messages = (W[:, :, None] - Wk) / settings.mu if updates else Wk
     unit = np.broadcast_to(np.arange(P)[None, :], (R, P))
     if settings.secagg_protocol == "simulated":
-        mean = quantized_mean(messages, survivors, settings.secagg, unit=unit, round=draws.iteration)
+        mean = quantized_mean(
+            messages, survivors, settings.secagg, unit=unit, round=draws.iteration
+        )
     else:
         protocol = SecureAggregation(settings.secagg, num_clients=L)
         mean = np.empty(messages.shape[:2] + messages.shape[3:])
@@ -396,6 +396,7 @@ class Trajectory:
         W: final server models ``[C, R, P, M]``.
         aborted: unit-rounds whose secure aggregation aborted, per curve ``[C]``.
         abort_log: ``(curve, repetition, iteration, unit)`` of every abort (the run log).
+
     """
 
     centroid_msd: np.ndarray
@@ -512,7 +513,14 @@ def simulate(
             if progress is not None:
                 progress(i + 1)
     return Trajectory(
-        out["centroid"], out["individual"], out["disagreement"], test_error, test_log_loss,
-        server_test_error, diverged_at, W,
-        aborts, abort_log,
+        out["centroid"],
+        out["individual"],
+        out["disagreement"],
+        test_error,
+        test_log_loss,
+        server_test_error,
+        diverged_at,
+        W,
+        aborts,
+        abort_log,
     )

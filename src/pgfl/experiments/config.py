@@ -223,7 +223,7 @@ class PrivacyConfig:
 
     @property
     def scheme(self) -> str | None:
-        """The privatized link ε is reported for: the server level if noisy, else the client level."""
+        """The link ε is reported for: the server level if noisy, else the client level."""
         if self.server_noise != "none":
             return self.server_noise
         if self.client_noise in ("laplace", "gaussian"):

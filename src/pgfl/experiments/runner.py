@@ -20,8 +20,8 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -155,7 +155,7 @@ def summarize_curve(label: str, m: dict[str, np.ndarray]) -> dict[str, Any]:
     entry: dict[str, Any] = {"label": label}
     for key in ("centroid_msd", "individual_msd", "disagreement"):
         value = float(_db(m[key][tail].mean())) if not diverged else None
-        entry[f"{key}_db" if key != "disagreement" else "disagreement_db"] = value
+        entry[f"{key}_db"] = value
     entry["diverged"] = diverged
     entry["diverged_at"] = diverged_at if diverged else None
     if "test_error" in m:
@@ -183,7 +183,8 @@ def _epsilon_inputs(
         if priv.server_noise == "none":
             return None
         args = {
-            "scheme": priv.server_noise, "sigma": settings.server_std,
+            "scheme": priv.server_noise,
+            "sigma": settings.server_std,
             "distribution": priv.server_distribution,
         }
         if priv.server_noise == "random_per_link":
@@ -191,7 +192,11 @@ def _epsilon_inputs(
     else:
         if priv.client_noise not in ("laplace", "gaussian"):
             return None
-        args = {"scheme": training.share, "sigma": settings.client_std, "distribution": priv.client_noise}
+        args = {
+            "scheme": training.share,
+            "sigma": settings.client_std,
+            "distribution": priv.client_noise,
+        }
     clip = None if math.isinf(training.clip_norm) else training.clip_norm
     return {**args, "mu": training.mu, "clip": clip, "clients_per_round": training.L}
 
@@ -221,7 +226,8 @@ def curve_settings(cfg: CurveConfig, iterations: int, net: Network) -> CurveSett
         )
     if args["clip"] is None:
         raise ConfigError(
-            f"privacy.target_epsilon needs a gradient bound: set training.clip_norm (curve {cfg.label!r})"
+            "privacy.target_epsilon needs a gradient bound: set training.clip_norm "
+            f"(curve {cfg.label!r})"
         )
     from pgfl.privacy.accounting import calibrate  # dp_accounting takes ~1 s to import
 
@@ -247,7 +253,9 @@ def curve_epsilon(
     from pgfl.privacy.accounting import epsilon_curve
 
     common = {
-        "iterations": iterations, "delta": cfg.privacy.delta, "dim": net.data.shape[-1],
+        "iterations": iterations,
+        "delta": cfg.privacy.delta,
+        "dim": net.data.shape[-1],
         "accountants": list(cfg.privacy.accountants),
     }
     eps = epsilon_curve(**args, **common)
@@ -368,8 +376,12 @@ def run_experiment(
 
         settings = [curve_settings(cfg.curves[i], cfg.iterations, net) for i in indices]
         traj = simulate(
-            net, settings, iterations=cfg.iterations, repetitions=cfg.repetitions,
-            seed=cfg.seed, progress=progress,
+            net,
+            settings,
+            iterations=cfg.iterations,
+            repetitions=cfg.repetitions,
+            seed=cfg.seed,
+            progress=progress,
         )
         for c, i in enumerate(indices):
             metrics[i] = curve_metrics(traj, c)
