@@ -159,6 +159,8 @@ def bench_one(d: int, n: int, python: str, fbf_cap: int, time_cap: float) -> dic
         "fbf_seconds": fbf_time,
         "fbf_reached_gap": found is not None,
         "fbf_best_gap": min((f - f_star) / abs(f_star) for _, _, f in fbf),
+        "fbf_max_iterations_tried": max(mm for mm, _, _ in fbf),
+        "fbf_seconds_at_max_iterations": max(fbf)[1],
         "speedup": fbf_time / ours_time if found and k is not None else None,
     }
 
@@ -185,7 +187,8 @@ def main() -> None:
             rows.append(r)
             fbf_it = r["fbf_iterations"]
             if not r["fbf_reached_gap"]:
-                fbf_it = f"not reached (best gap {r['fbf_best_gap']:.1e})"
+                m, sec = r["fbf_max_iterations_tried"], r["fbf_seconds_at_max_iterations"]
+                fbf_it = f"not reached: gap {r['fbf_best_gap']:.1e} after {m} it. ({sec:.0f} s)"
             sp = f"{r['speedup']:.1f}×" if r["speedup"] else "—"
             print(
                 f"| {d} | {n} | {r['apgd_iterations']} | {r['apgd_seconds']:.3f} | {fbf_it} | "
