@@ -94,3 +94,10 @@ def test_classification_metrics_per_server_and_log_loss(tmp_path):
     assert max(abs(e - none["test_error"]) for e in none["server_test_error"]) < 0.02
     row = read_csv(tmp_path / "curves.csv")[0]
     assert {"test_error", "test_log_loss", "server_test_error_mean"} <= set(row)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_book_diffusion_graph_homomorphic_spares_the_centroid(tmp_path, seed):
+    s = steady(run_experiment(load_preset("diffusion", quick=True, seed=seed), tmp_path))
+    assert abs(s["graph_homomorphic"] - s["none"]) <= 3.0  # eq. 11.39: O(sigma_v^2), no 1/mu
+    assert s["random"] >= s["graph_homomorphic"] + 6.0  # eqs. 11.25-11.32: O(sigma_v^2 / mu)
