@@ -78,11 +78,27 @@ def print_sweep(summary: dict[str, Any], folder: Path) -> None:
         out.print(f"claim {claim}: {'holds' if holds else 'does NOT hold'}")
 
 
+def print_scores(summary: dict[str, Any], folder: Path) -> None:
+    """A table of named score sets (e.g. clustering NMI / RI / FMI per method)."""
+    rows = summary["table"]
+    metrics = list(next(iter(rows.values()), {}))
+    table = Table(title=f"{summary.get('experiment', '')}: {folder}")
+    table.add_column("method")
+    for m in metrics:
+        table.add_column(m.upper(), justify="right")
+    for name, scores in rows.items():
+        table.add_row(name, *(_fmt(scores.get(m), 3) for m in metrics))
+    out.print(table)
+
+
 def print_summary(summary: dict[str, Any], folder: Path) -> None:
     """A table of the summary's curves (one row each), ε per accountant, divergences."""
     curves = summary.get("curves", [])
     if curves and isinstance(curves[0].get("x"), list):
         print_sweep(summary, folder)
+        return
+    if not curves and isinstance(summary.get("table"), dict):
+        print_scores(summary, folder)
         return
     keys: list[str] = []
     for c in curves:

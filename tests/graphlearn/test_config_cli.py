@@ -40,7 +40,7 @@ def test_defaults_and_file_paths_relative_to_config(tmp_path):
     p.write_text('[data]\nkind = "files"\nfiles = ["a.csv"]\n', encoding="utf-8")
     assert load_config(p).files == (tmp_path / "a.csv",)
     p.write_text("[data\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match="not valid TOML"):
+    with pytest.raises(ConfigError, match="invalid TOML"):
         load_config(p)
 
 

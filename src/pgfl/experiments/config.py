@@ -418,13 +418,17 @@ def _thaw(value: Any) -> Any:
     return value
 
 
-def load_config(path: str | Path, *, quick: bool = False) -> ExperimentConfig:
-    """Read and validate a TOML experiment file."""
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """The table of a TOML file; a missing file or bad TOML raises :class:`ConfigError`."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML ({exc})") from None
-    return parse_config(raw, quick=quick)
+
+
+def load_config(path: str | Path, *, quick: bool = False) -> ExperimentConfig:
+    """Read and validate a TOML experiment file."""
+    return parse_config(read_toml(path), quick=quick)

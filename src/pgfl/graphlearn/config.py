@@ -40,11 +40,11 @@ Every table and key is optional except where stated; unknown tables or keys are 
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pgfl.experiments.config import read_toml
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
 __all__ = ["GraphLearnConfig", "load_config", "parse_config"]
@@ -163,12 +163,7 @@ def parse_config(raw: dict[str, Any], base: Path = Path(".")) -> GraphLearnConfi
 def load_config(path: Path) -> GraphLearnConfig:
     """Read and validate a TOML config file."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+    raw = read_toml(path)
     return parse_config(raw, base=path.parent)
 
 
