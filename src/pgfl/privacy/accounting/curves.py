@@ -274,7 +274,8 @@ def releases_for(
 
 
 def _releases(st: _Settings) -> list[Release]:
-    assert st.clip is not None  # internal invariant, checked by callers
+    if st.clip is None:  # callers return epsilon = inf before getting here
+        raise RuntimeError("releases need a clipping bound; callers must check clip first")
     rule = "rigorous" if st.rigorous else "paper"
     if st.distribution == "laplace":
         norm = "l1" if st.rigorous else "l2"
@@ -417,7 +418,8 @@ def _rdp_curve(releases: Sequence[Release], delta: float, final_only: bool = Fal
                 r.sensitivity_l1,
             )
         else:
-            assert isinstance(r, GaussianRelease)
+            if not isinstance(r, GaussianRelease):
+                raise TypeError(f"expected a Laplace or Gaussian release; got {type(r).__name__}")
             key, z, sens = (
                 GaussianRelease,
                 r.sigma / r.sensitivity_l2 if r.sensitivity_l2 else 0.0,
@@ -497,7 +499,8 @@ def _gaussian_split_curve(releases: Sequence[Release], delta: float, accountant:
     delta_t = delta / n if accountant == "basic" else delta / (2.0 * n)
     per = []
     for r in releases:
-        assert isinstance(r, GaussianRelease)
+        if not isinstance(r, GaussianRelease):
+            raise TypeError(f"expected a Gaussian release; got {type(r).__name__}")
         if r.sensitivity_l2 == 0:
             per.append(0.0)
         elif accountant == "paper":
@@ -710,7 +713,8 @@ class _FinalEpsilonAccountant(dp_accounting.PrivacyAccountant):
         return None
 
     def get_epsilon(self, target_delta: float) -> float:
-        assert self._event is not None  # set by compose() inside the calibration loop
+        if self._event is None:  # set by compose() inside the calibration loop
+            raise RuntimeError("get_epsilon called before compose()")
         return _final_epsilon(self._event.settings, self._event.accountant)
 
 
