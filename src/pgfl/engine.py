@@ -133,12 +133,18 @@ class Network:
     epochs: np.ndarray
     batch: np.ndarray | None
     iota2: float = field(init=False)
+    link_weights: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         P, K, _, _ = self.data.shape
         if self.A.shape != (P, P):
             raise ConfigError(f"combination matrix must be P x P with P={P}; got {self.A.shape}")
         object.__setattr__(self, "iota2", check_combination_matrix(self.A))
+        # [P, nnz(A)]: column e carries a_pm for the e-th link m -> p (row-major order)
+        rows, cols = np.nonzero(self.A)
+        links = np.zeros((P, rows.size))
+        links[rows, np.arange(rows.size)] = self.A[rows, cols]
+        object.__setattr__(self, "link_weights", links)
         check_int("training.L", self.L, lo=1, hi=K, hi_name="K")
         for name, arr in (("epochs", self.epochs), ("batch", self.batch)):
             if arr is None:
@@ -256,7 +262,7 @@ def draw_round(
     server_noise = {
         d: unit_variance(streams.server_noise, d, (R, P, M)) for d in curves.server_random
     }
-    nnz = int(np.count_nonzero(net.A))
+    nnz = net.link_weights.shape[1]
     link_noise = {d: unit_variance(streams.server_noise, d, (R, nnz, M)) for d in curves.link_std}
     dropout = streams.dropout.random((R, P, net.L)) if curves.secagg else None
     return RoundDraws(clients, batches, client_noise, server_noise, link_noise, dropout, iteration)
@@ -369,13 +375,9 @@ def combine_phase(
         Ag = np.einsum("pm,rmd->rpd", A, g)
         W += curves.server_random[dist][:, None, None, None] * Ag
         W -= curves.server_self[dist][:, None, None, None] * g
-    if draws.link_noise:
-        rows, cols = np.nonzero(A)
-        weights = A[rows, cols]
-        onehot = np.zeros((A.shape[0], rows.size))
-        onehot[rows, np.arange(rows.size)] = weights
-        for dist, g in draws.link_noise.items():
-            W += curves.link_std[dist][:, None, None, None] * np.einsum("pe,red->rpd", onehot, g)
+    for dist, g in draws.link_noise.items():
+        noise = np.einsum("pe,red->rpd", net.link_weights, g)
+        W += curves.link_std[dist][:, None, None, None] * noise
     return W
 
 
