@@ -370,9 +370,9 @@ def combine_phase(
 ) -> np.ndarray:
     """Diffusion combination with server-level noise (eq. 8); ``[C,R,P,M]`` → same."""
     A = net.A
-    W = np.einsum("pm,crmd->crpd", A, psi)
+    W = A @ psi  # eq. 8 without noise, for every curve and repetition
     for dist, g in draws.server_noise.items():
-        Ag = np.einsum("pm,rmd->rpd", A, g)
+        Ag = A @ g
         W += curves.server_random[dist][:, None, None, None] * Ag
         W -= curves.server_self[dist][:, None, None, None] * g
     for dist, g in draws.link_noise.items():
