@@ -35,7 +35,12 @@ def test_parse_config_rejects(raw, msg):
 
 def test_defaults_and_file_paths_relative_to_config(tmp_path):
     cfg = parse_config({})
-    assert (cfg.alpha, cfg.rounds, cfg.local_steps, cfg.clients) == (2.0, 8, 25, 5)
+    assert (cfg.params.alpha, cfg.params.rounds, cfg.params.local_steps, cfg.clients) == (
+        2.0,
+        8,
+        25,
+        5,
+    )
     p = tmp_path / "c.toml"
     p.write_text('[data]\nkind = "files"\nfiles = ["a.csv"]\n', encoding="utf-8")
     assert load_config(p).files == (tmp_path / "a.csv",)

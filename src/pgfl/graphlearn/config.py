@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from pgfl.experiments.config import read_toml
+from pgfl.graphlearn.experiments import Params
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
 __all__ = ["GraphLearnConfig", "load_config", "parse_config"]
@@ -70,15 +71,7 @@ class GraphLearnConfig:
     sigma_w: float = 0.1
     repetitions: int = 3
     files: tuple[Path, ...] = ()
-    alpha: float = 2.0
-    beta: float = 0.05
-    rho: float = 0.3
-    lam: float = 0.02
-    rounds: int = 8
-    local_steps: int = 25
-    local_solver: str = "backtracking"
-    step: float = 5e-4
-    momentum: float = 0.9
+    params: Params = field(default_factory=Params)  # model and algorithm settings
     privacy: dict[str, Any] | None = field(default=None)
 
 
@@ -133,6 +126,7 @@ def parse_config(raw: dict[str, Any], base: Path = Path(".")) -> GraphLearnConfi
                 "privacy.dp_step", priv.get("dp_step", 5e-4), lo=0.0, lo_open=True
             ),
         }
+    beta = check_real("model.beta", model.get("beta", 0.05), lo=0.0, lo_open=True)
     return GraphLearnConfig(
         seed=seed,
         kind=kind,
@@ -143,19 +137,23 @@ def parse_config(raw: dict[str, Any], base: Path = Path(".")) -> GraphLearnConfi
         sigma_w=check_real("data.sigma_w", data.get("sigma_w", 0.1), lo=0.0, lo_open=True),
         repetitions=check_int("data.repetitions", data.get("repetitions", 3), lo=1),
         files=files,
-        alpha=check_real("model.alpha", model.get("alpha", 2.0), lo=0.0, lo_open=True),
-        beta=check_real("model.beta", model.get("beta", 0.05), lo=0.0, lo_open=True),
-        rho=check_real("model.rho", model.get("rho", 0.3), lo=0.0, lo_open=True),
-        lam=check_real("model.lambda", model.get("lambda", 0.02), lo=0.0),
-        rounds=check_int("algorithm.rounds", algo.get("rounds", 8), lo=1),
-        local_steps=check_int("algorithm.local_steps", algo.get("local_steps", 25), lo=1),
-        local_solver=check_choice(
-            "algorithm.local_solver",
-            algo.get("local_solver", "backtracking"),
-            ("backtracking", "fixed"),
+        params=Params(
+            alpha=check_real("model.alpha", model.get("alpha", 2.0), lo=0.0, lo_open=True),
+            beta=beta,
+            beta_igl=beta,
+            beta_fedavg=beta,
+            rho=check_real("model.rho", model.get("rho", 0.3), lo=0.0, lo_open=True),
+            lam=check_real("model.lambda", model.get("lambda", 0.02), lo=0.0),
+            rounds=check_int("algorithm.rounds", algo.get("rounds", 8), lo=1),
+            local_steps=check_int("algorithm.local_steps", algo.get("local_steps", 25), lo=1),
+            local_solver=check_choice(
+                "algorithm.local_solver",
+                algo.get("local_solver", "backtracking"),
+                ("backtracking", "fixed"),
+            ),
+            step=check_real("algorithm.step", algo.get("step", 5e-4), lo=0.0, lo_open=True),
+            momentum=check_real("algorithm.momentum", algo.get("momentum", 0.9), lo=0.0, hi=1.0),
         ),
-        step=check_real("algorithm.step", algo.get("step", 5e-4), lo=0.0, lo_open=True),
-        momentum=check_real("algorithm.momentum", algo.get("momentum", 0.9), lo=0.0, hi=1.0),
         privacy=privacy,
     )
 
@@ -185,7 +183,7 @@ def run_config(cfg: GraphLearnConfig, out: Path) -> dict[str, Any]:
     import numpy as np
 
     from pgfl.experiments.results import write_csv, write_json
-    from pgfl.graphlearn.experiments import Params, draw_setting, evaluate
+    from pgfl.graphlearn.experiments import draw_setting, evaluate
     from pgfl.graphlearn.federated import (
         client_distances,
         fedavg_graph_learning,
@@ -197,7 +195,8 @@ def run_config(cfg: GraphLearnConfig, out: Path) -> dict[str, Any]:
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    algo = dict(rounds=cfg.rounds, local_steps=cfg.local_steps)
+    p = cfg.params
+    algo = dict(rounds=p.rounds, local_steps=p.local_steps)
     summary: dict[str, Any] = {
         "experiment": "graphlearn-run",
         "seed": cfg.seed,
@@ -212,18 +211,6 @@ def run_config(cfg: GraphLearnConfig, out: Path) -> dict[str, Any]:
             q=cfg.q,
             d=cfg.nodes,
             sigma_w=cfg.sigma_w,
-        )
-        p = Params(
-            alpha=cfg.alpha,
-            beta=cfg.beta,
-            beta_igl=cfg.beta,
-            beta_fedavg=cfg.beta,
-            rho=cfg.rho,
-            lam=cfg.lam,
-            local_solver=cfg.local_solver,
-            step=cfg.step,
-            momentum=cfg.momentum,
-            **algo,
         )
         pv = cfg.privacy or {}
         dp = None if cfg.privacy is None else [(pv["epsilon"], pv["delta"])]
@@ -268,13 +255,13 @@ def run_config(cfg: GraphLearnConfig, out: Path) -> dict[str, Any]:
         signals = [_load_signals(f) for f in cfg.files]
         clip = None if cfg.privacy is None else cfg.privacy["clip"]
         Z, counts = client_distances(signals)
-        kw = dict(alpha=cfg.alpha, beta=cfg.beta, **algo)
-        solver = dict(local_solver=cfg.local_solver, step=cfg.step, momentum=cfg.momentum)
-        fed = federated_graph_learning(Z, rho=cfg.rho, lam=cfg.lam, **kw, **solver)
+        kw = dict(alpha=p.alpha, beta=p.beta, **algo)
+        solver = dict(local_solver=p.local_solver, step=p.step, momentum=p.momentum)
+        fed = federated_graph_learning(Z, rho=p.rho, lam=p.lam, **kw, **solver)
         graphs = {
             "fedgl_local": fed.w_local,
             "fedgl_consensus": fed.w_con,
-            "igl": independent_graph_learning(Z, alpha=cfg.alpha, beta=cfg.beta),
+            "igl": independent_graph_learning(Z, alpha=p.alpha, beta=p.beta),
             "fedavg": fedavg_graph_learning(Z, counts, **kw, **solver),
         }
         summary["gamma"] = fed.gamma.tolist()
@@ -284,15 +271,15 @@ def run_config(cfg: GraphLearnConfig, out: Path) -> dict[str, Any]:
             cal = calibrate_noise(
                 cfg.privacy["epsilon"],
                 cfg.privacy["delta"],
-                cfg.rounds,
+                p.rounds,
                 counts,
                 clip,
                 sensitivity=cfg.privacy["sensitivity"],
             )
             dpres = federated_graph_learning(
                 Zc,
-                rho=cfg.rho,
-                lam=cfg.lam,
+                rho=p.rho,
+                lam=p.lam,
                 noise_std=cal.sigma,
                 rng=stream(cfg.seed, "graphlearn/run-dp"),
                 dp_step=cfg.privacy["dp_step"],
