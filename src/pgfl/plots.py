@@ -281,7 +281,7 @@ def _shade(k: int, n: int) -> float:
 
 def _suptitle(fig: Figure, title: str, subtitle: str = "") -> None:
     """A figure title wrapped to the figure's width, with an optional smaller second line."""
-    chars = int(9 * fig.get_figwidth())  # about 9 characters per inch at 12 pt
+    chars = int(11 * fig.get_figwidth())  # about 11 characters per inch at 11 pt
     text = "\n".join(textwrap.wrap(title, chars))
     if subtitle:
         text += "\n" + "\n".join(textwrap.wrap(subtitle, int(1.2 * chars)))
