@@ -147,7 +147,9 @@ def scheme_label(settings: Mapping[str, Any]) -> str:
         'random'
 
     """
-    client, server, share = settings["client_noise"], settings["server_noise"], settings["share"]
+    client = settings.get("client_noise", "none")
+    server = settings.get("server_noise", "none")
+    share = settings.get("share", "models")
     parts = []
     if client == "secure_aggregation":
         parts.append("secure aggregation" + ("" if share == "models" else f" of {share}"))
@@ -252,7 +254,7 @@ def _baselines(p: str, settings: list[dict[str, Any] | None], found) -> tuple[in
     return tuple(
         i
         for i, s in enumerate(settings)
-        if s is not None and i not in in_lines and s[p] is None and rest(s) in line_rests
+        if s is not None and i not in in_lines and s.get(p) is None and rest(s) in line_rests
     )
 
 
@@ -347,7 +349,7 @@ def iteration_figure(summary: Mapping[str, Any], rows: Sequence[Mapping[str, str
         layout="constrained",
     )
     for row, (title, members) in zip(axes, groups, strict=True):
-        for col, (ax, metric) in enumerate(zip(row, panels, strict=True)):
+        for ax, metric in zip(row, panels, strict=True):
             for i, color, name in members:
                 series = by_label.get(curves[i]["label"], [])
                 if not series or metric not in series[0]:
@@ -360,12 +362,11 @@ def iteration_figure(summary: Mapping[str, Any], rows: Sequence[Mapping[str, str
             ax.grid(True, alpha=0.3)
             if title:
                 ax.set_title(title, fontsize=9)
-            if not ax.lines:
-                continue
-            if outside and col == len(panels) - 1:
-                ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-            elif not outside:
+            if ax.lines and not outside:
                 ax.legend(fontsize=7)
+        drawn = [ax for ax in row if ax.lines]
+        if drawn and outside:  # one legend per row, right of its last panel
+            drawn[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     _suptitle(fig, summary.get("title") or summary.get("experiment", ""))
     return fig
 
@@ -409,6 +410,8 @@ def sweep_figure(summary: Mapping[str, Any], sweeps: Sequence[Sweep]) -> Figure:
                 if lost:
                     label += f"  (diverged at {sym}={', '.join(lost)})"
                 ok = np.isfinite(y)
+                if not ok.any():
+                    continue
                 ax.plot(
                     x[ok],
                     y[ok],

@@ -11,6 +11,7 @@ import numpy as np
 from pgfl.graphlearn.metrics import DEFAULT_THRESHOLD, edge_support
 
 __all__ = [
+    "curves_figure",
     "plot_bars",
     "plot_convergence",
     "plot_curves",
@@ -70,15 +71,10 @@ def spans_decades(x: Sequence[float], decades: float = 1.0) -> bool:
     return bool(v.size and np.all(v > 0) and np.log10(v.max() / v.min()) >= decades - 1e-12)
 
 
-def plot_curves(
-    curves: Sequence[Mapping[str, Any]],
-    path: Path,
-    *,
-    xlabel: str,
-    title: str,
-    logx: bool | None = None,
-) -> None:
-    """MCC and relative error against the swept value, one line per method.
+def curves_figure(
+    curves: Sequence[Mapping[str, Any]], *, xlabel: str, title: str, logx: bool | None = None
+):
+    """MCC and relative error against the swept value, one line per method (a Figure).
 
     One legend for both panels, below them, so that it hides no point. ``logx=None`` puts
     the swept value on a log axis when it spans at least a decade (:func:`spans_decades`).
@@ -104,6 +100,20 @@ def plot_curves(
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize=8)
     fig.suptitle(title)
+    return fig
+
+
+def plot_curves(
+    curves: Sequence[Mapping[str, Any]],
+    path: Path,
+    *,
+    xlabel: str,
+    title: str,
+    logx: bool | None = None,
+) -> None:
+    """Save :func:`curves_figure` to ``path``."""
+    plt = _plt()
+    fig = curves_figure(curves, xlabel=xlabel, title=title, logx=logx)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
