@@ -386,7 +386,7 @@ def sweep_figure(summary: Mapping[str, Any], sweeps: Sequence[Sweep]) -> Figure:
     fig, axes = plt.subplots(
         len(sweeps),
         len(panels),
-        figsize=(max(6.0, 5.2 * len(panels)), 4.6 * len(sweeps)),
+        figsize=(max(6.4, 5.2 * len(panels)), 4.6 * len(sweeps)),
         squeeze=False,
         layout="constrained",
     )
