@@ -10,7 +10,14 @@ import numpy as np
 
 from pgfl.graphlearn.metrics import DEFAULT_THRESHOLD, edge_support
 
-__all__ = ["plot_bars", "plot_convergence", "plot_curves", "plot_learned_graphs"]
+__all__ = [
+    "curves_figure",
+    "plot_bars",
+    "plot_convergence",
+    "plot_curves",
+    "plot_learned_graphs",
+    "spans_decades",
+]
 
 _STYLE = {
     "igl": ("IGL", "tab:gray", "s"),
@@ -29,36 +36,84 @@ def _plt():
     return plt
 
 
-def _style(label: str, curve: Mapping[str, Any]) -> tuple[str, str | None, str]:
+def _style(label: str, curve: Mapping[str, Any], dp_rank: float = 1.0):
+    """(legend name, colour, marker) of a method; DP variants are shades of one colour map.
+
+    ``dp_rank`` in [0, 1] is the curve's place among the DP curves by ``ε̄`` (darker =
+    larger ``ε̄``, i.e. less noise).
+    """
     if label in _STYLE:
         return _STYLE[label]
     if label.startswith("fedgl_local_dp"):
-        palette = ("tab:purple", "tab:green", "tab:brown", "tab:pink", "tab:olive", "tab:cyan")
-        color = palette[int(round(10 * float(curve.get("epsilon", 0)))) % len(palette)]
+        color = _plt().get_cmap("Purples")(0.45 + 0.5 * dp_rank)
         return (f"FedGL-DP ε̄={curve.get('epsilon')}", color, "x")
     return (label, None, ".")
 
 
-def plot_curves(
-    curves: Sequence[Mapping[str, Any]], path: Path, *, xlabel: str, title: str, logx: bool = False
-) -> None:
-    """MCC and relative error against the swept value, one line per method."""
+def _dp_ranks(curves: Sequence[Mapping[str, Any]]) -> list[float]:
+    """Each curve's rank in [0, 1] among the DP curves by ``ε̄`` (1.0 for the others)."""
+    eps = sorted({float(c["epsilon"]) for c in curves if "epsilon" in c})
+    return [
+        eps.index(float(c["epsilon"])) / max(1, len(eps) - 1) if "epsilon" in c else 1.0
+        for c in curves
+    ]
+
+
+def spans_decades(x: Sequence[float], decades: float = 1.0) -> bool:
+    """Whether positive values ``x`` span at least ``decades`` decades (then a log axis).
+
+    Example:
+        >>> spans_decades([10, 20, 100]), spans_decades([20, 50, 100]), spans_decades([0, 10, 100])
+        (True, False, False)
+
+    """
+    v = np.asarray(x, dtype=float)
+    return bool(v.size and np.all(v > 0) and np.log10(v.max() / v.min()) >= decades - 1e-12)
+
+
+def curves_figure(
+    curves: Sequence[Mapping[str, Any]], *, xlabel: str, title: str, logx: bool | None = None
+):
+    """MCC and relative error against the swept value, one line per method (a Figure).
+
+    One legend for both panels, below them, so that it hides no point. ``logx=None`` puts
+    the swept value on a log axis when it spans at least a decade (:func:`spans_decades`).
+    """
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    for c in curves:
-        name, color, marker = _style(c["label"], c)
+    if logx is None:
+        logx = spans_decades([x for c in curves for x in c["x"]])
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.4), layout="constrained")
+    for c, rank in zip(curves, _dp_ranks(curves), strict=True):
+        name, color, marker = _style(c["label"], c, rank)
         ls = "--" if c["label"].startswith("fedgl_local_dp") else "-"
         for ax, key in zip(axes, ("mcc", "relative_error"), strict=True):
             ax.plot(c["x"], c[key], marker=marker, color=color, ls=ls, label=name)
+    ticks = sorted({float(x) for c in curves for x in c["x"]})
     for ax, key in zip(axes, ("MCC", "relative error"), strict=True):
         ax.set_xlabel(xlabel)
         ax.set_ylabel(key)
         ax.grid(alpha=0.3)
         if logx:
             ax.set_xscale("log")
-    axes[0].legend(fontsize=8)
+            ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+            ax.minorticks_off()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize=8)
     fig.suptitle(title)
-    fig.tight_layout()
+    return fig
+
+
+def plot_curves(
+    curves: Sequence[Mapping[str, Any]],
+    path: Path,
+    *,
+    xlabel: str,
+    title: str,
+    logx: bool | None = None,
+) -> None:
+    """Save :func:`curves_figure` to ``path``."""
+    plt = _plt()
+    fig = curves_figure(curves, xlabel=xlabel, title=title, logx=logx)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
