@@ -1,13 +1,17 @@
 """Slow, obviously-correct loop implementations of GFL used as references in the tests.
 
 Everything here loops over repetitions, units, clients, epochs and samples one at a time,
-following preprint eqs. 3-8 and journal eqs. 54-55 literally. The random draws are taken
-from the engine's own :class:`RoundDraws`, so both see the same randomness.
+following preprint eqs. 3-8 and journal eqs. 54-55 literally. The random numbers come
+from :class:`pgfl.rng.KeyedDraws` asked for ONE repetition and ONE unit at a time, so the
+engine (which draws for whole blocks) is also checked to draw per unit exactly what a
+unit alone would draw.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from pgfl.rng import KeyedDraws
 
 
 def sample_gradient(problem, w, u, d):
@@ -20,20 +24,37 @@ def sample_gradient(problem, w, u, d):
     return g + 2.0 * problem.rho * w
 
 
-def reference_round(W, net, settings, draws):
+def unit_draws(seed, iteration, rep, unit):
+    return KeyedDraws(seed, iteration, [rep], [unit])
+
+
+def sampled_clients(draws, K, L):
+    """L distinct clients: those of the L smallest keys, in increasing client order."""
+    if L == K:
+        return list(range(K))
+    keys = draws.uniform("sampling", (K,))[0, 0]
+    return sorted(int(k) for k in np.argsort(keys)[:L])
+
+
+def reference_round(W, net, settings, seed, iteration, reps=None):
     """One GFL iteration for every curve and repetition with plain loops.
 
-    W: [C, R, P, M]; settings: list of CurveSettings; draws: RoundDraws.
+    W: [C, R, P, M]; settings: list of CurveSettings (built-in schemes only).
     """
     data, A = net.data, net.A
     C, R, P, M = W.shape
+    reps = range(R) if reps is None else reps
+    K, L = data.shape[1], net.L
+    e_max = int(net.epochs.max())
+    b_max = 1 if net.batch is None else int(net.batch.max())
     new = np.zeros_like(W)
     for c, s in enumerate(settings):
-        for r in range(R):
+        for r, rep in enumerate(reps):
             psi = np.zeros((P, M))
             for p in range(P):
+                draws = unit_draws(seed, iteration, rep, p)
                 msgs = []
-                for slot, k in enumerate(draws.clients[r, p]):
+                for slot, k in enumerate(sampled_clients(draws, K, L)):
                     n = data.counts[p, k]
                     E = net.epochs[p, k]
                     w = W[c, r, p].copy()
@@ -42,7 +63,8 @@ def reference_round(W, net, settings, draws):
                             batch = range(n)
                         else:
                             B = net.batch[p, k]
-                            batch = [int(draws.batches[e, r, p, slot, b] * n) for b in range(B)]
+                            u = draws.uniform("batches", (L, e_max, b_max))[0, 0]
+                            batch = [int(u[slot, e, b] * n) for b in range(B)]
                         g = np.zeros(M)
                         for j in batch:
                             gj = sample_gradient(net.problem, w, data.X[p, k, j], data.y[p, k, j])
@@ -54,7 +76,8 @@ def reference_round(W, net, settings, draws):
                         w = w - (s.mu / E) * g / len(batch)
                     noise = np.zeros(M)
                     if s.client_noise != "none" and s.client_std > 0:
-                        noise = s.client_std * draws.client_noise[s.client_noise][r, p, slot]
+                        z = draws.noise("client_noise", s.client_noise, (L, M))[0, 0, slot]
+                        noise = s.client_std * z
                     if s.share == "models":
                         msgs.append(w + noise)
                     else:
@@ -65,22 +88,24 @@ def reference_round(W, net, settings, draws):
                 else:
                     psi[p] = W[c, r, p] - s.mu * np.mean(msgs, axis=0)
             # combination (eq. 8): w_p = sum_m a_pm (psi_m + g_pm)
-            link = 0
             for p in range(P):
                 acc = np.zeros(M)
                 for m in range(P):
                     if A[p, m] == 0:
                         continue
+                    sender = unit_draws(seed, iteration, rep, m)
                     g_pm = np.zeros(M)
+                    dist = s.server_distribution
                     if s.server_std > 0 and s.server_noise in ("random", "graph_homomorphic"):
-                        g_m = s.server_std * draws.server_noise[s.server_distribution][r, m]
+                        g_m = s.server_std * sender.noise("server_noise", dist, (M,))[0, 0]
                         if s.server_noise == "random" or m != p:
                             g_pm = g_m
                         else:
                             g_pm = -((1 - A[m, m]) / A[m, m]) * g_m
                     elif s.server_std > 0 and s.server_noise == "random_per_link":
-                        g_pm = s.server_std * draws.link_noise[s.server_distribution][r, link]
-                    link += 1
+                        counters = p * M + np.arange(M)
+                        z = sender.noise_at("link_noise", dist, np.array([0]), counters[None])
+                        g_pm = s.server_std * z[0, 0]
                     acc += A[p, m] * (psi[m] + g_pm)
                 new[c, r, p] = acc
     return new

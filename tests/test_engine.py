@@ -7,18 +7,18 @@ from tests.reference import reference_round
 
 from pgfl.data.synthetic import client_schedule, logistic_data, regression_data
 from pgfl.engine import (
+    CurveBatch,
     CurveSettings,
     Network,
-    Streams,
-    _curve_arrays,
-    combine_phase,
-    draw_round,
+    Trajectory,
+    gfl_round,
     local_phase,
     sample_clients,
     simulate,
 )
+from pgfl.engine.step import combine_phase, server_messages
 from pgfl.problems import LeastSquares, Logistic
-from pgfl.rng import stream
+from pgfl.rng import KeyedDraws
 from pgfl.topology import combination_matrix
 from pgfl.validation import ConfigError
 
@@ -35,16 +35,13 @@ def small_network(P=3, K=5, L=3, N=(4, 9), M=3, batch=True, problem="ls", seed=0
     return Network(data, prob, A, L, E, B if batch else None)
 
 
-def run_both(net, settings, R=2, rounds=3, seed=5):
+def run_both(net, settings, R=2, rounds=3, seed=5, block_size=None):
     """Advance the engine and the loop reference from the same state with the same draws."""
-    ca = _curve_arrays(settings)
-    streams = Streams(*(stream(seed, n) for n in Streams._fields))
     P, M = net.data.shape[0], net.data.shape[3]
     W = np.random.default_rng(1).standard_normal((len(settings), R, P, M)) * 0.3
-    for _ in range(rounds):
-        draws = draw_round(streams, net, ca, R)
-        fast = combine_phase(local_phase(W, net, ca, draws)[0], net, ca, draws)
-        slow = reference_round(W, net, settings, draws)
+    for i in range(1, rounds + 1):
+        fast = gfl_round(W, net, settings, seed=seed, iteration=i, block_size=block_size).W
+        slow = reference_round(W, net, settings, seed, i)
         np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-12)
         W = fast
     return W
@@ -146,6 +143,15 @@ def valid_matrices(draw):
     return combination_matrix(g, rule), seed
 
 
+def messages_and_combine(psi, net, curves, seed, R):
+    """Server messages and combination of the whole network from aggregates psi."""
+    P = net.data.shape[0]
+    draws = KeyedDraws(seed, 1, range(R), range(P))
+    batch = CurveBatch.of(curves)
+    messages = server_messages(psi, net.links, batch, draws, 0, 1)
+    return messages, combine_phase(messages, net.links, 0, P)
+
+
 @settings(max_examples=60, deadline=None)
 @given(valid_matrices(), st.integers(1, 4), st.integers(1, 3))
 def test_graph_homomorphic_noise_has_zero_network_average(matrix_seed, M, R):
@@ -154,14 +160,11 @@ def test_graph_homomorphic_noise_has_zero_network_average(matrix_seed, M, R):
     rng = np.random.default_rng(seed)
     data = regression_data(rng, P=P, K=1, N=2, M=M)
     net = Network(data, LeastSquares(0.1), A, 1, np.ones((P, 1), int), None)
-    settings_ = [
+    curves = [
         CurveSettings(mu=0.1, server_noise="graph_homomorphic", server_std=s) for s in (0.5, 3.0)
     ]
-    ca = _curve_arrays(settings_)
-    streams = Streams(*(stream(seed, n) for n in Streams._fields))
-    draws = draw_round(streams, net, ca, R)
     psi = rng.standard_normal((2, R, P, M))
-    W = combine_phase(psi, net, ca, draws)
+    _, W = messages_and_combine(psi, net, curves, seed, R)
     noiseless = np.einsum("pm,crmd->crpd", A, psi)
     # eq. 46: sum_{p,m} a_pm g_pm = 0, so the centroid is exactly that of the noiseless step
     np.testing.assert_allclose(W.mean(axis=2), noiseless.mean(axis=2), atol=1e-12)
@@ -179,41 +182,47 @@ def test_random_server_noise_has_requested_variance(scheme, distribution):
     s = CurveSettings(
         mu=0.1, server_noise=scheme, server_std=np.sqrt(var), server_distribution=distribution
     )
-    ca = _curve_arrays([s])
-    draws = draw_round(Streams(*(stream(3, n) for n in Streams._fields)), net, ca, R)
-    g = combine_phase(np.zeros((1, R, P, M)), net, ca, draws)[0]
+    messages, g = messages_and_combine(np.zeros((1, R, P, M)), net, [s], 3, R)
     # random: W = A g, with a_pm = 1/P => var = var / P; per link: sum_m a_pm^2 var = var / P
     expected = var / P
-    sample_var = g.var(axis=0)
-    assert np.all(np.abs(sample_var - expected) < 0.05 * expected)
-    # the raw draws have the requested variance and the right tails
-    raw = draws.server_noise[distribution] if scheme == "random" else draws.link_noise[distribution]
-    scaled = np.sqrt(var) * raw
+    assert np.all(np.abs(g[0].var(axis=0) - expected) < 0.05 * expected)
+    # what travels on each link has the requested variance and the right tails
+    scaled = messages[0]
     assert abs(scaled.var() - var) < 0.03 * var
     kurt = ((scaled - scaled.mean()) ** 4).mean() / scaled.var() ** 2 - 3
     assert abs(kurt - (3.0 if distribution == "laplace" else 0.0)) < 0.4
+    # random noise: every copy a server sends carries the same draw; per link: independent
+    first = {m: messages[0, :, np.flatnonzero(net.links.src == m)] for m in range(P)}
+    same = all(np.array_equal(v[0], v[1]) for v in first.values())
+    assert same == (scheme == "random")
 
 
 def test_client_noise_variance_on_the_aggregate():
     # psi = mean over L clients of (w_k + g_k): the noise part has variance sigma^2 / L.
     net = small_network(P=2, K=6, L=6, batch=False)
     var, R = 0.5, 4000
-    ca = _curve_arrays([CurveSettings(mu=1e-9, client_noise="laplace", client_std=np.sqrt(var))])
-    draws = draw_round(Streams(*(stream(4, n) for n in Streams._fields)), net, ca, R)
-    ca0 = _curve_arrays([CurveSettings(mu=1e-9)])
+    draws = KeyedDraws(4, 1, range(R), range(2))
+    noisy = CurveBatch.of([CurveSettings(mu=1e-9, client_noise="laplace", client_std=var**0.5)])
+    plain = CurveBatch.of([CurveSettings(mu=1e-9)])
     W = np.zeros((1, R, 2, 3))
-    noise = local_phase(W, net, ca, draws)[0] - local_phase(W, net, ca0, draws)[0]
+    block = net.block()
+    noise = local_phase(W, block, noisy, draws, 1).psi - local_phase(W, block, plain, draws, 1).psi
     assert abs(noise.var() - var / 6) < 0.06 * var / 6
 
 
 def test_client_sampling_is_without_replacement_and_uniform():
-    rng = np.random.default_rng(0)
-    idx = sample_clients(rng, 5000, 2, 10, 3)
+    u = KeyedDraws(0, 1, range(5000), range(2)).uniform("sampling", (10,))
+    idx = sample_clients(u, 3)
     assert idx.shape == (5000, 2, 3)
-    srt = np.sort(idx, axis=-1)
-    assert np.all(np.diff(srt, axis=-1) > 0)
+    assert np.all(np.diff(idx, axis=-1) > 0)  # distinct (and listed in increasing order)
     freq = np.bincount(idx.ravel(), minlength=10) / idx.size
     assert np.allclose(freq, 0.1, atol=0.01)
+    # every pair of clients is sampled together equally often (uniform subsets)
+    pairs = np.zeros((10, 10))
+    for a, b in [(0, 1), (0, 2), (1, 2)]:
+        np.add.at(pairs, (idx[..., a].ravel(), idx[..., b].ravel()), 1)
+    together = (pairs + pairs.T)[np.triu_indices(10, 1)] / (5000 * 2)
+    assert np.allclose(together, 3 * 2 / (10 * 9), atol=0.012)
 
 
 def test_same_seed_bit_identical_and_different_seed_different():
@@ -252,3 +261,109 @@ def test_network_rejects_l_above_k():
     net = small_network()
     with pytest.raises(ConfigError, match=r"training.L must be an integer in \[1, K=5\]; got 6"):
         Network(net.data, net.problem, net.A, 6, net.epochs, net.batch)
+
+
+def secagg(**kw):
+    from pgfl.privacy.schemes import SecureAggregationScheme
+    from pgfl.privacy.secagg import SecAggConfig
+
+    return SecureAggregationScheme(SecAggConfig(clip=32.0, frac_bits=20, threshold=2), **kw)
+
+
+EVERY_SCHEME = [
+    *ALL_SCHEMES,
+    CurveSettings(mu=0.3, client_noise=secagg(dropout=0.3)),
+    CurveSettings(
+        mu=0.3,
+        share="updates",
+        client_noise=secagg(dropout=0.2),
+        server_noise="graph_homomorphic",
+        server_std=0.2,
+    ),
+]
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_any_block_of_units_gives_the_same_bits(batch):
+    net = small_network(P=5, K=6, L=3, batch=batch)
+    runs = [
+        simulate(net, EVERY_SCHEME, iterations=12, repetitions=3, seed=9, block_size=b)
+        for b in (None, 1, 2, 4)
+    ]
+    for t in runs[1:]:
+        assert np.array_equal(t.W, runs[0].W, equal_nan=True)
+        assert np.array_equal(t.centroid_msd, runs[0].centroid_msd, equal_nan=True)
+        assert np.array_equal(t.aborted, runs[0].aborted)
+    assert runs[0].aborted[len(ALL_SCHEMES)].sum() > 0  # dropouts did make units abort
+
+
+def test_repetition_blocks_join_into_the_whole_run_bit_for_bit():
+    net = small_network(P=4, K=5, L=2, problem="logistic")
+    whole = simulate(net, EVERY_SCHEME, iterations=10, repetitions=5, seed=2)
+    parts = [
+        simulate(net, EVERY_SCHEME, iterations=10, repetitions=r, seed=2, first_repetition=f)
+        for f, r in ((0, 2), (2, 1), (3, 2))
+    ]
+    joined = Trajectory.concat(parts)
+    for name in ("W", "centroid_msd", "individual_msd", "test_error", "server_test_error"):
+        assert np.array_equal(getattr(joined, name), getattr(whole, name), equal_nan=True), name
+    assert np.array_equal(joined.aborted, whole.aborted)
+    assert joined.abort_log == sorted(whole.abort_log)
+    assert joined.reps.tolist() == list(range(5))
+
+
+def test_a_curve_sees_the_same_draws_whatever_it_is_batched_with():
+    # common random numbers: a random-noise curve alone and next to Gaussian and per-link
+    # curves gets the same noise (up to the last bits of the batched matrix products)
+    net = small_network(P=4, K=5, L=2)
+    mine = CurveSettings(mu=0.3, server_noise="random", server_std=0.3)
+    others = [ALL_SCHEMES[2], ALL_SCHEMES[3], ALL_SCHEMES[5]]
+    alone = simulate(net, [mine], iterations=15, repetitions=2, seed=4)
+    batched = simulate(net, [*others, mine], iterations=15, repetitions=2, seed=4)
+    np.testing.assert_allclose(batched.W[-1], alone.W[0], rtol=0, atol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(0, 2**32),
+    st.integers(1, 50),
+    st.integers(1, 6),
+    st.integers(1, 7),
+    st.data(),
+)
+def test_keyed_draws_of_a_block_are_the_whole_networks_draws_for_it(seed, i, R, P, data):
+    whole = KeyedDraws(seed, i, range(R), range(P)).uniform("s", (3, 2))
+    r0 = data.draw(st.integers(0, R - 1))
+    r1 = data.draw(st.integers(r0 + 1, R))
+    p0 = data.draw(st.integers(0, P - 1))
+    p1 = data.draw(st.integers(p0 + 1, P))
+    part = KeyedDraws(seed, i, range(r0, r1), range(p0, p1)).uniform("s", (3, 2))
+    assert np.array_equal(part, whole[r0:r1, p0:p1])
+    assert ((whole > 0) & (whole < 1)).all()
+
+
+def test_keyed_uniforms_are_uniform_and_streams_rounds_units_independent():
+    from scipy import stats
+
+    d = KeyedDraws(1, 7, range(200), range(50))
+    u = d.uniform("a", (20,))
+    assert stats.kstest(u.ravel(), "uniform").pvalue > 1e-3
+    # neighbouring counters, units, repetitions, rounds and streams are uncorrelated
+    others = {
+        "next counter": u[..., 1:],
+        "next unit": d.uniform("a", (20,))[:, 1:],
+        "next repetition": d.uniform("a", (20,))[1:],
+        "next round": KeyedDraws(1, 8, range(200), range(50)).uniform("a", (20,)),
+        "other stream": d.uniform("b", (20,)),
+        "other seed": KeyedDraws(2, 7, range(200), range(50)).uniform("a", (20,)),
+    }
+    for name, v in others.items():
+        a = u[tuple(slice(0, n) for n in v.shape)]
+        if name == "next counter":
+            a = u[..., :-1]
+        elif name == "next unit":
+            a = u[:, :-1]
+        elif name == "next repetition":
+            a = u[:-1]
+        r = np.corrcoef(a.ravel(), v.ravel())[0, 1]
+        assert abs(r) < 4 / np.sqrt(a.size), name  # 4 standard errors of a null correlation

@@ -35,6 +35,10 @@ class _Problem:
     def __post_init__(self) -> None:
         check_real("training.rho", self.rho, lo=0)
 
+    def dim(self, features: int) -> int:
+        """Number of model parameters ``M`` for samples with ``features`` features."""
+        return features
+
     # --- per-sample pieces (overridden) -------------------------------------------------
     def residual_weight(self, margin: np.ndarray, d: np.ndarray) -> np.ndarray:
         """Scalar ``c`` with ``grad_w loss(w; u, d) = c * u``, from ``margin = u^T w``."""

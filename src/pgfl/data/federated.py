@@ -71,6 +71,23 @@ class FederatedData:
             object.__setattr__(self, "_Xy", cached)
         return cached
 
+    def units(self, start: int, stop: int) -> FederatedData:
+        """The units ``start..stop-1`` as a data set of views (test set and ``w*`` kept).
+
+        >>> d = FederatedData(np.zeros((3, 2, 4, 5)), np.zeros((3, 2, 4)), np.full((3, 2), 4))
+        >>> d.units(1, 3).shape
+        (2, 2, 4, 5)
+        """
+        if (start, stop) == (0, self.X.shape[0]):
+            return self
+        sub = object.__new__(FederatedData)  # views of validated arrays: no re-validation
+        for f in ("X", "y", "counts"):
+            object.__setattr__(sub, f, getattr(self, f)[start:stop])
+        for f in ("X_test", "y_test", "w_star"):
+            object.__setattr__(sub, f, getattr(self, f))
+        object.__setattr__(sub, "_Xy", self.Xy[start:stop])
+        return sub
+
     @property
     def mask(self) -> np.ndarray:
         """Boolean ``[P, K, N_max]``: True where a row is a real sample."""

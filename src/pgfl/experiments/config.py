@@ -256,19 +256,21 @@ class CurveConfig:
 
     def settings(self) -> CurveSettings:
         """The engine's per-curve settings (variances become standard deviations)."""
+        from pgfl.privacy.schemes import SecureAggregationScheme
+
         t, p = self.training, self.privacy
+        client: str | SecureAggregationScheme = p.client_noise
+        if p.client_noise == "secure_aggregation":
+            client = SecureAggregationScheme(p.secagg_config(), p.secagg_protocol, p.dropout)
         return CurveSettings(
             mu=t.mu,
             share=t.share,
-            client_noise=p.client_noise,
+            client_noise=client,
             client_std=math.sqrt(p.client_variance) if p.client_noise in DISTRIBUTIONS else 0.0,
             server_noise=p.server_noise,
             server_std=math.sqrt(p.server_variance),
             server_distribution=p.server_distribution,
             clip_norm=t.clip_norm,
-            secagg=p.secagg_config() if p.client_noise == "secure_aggregation" else None,
-            secagg_protocol=p.secagg_protocol,
-            dropout=p.dropout,
         )
 
     def structure(self) -> tuple:

@@ -269,7 +269,8 @@ def curve_epsilon(
 
 def secagg_entry(settings: CurveSettings, traj: Trajectory, c: int, L: int) -> dict[str, Any]:
     """The ``summary.json`` record of a securely aggregated curve, with its abort log."""
-    cfg = settings.secagg
+    scheme = settings.client
+    cfg = scheme.config
     log = [
         f"iteration {i}, repetition {r}, unit {p}: secure aggregation aborted "
         f"(fewer than t={cfg.threshold_for(L)} of L={L} clients survived); "
@@ -278,11 +279,13 @@ def secagg_entry(settings: CurveSettings, traj: Trajectory, c: int, L: int) -> d
         if cc == c
     ]
     return {
-        "protocol": settings.secagg_protocol,
+        "protocol": scheme.protocol,
         "threshold": cfg.threshold_for(L),
-        "dropout": settings.dropout,
+        "dropout": scheme.dropout,
         "quantization_bound": cfg.quantization_bound,
-        "aborted_unit_rounds": int(traj.aborted[c]),
+        "aborted_unit_rounds": int(traj.aborted[c].sum()),
+        "clip": cfg.clip,
+        "clipped_messages": int(traj.clipped[c].sum()),
         "log": log,
     }
 
@@ -387,7 +390,7 @@ def run_experiment(
             metrics[i] = curve_metrics(traj, c)
             eps, entry = curve_epsilon(cfg.curves[i], settings[c], cfg.iterations, net)
             metrics[i].update(eps)
-            if settings[c].client_noise == "secure_aggregation":
+            if settings[c].client.name == "secure_aggregation":
                 entry["secure_aggregation"] = secagg_entry(settings[c], traj, c, net.L)
             metrics[i]["privacy"] = np.array(json.dumps(_jsonable(entry)))
             _save_partial(out, i, cfg.curves[i].label, metrics[i])
