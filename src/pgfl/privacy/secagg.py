@@ -1,8 +1,10 @@
 """Secure aggregation with real cryptography and dropout recovery (Bonawitz et al. 2017).
 
 The papers privatize the client → server link of each federated unit with pairwise masks
-that cancel in the server's sum, ``Σ_{k∈L_{p,i}} g_{p,k,i} = 0`` (preprint §III-C,
-eq. 48; conference paper §III-D, eq. 23), agreed by Diffie–Hellman over a public channel.
+that cancel in the server's sum, ``Σ_{k∈L_{p,i}} g_{p,k,i} = 0`` (Rizk, Vlaski & Sayed,
+"Privatized Graph Federated Learning", arXiv:2203.07105, §III-C, eq. 48; Rizk & Sayed,
+"A Graph Federated Architecture with Privacy Preserving Learning", SPAWC 2021,
+arXiv:2104.13215, §III-D, eq. 23), agreed by Diffie–Hellman over a public channel.
 This module runs the full semi-honest protocol of Bonawitz et al. (CCS 2017, Fig. 4) for
 one unit and one round, with the optional sparse neighbour graph of SecAgg+ (Bell et al.,
 CCS 2020):
