@@ -130,3 +130,77 @@ def test_configuration_example_is_a_valid_config():
     assert [c.label for c in cfg.curves] == ["graph_homomorphic"]
     assert cfg.curves[0].privacy.server_noise == "graph_homomorphic"
     assert cfg.curves[0].training.L == 11 and cfg.curves[0].data.K == 100
+
+
+# symbol of the README's presets table → (section, key) of the preset's base tables
+SYMBOLS = {
+    "P": ("topology", "P"),
+    "K": ("data", "K"),
+    "N": ("data", "N"),
+    "M": ("data", "M"),
+    "L": ("training", "L"),
+    "E": ("training", "epochs"),
+    "B": ("training", "batch"),
+    "μ": ("training", "mu"),
+    "ρ": ("training", "rho"),
+    "σ_g²": ("privacy", "server_variance"),
+    "σ_v²": ("privacy", "server_variance"),
+    "σ²": ("privacy", "client_variance"),
+}
+
+
+def readme_preset_parameters() -> dict[str, dict[tuple[str, str], object]]:
+    """``{preset: {(section, key): value}}`` from the "papers' parameters" column."""
+    text = TEXT[TEXT.index("### Presets") :]
+    rows = {}
+    for line in text.splitlines():
+        m = re.match(r"\| `(fig\d|hybrid|diffusion)` \|[^|]*\| (.*) \|$", line)
+        if not m:
+            continue
+        name, params = m.groups()
+        want: dict[tuple[str, str], object] = {}
+        if params.startswith("as "):
+            want.update(rows[params[3:]])
+            rows[name] = want
+            continue
+        for sym, lo, hi in re.findall(r"(\S+?)∈\[(\d+),(\d+)\]", params):
+            want[SYMBOLS[sym]] = [int(lo), int(hi)]
+        for sym, val in re.findall(r"(?:^|[ (:])(\S+?)=([\d.]+)", params):
+            if sym == "σ_g":  # a standard deviation
+                want[SYMBOLS["σ_g²"]] = float(val) ** 2
+            else:
+                want[SYMBOLS[sym]] = float(val)
+        if m2 := re.search(r"(\d+) agents", params):
+            want[("topology", "P")] = int(m2.group(1))
+        if m2 := re.search(r"([\d,]+) samples", params):
+            want[("data", "rows")] = int(m2.group(1).replace(",", ""))
+        if m2 := re.search(r"(\d+) clean test samples", params):
+            want[("data", "test_size")] = int(m2.group(1))
+        rows[name] = want
+    return rows
+
+
+def test_presets_table_matches_the_preset_files():
+    from pgfl.experiments.presets import preset_text
+
+    table = readme_preset_parameters()
+    assert set(table) == {f"fig{i}" for i in range(2, 8)} | {"hybrid", "diffusion"}
+    for name, want in table.items():
+        raw = tomllib.loads(preset_text(name))
+        assert len(want) >= 3, (name, want)
+        for (section, key), value in want.items():
+            got = raw[section][key]
+            if isinstance(value, float):
+                assert got == pytest.approx(value), (name, section, key, got, value)
+            else:
+                assert got == value, (name, section, key, got, value)
+
+
+def test_fig5_fig6_sizes_and_fig6_step_sizes_are_as_the_readme_says():
+    from pgfl.experiments.presets import load_preset
+
+    assert "N ∈ [50, 150]" in TEXT and "{0.05, 0.1, 0.2, 0.5, 1}" in TEXT
+    for name in ("fig5", "fig6"):
+        assert load_preset(name).curves[0].data.N == (50, 150)
+    mus = {c.training.mu for c in load_preset("fig6").curves}
+    assert mus == {0.05, 0.1, 0.2, 0.5, 1.0}, mus
