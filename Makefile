@@ -1,9 +1,10 @@
-# The two commands of the README: `make demo` (the main job) and `make test` (the whole test suite).
+# The two commands of the README: `make demo` (the main job) and `make test` (everything CI
+# runs: the linter, then the whole test suite, slow statistical claims included).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-fast lint bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,11 +15,16 @@ $(BIN)/.installed: pyproject.toml
 demo: $(BIN)/.installed
 	$(BIN)/pgfl reproduce fig2 --out runs/fig2
 
-test: $(BIN)/.installed
+test: lint
 	$(BIN)/python -m pytest -q
+
+# the edit loop: every test but the slow statistical ones, no linter
+test-fast: $(BIN)/.installed
+	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
 
 bench: $(BIN)/.installed
 	$(BIN)/pgfl bench

@@ -19,8 +19,9 @@ coordinates, and the ``n``-th number of the cell is the finalizer of
 ``key + (n + 1)·γ`` — exactly the ``n``-th output of a SplitMix64 sequence seeded with
 the cell's key, a generator that passes BigCrush. Uniforms take the top 53 bits and lie
 in the open interval ``(0, 1)``; Laplace and Gaussian draws are their inverse CDFs.
-These are simulation numbers: secrets (secure-aggregation keys and masks) never come
-from here but from the operating system through the ``cryptography`` package.
+These are simulation numbers: secrets (secure-aggregation keys, mask seeds, Shamir
+coefficients) never come from here but from the operating system (``os.urandom``), with
+every cryptographic primitive from the ``cryptography`` package.
 
 >>> a = stream(7, "noise").standard_normal(3)
 >>> b = stream(7, "noise").standard_normal(3)

@@ -2,7 +2,8 @@
 
 The servers of a graph federated learning (GFL) network combine their neighbours'
 messages with a combination matrix ``A`` (``P x P``) that must satisfy Assumption 1
-(preprint eqs. 10-11): symmetric, doubly stochastic, nonnegative, ``a_pm > 0`` only on
+(Rizk, Vlaski & Sayed, "Privatized Graph Federated Learning", arXiv:2203.07105 — the
+*preprint* — eqs. 10-11): symmetric, doubly stochastic, nonnegative, ``a_pm > 0`` only on
 edges and the diagonal, and a connected graph so that
 
     iota_2 = rho(A - 11^T / P) < 1.

@@ -7,9 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
-from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
@@ -50,21 +48,45 @@ def counter_bytes(seed: bytes):
 # ---------------------------------------------------------------- primitives
 
 
-def test_hkdf_matches_cryptography_reference():
-    cases = [(b"k" * 32, b"info", 32), (b"\x00" * 32, b"", 64), (b"abc", b"x" * 70, 80)]
-    for ikm, info, n in cases:
-        ref = HKDF(algorithm=hashes.SHA256(), length=n, salt=None, info=info).derive(ikm)
-        assert hkdf_sha256(ikm, info, n) == ref
+# RFC 5869, Appendix A: the three SHA-256 test cases (basic; long inputs; empty salt and info)
+RFC5869_SHA256 = [
+    (
+        "0b" * 22,
+        "000102030405060708090a0b0c",
+        "f0f1f2f3f4f5f6f7f8f9",
+        42,
+        "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865",
+    ),
+    (
+        bytes(range(0x00, 0x50)).hex(),
+        bytes(range(0x60, 0xB0)).hex(),
+        bytes(range(0xB0, 0x100)).hex(),
+        82,
+        "b11e398dc80327a1c8e7f78c596a49344f012eda2d4efad8a050cc4c19afa97c"
+        "59045a99cac7827271cb41c65e590e09da3275600c2f09b8367793a9aca3db71"
+        "cc30c58179ec3e87c14c01d5c1f3434f1d87",
+    ),
+    (
+        "0b" * 22,
+        "",
+        "",
+        42,
+        "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8",
+    ),
+]
 
 
-def test_rfc5869_test_case_1():
-    ikm = bytes.fromhex("0b" * 22)
-    salt = bytes.fromhex("000102030405060708090a0b0c")
-    info = bytes.fromhex("f0f1f2f3f4f5f6f7f8f9")
-    okm = hkdf_sha256(ikm, info, 42, salt=salt)
-    assert okm.hex() == (
-        "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865"
-    )
+@pytest.mark.parametrize("ikm,salt,info,length,okm", RFC5869_SHA256, ids=["A.1", "A.2", "A.3"])
+def test_hkdf_matches_rfc5869_test_vectors(ikm, salt, info, length, okm):
+    out = hkdf_sha256(bytes.fromhex(ikm), bytes.fromhex(info), length, salt=bytes.fromhex(salt))
+    assert out.hex() == okm
+
+
+def test_hkdf_default_salt_is_hashlen_zero_bytes():
+    # RFC 5869 §2.2: "if not provided, it is set to a string of HashLen zeros"
+    ikm, info = b"k" * 32, b"pgfl"
+    assert hkdf_sha256(ikm, info) == hkdf_sha256(ikm, info, salt=bytes(32))
+    assert hkdf_sha256(ikm, info) != hkdf_sha256(ikm, info, salt=b"\x01")
 
 
 def test_x25519_agreement_is_symmetric_so_one_evaluation_per_pair_suffices():
@@ -299,8 +321,15 @@ def test_drop_stages_semantics():
     assert np.abs(res.mean - x[res.included].mean(0)).max() <= cfg.quantization_bound + 1e-15
     assert not res.masked_inputs[[1, 2]].any()
     assert set(res.timings) >= {
-        "keygen", "key_agreement", "shamir_share", "share_transport", "mask_expansion",
-        "masking", "unmask_reconstruct", "unmask_masks", "total",
+        "keygen",
+        "key_agreement",
+        "shamir_share",
+        "share_transport",
+        "mask_expansion",
+        "masking",
+        "unmask_reconstruct",
+        "unmask_masks",
+        "total",
     }
 
 
@@ -331,8 +360,13 @@ def test_quantized_mean_batches_and_raise_mode():
 
 def test_mean_is_over_survivors_not_all_clients():
     x = np.array([[1.0], [2.0], [3.0], [100.0]])
-    got = secure_mean(x, config=SecAggConfig(threshold=2), unit=0, round=0,
-                      dropped=np.array([False, False, False, True]))
+    got = secure_mean(
+        x,
+        config=SecAggConfig(threshold=2),
+        unit=0,
+        round=0,
+        dropped=np.array([False, False, False, True]),
+    )
     assert got.tolist() == [2.0]
 
 

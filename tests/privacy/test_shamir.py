@@ -1,9 +1,10 @@
-"""Shamir t-of-n sharing: closed form, every-subset recovery, t−1 secrecy, bad input."""
+"""Shamir t-of-n sharing: closed form, every-subset recovery, joint t−1 secrecy, bad input."""
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+import os
 
 import numpy as np
 import pytest
@@ -125,17 +126,90 @@ def test_property_any_t_subset_recovers_t_minus_1_does_not(secret, n, data):
         assert not np.array_equal(chunks, bytes_to_field(secret))
 
 
-def test_t_minus_1_shares_are_uniform_whatever_the_secret():
-    # Perfect secrecy: t−1 = 2 shares of secret 0 and of secret p−1 are both uniform on
-    # GF(p)^2; a chi-square on 16 bins of each coordinate fails to tell them apart.
-    x = np.array([4, 9])
-    bins = 16
-    for value in (0, P - 1):
-        sec = np.full((4000, 1), value)
-        sh = share_field(sec, np.array([4, 9, 11]), t=3)[:, :2, 0]
-        for j in range(2):
-            counts = np.bincount(sh[:, j] * bins // P, minlength=bins)
-            assert stats.chisquare(counts).pvalue > 1e-4, (value, x[j])
+def rank_mod_p(rows: np.ndarray) -> int:
+    """Rank over GF(p) of an integer matrix, by Gaussian elimination in Python integers."""
+    m = [[int(v) % P for v in row] for row in rows]
+    rank = 0
+    for col in range(len(m[0]) if m else 0):
+        pivot = next((r for r in range(rank, len(m)) if m[r][col]), None)
+        if pivot is None:
+            continue
+        m[rank], m[pivot] = m[pivot], m[rank]
+        inv = pow(m[rank][col], -1, P)
+        m[rank] = [v * inv % P for v in m[rank]]
+        for r in range(len(m)):
+            if r != rank and m[r][col]:
+                f = m[r][col]
+                m[r] = [(v - f * w) % P for v, w in zip(m[r], m[rank], strict=True)]
+        rank += 1
+    return rank
+
+
+def test_rank_mod_p_closed_form():
+    assert rank_mod_p(np.array([[1, 2], [2, 4]])) == 1
+    assert rank_mod_p(np.array([[1, 2], [2, 5]])) == 2
+    assert rank_mod_p(np.array([[1, 0], [0, P]])) == 1  # P ≡ 0
+    assert rank_mod_p(np.array([[2, 1], [1, (P + 1) // 2]])) == 1  # row 2 = row 1 / 2 mod p
+
+
+# (evaluation points, threshold t, bins per share coordinate): the t − 1 shares of the
+# first t − 1 holders; bins^(t−1) cells of about 20000 / bins^(t−1) ≥ 150 sharings each.
+JOINT_CASES = [([1, 2, 3], 3, 8), ([4, 9, 11], 3, 8), ([1, 2, 3, 4], 4, 5), ([5, 6, 7, 8, 9], 5, 4)]
+SHARINGS = 20000
+
+
+def secrecy_violations(x: list[int], t: int, bins: int, seed: bytes) -> list[str]:
+    """Ways in which t − 1 shares of a sharing at points ``x`` betray the secret.
+
+    Perfect secrecy: for every secret s the t − 1 shares are *jointly* uniform on
+    GF(p)^(t−1) (Shamir 1979), so (i) their joint histogram on a bins^(t−1) grid is
+    uniform (chi-square), (ii) it does not depend on s (chi-square contingency of two
+    secrets), and (iii) the share vectors minus s span GF(p)^(t−1) (rank over GF(p) of a
+    few sharings): a scheme whose shares fill only a proper affine subspace fails (iii)
+    even when coarse bins cannot see the subspace. Per-coordinate tests see none of this.
+    """
+    found = []
+    hists = []
+    for k, secret in enumerate((0, P // 2, P - 1)):
+        sec = np.full((SHARINGS, 1), secret)
+        src = counter_bytes(seed + bytes([k]))
+        sh = share_field(sec, np.array(x), t, randbytes=src)[:, : t - 1, 0]
+        cells = np.ravel_multi_index(tuple((sh * bins // P).T), (bins,) * (t - 1))
+        hists.append(np.bincount(cells, minlength=bins ** (t - 1)))
+        pval = stats.chisquare(hists[-1]).pvalue
+        if pval < 1e-6:
+            found.append(f"secret {secret}: joint histogram not uniform (p = {pval:.1e})")
+        rank = rank_mod_p(sh[: 4 * t] - secret)
+        if rank < t - 1:
+            found.append(f"secret {secret}: shares span a {rank}-dimensional subspace")
+    table = np.stack(hists)
+    pval = stats.chi2_contingency(table[:, table.sum(axis=0) > 0]).pvalue
+    if pval < 1e-6:
+        found.append(f"joint histogram depends on the secret (p = {pval:.1e})")
+    return found
+
+
+@pytest.mark.parametrize("x,t,bins", JOINT_CASES)
+def test_t_minus_1_shares_are_jointly_uniform_whatever_the_secret(x, t, bins):
+    assert secrecy_violations(x, t, bins, seed=b"joint") == []
+
+
+@pytest.mark.parametrize("x,t,bins", JOINT_CASES)
+def test_joint_check_rejects_a_scheme_whose_second_coefficient_equals_the_first(
+    monkeypatch, x, t, bins
+):
+    # f(z) = s + a z + a z^2 + c_3 z^3 + ...: every share is still uniform on its own, but
+    # t − 1 shares lie on a (t − 2)-dimensional affine subspace that moves with s.
+    honest = shamir.uniform_field
+
+    def broken(shape, randbytes=os.urandom):
+        coeffs = honest(shape, randbytes)
+        if len(shape) == 3 and shape[1] >= 2:  # [S, t − 1, C] polynomial coefficients
+            coeffs[:, 1] = coeffs[:, 0]
+        return coeffs
+
+    monkeypatch.setattr(shamir, "uniform_field", broken)
+    assert secrecy_violations(x, t, bins, seed=b"joint") != []
 
 
 def test_uniform_field_is_in_range_and_uniform():

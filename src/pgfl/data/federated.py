@@ -1,7 +1,7 @@
 """The federated dataset container: padded per-client arrays plus true counts.
 
-A federated dataset over ``P`` units of ``K`` clients each is stored padded
-(DESIGN.md, "Data layout"): client ``(p, k)`` owns rows ``X[p, k, :counts[p, k]]``;
+A federated dataset over ``P`` units of ``K`` clients each is stored padded (see
+ARCHITECTURE.md): client ``(p, k)`` owns rows ``X[p, k, :counts[p, k]]``;
 rows past its count are zero padding and never read by the engine.
 """
 

@@ -1,6 +1,7 @@
 """Non-iid partitioning of a labelled table over ``P × K`` clients → :class:`FederatedData`.
 
-The papers' classification experiment (preprint §V-B, journal §5.3) splits 5,101
+The classification experiment of Rizk, Vlaski & Sayed, "Privatized Graph Federated
+Learning", arXiv:2203.07105 (§V-B of v1, the *preprint*; §5.3 of v2) splits 5,101
 samples *unequally* over ``P K = 50`` agents (``P = 5`` units of ``K = 10``), "adds
 non-iid noise to the data at each agent to change their distributions", and tests on
 256 clean samples. Three independent knobs reproduce that:

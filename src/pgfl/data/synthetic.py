@@ -1,9 +1,12 @@
 """Synthetic federated data sets of the papers, and per-client training schedules.
 
-* :func:`regression_data`: preprint §V-A / journal §5.1, ``d = u^T w* + v`` (eq. 53) with a
-  random covariance ``R_{u,pk}`` and noise variance ``sigma^2_{v,pk}`` per client (non-iid).
-* :func:`logistic_data`: conference paper §V, ``gamma = ±1`` and
-  ``h | gamma ~ N(gamma 1, sigma^2_{h,pk} I)`` with a variance per client.
+* :func:`regression_data`: Rizk, Vlaski & Sayed, "Privatized Graph Federated Learning",
+  arXiv:2203.07105, §V-A of v1 (the *preprint*) / §5.1 of v2 (the *journal* version),
+  ``d = u^T w* + v`` (eq. 53) with a random covariance ``R_{u,pk}`` and noise variance
+  ``sigma^2_{v,pk}`` per client (non-iid).
+* :func:`logistic_data`: Rizk & Sayed, "A Graph Federated Architecture with Privacy
+  Preserving Learning", SPAWC 2021, arXiv:2104.13215 (the *conference paper*), §V,
+  ``gamma = ±1`` and ``h | gamma ~ N(gamma 1, sigma^2_{h,pk} I)`` with a variance per client.
 * :func:`client_schedule`: local epochs ``E_pk`` and mini-batch sizes ``B_pk``, drawn
   uniformly from integer ranges (experiments: ``E in [1, 10]``, ``B in [5, 10]``).
 

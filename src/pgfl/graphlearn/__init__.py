@@ -1,4 +1,7 @@
-"""Federated graph-topology learning under differential privacy (Zhang & Wang; SPEC §3).
+"""Federated graph-topology learning under DP (Zhang & Wang, arXiv:2301.06662).
+
+*Graph Topology Learning Under Privacy Constraints*; equation numbers in this package are
+that paper's.
 
 Public API (see ``docs/graphlearn.md``):
 

@@ -1,4 +1,4 @@
-"""Privacy mechanisms and their accounting: secure aggregation, Shamir sharing, ε over iterations."""
+"""Privacy mechanisms and their accounting: secure aggregation, Shamir sharing, ε per iteration."""
 
 from pgfl.privacy.secagg import SecAggAbort, SecAggConfig, SecureAggregation, quantized_mean
 

@@ -255,8 +255,7 @@ def reconstruct_field(x: np.ndarray, shares: np.ndarray) -> np.ndarray:
     shares = np.asarray(shares, dtype=np.int64)
     if x.ndim != 2 or shares.ndim != 3 or shares.shape[:2] != x.shape:
         raise ConfigError(
-            f"shares must have shape [R, r, C] matching x [R, r]; got {shares.shape} and "
-            f"{x.shape}"
+            f"shares must have shape [R, r, C] matching x [R, r]; got {shares.shape} and {x.shape}"
         )
     lam = lagrange_at_zero(x)
     # products < 2^42, r < 2^21 terms: exact in int64
@@ -271,9 +270,7 @@ class Share:
     y: np.ndarray
 
 
-def share_bytes(
-    secret: bytes, *, n: int, t: int, randbytes: RandBytes = os.urandom
-) -> list[Share]:
+def share_bytes(secret: bytes, *, n: int, t: int, randbytes: RandBytes = os.urandom) -> list[Share]:
     """Split ``secret`` into ``n`` shares at points 1..n, any ``t`` of which recover it."""
     n = check_int("n (number of shares)", n, lo=1, hi=FIELD_PRIME - 1)
     t = check_int("t (threshold)", t, lo=1, hi=n, hi_name="n")
@@ -289,9 +286,7 @@ def reconstruct_bytes(shares: Sequence[Share], *, nbytes: int, t: int) -> bytes:
     """
     t = check_int("t (threshold)", t, lo=1)
     if len(shares) < t:
-        raise ConfigError(
-            f"need at least t={t} shares to reconstruct; got {len(shares)}"
-        )
+        raise ConfigError(f"need at least t={t} shares to reconstruct; got {len(shares)}")
     x = np.array([[s.x for s in shares]], dtype=np.int64)
     y = np.stack([np.asarray(s.y, dtype=np.int64) for s in shares])[None]
     return field_to_bytes(reconstruct_field(x, y), nbytes)[0]
