@@ -35,7 +35,10 @@ def base(**over):
             base(privacy={"server_variance": -0.1}),
             r"privacy.server_variance must be a real number in \[0, inf\); got -0.1",
         ),
-        (base(data={"K": 10, "N": [5]}), r"data.N must be a number or a \[low, high\] pair"),
+        (
+            base(data={"K": 10, "N": [5]}),
+            r"data.N must be an integer in \[1, inf\] or a \[low, high\] pair of them; got \[5\]",
+        ),
         (
             base(data={"K": 10, "N": [9, 5]}),
             r"data.N\[1\] must be an integer in \[data.N\[0\]=9, inf\]; got 5",
