@@ -6,16 +6,19 @@ arrays a batched simulation holds at its peak (named by their shapes, the symbol
 ``ARCHITECTURE.md``):
 
 * the data ``X[P, K, N, M+1]`` (features, targets, their side-by-side copy and the
-  generator's temporaries, ×3) and, for regression, the per-client covariance factors
-  ``[P, K, M, M]`` (×4); the combination matrix ``[P, P]``;
+  generator's temporaries, ×4) and, for regression, the per-client covariance factors
+  ``[P, K, M, M]`` (×5: QR factors and workspace); the combination matrix ``[P, P]``;
 * the per-iteration metrics ``[T, C, R]`` (centroid MSD, individual MSD, disagreement;
   with a test set also test error and log-loss ``[T, C, R]`` and the servers' test errors
   ``[T, C, R, P]``);
 * the server models ``W[C, R, P, M]`` and the chunk of kept models ``[64, C, R, P, M]``
-  whose metrics are computed together;
+  whose metrics are computed together (with their temporaries, ×4);
 * a round's working set over the ``n = R·P·L`` sampled clients: mini-batch positions and
   sample indices ``[E, n, B]``, the gathered rows ``[E, n, B, M+1]``, the clients' models
-  and gradients ``[n, M, C]``, margins ``[n, B, C]`` (``B = N`` for full batches);
+  and gradients ``[n, M, C]``, margins and clipping scales ``[n, B, C]`` (``B = N`` for
+  full batches);
+* with a test set, the test margins of every kept server model
+  ``[64, C, R, P, N_test]``;
 
 :func:`experiment_memory` takes the largest batch of curves of a configuration and adds
 what the run keeps for every curve (saved metrics and the rows of ``curves.csv``) and the
@@ -210,20 +213,27 @@ def simulation_memory(
         + (1 if full else E) * n * b * (M + 1)  # gathered rows
         + 2 * n * b  # sample weights and indices
         + 5 * n * M * C  # start, local and unsorted models, gradients
-        + 3 * n * b * C  # margins and residual weights
+        + 8 * n * b * C  # margins, residual weights, clipping norms and scales
         + 2 * n * M  # client noise
     )
-    return {
+    kept = min(KEPT_ITERATIONS, T)
+    terms = {
         "data [P, K, N, M+1]": FLOAT
-        * (3 * P * K * N * (M + 1) + (4 * P * K * M * M if covariances else 0)
+        * (4 * P * K * N * (M + 1) + (5 * P * K * M * M if covariances else 0)
            + 2 * test_size * (M + 1)),
         "combination matrix [P, P]": FLOAT * 3 * P * P,
         "metrics [T, C, R]": FLOAT * T * C * R * metrics,
         "models [C, R, P, M]": FLOAT * 6 * C * R * P * M,
-        f"kept models [{KEPT_ITERATIONS}, C, R, P, M]": FLOAT
-        * 3 * min(KEPT_ITERATIONS, T) * C * R * P * M,
+        f"kept models [{KEPT_ITERATIONS}, C, R, P, M]": FLOAT * 4 * kept * C * R * P * M,
         "round [R, P, L, E, B, M]": FLOAT * round_floats,
     }  # fmt: skip
+    if test_size:
+        # every kept server model is scored on the test set at once: margins and
+        # predictions [64, C, R, P, N_test]
+        terms[f"test margins [{KEPT_ITERATIONS}, C, R, P, N_test]"] = (
+            FLOAT * 3 * kept * C * R * (P + 1) * test_size
+        )
+    return terms
 
 
 def accounting_memory(iterations: int, accountants: Iterable[str]) -> int:

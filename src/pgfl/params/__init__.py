@@ -35,7 +35,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pgfl.topology import TOPOLOGIES, WEIGHT_RULES
 from pgfl.validation import ConfigError, check_choice, check_int, check_real, check_string
 
 __all__ = [
@@ -50,6 +49,8 @@ __all__ = [
     "SERVER_NOISE",
     "SHARE",
     "TEST_METRICS",
+    "TOPOLOGIES",
+    "WEIGHT_RULES",
     "Param",
     "Ref",
     "When",
@@ -58,6 +59,8 @@ __all__ = [
     "section_params",
 ]
 
+TOPOLOGIES = ("ring", "grid", "torus", "complete", "star", "erdos_renyi", "random_geometric")
+WEIGHT_RULES = ("metropolis", "max_degree")
 SERVER_NOISE = ("none", "random", "graph_homomorphic", "random_per_link")
 CLIENT_NOISE = ("none", "laplace", "gaussian", "secure_aggregation")
 DP_NOISE = ("laplace", "gaussian")
@@ -280,8 +283,10 @@ def _check_pair(p: Param, value: Any, c: Mapping[str, Any]) -> Any:
         low = number(f"{p.name}[0]", value[0], **b)
         high = number(f"{p.name}[1]", value[1], **{**b, "lo": low, "lo_name": f"{p.name}[0]"})
         return (low, high)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return number(p.name, value, **b)
     also = " or a [low, high] pair of them" + "".join(f" or {w!r}" for w in p.choices)
-    return number(p.name, value, **b, also=also)  # a list of the wrong length fails here too
+    return number(p.name, value, **b, also=also)  # a list of the wrong length fails here
 
 
 def _check_edges(p: Param, value: Any, c: Mapping[str, Any]) -> tuple[tuple[int, int], ...]:
@@ -621,9 +626,3 @@ def markdown() -> str:
     lines += ["## Rules across settings", ""]
     lines += [f"- {rule}" for rule in CROSS_RULES]
     return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":  # pragma: no cover
-    import sys
-
-    sys.stdout.write(markdown())
