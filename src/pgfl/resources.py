@@ -37,10 +37,13 @@ on how many clients are still training, so any single rate would mislead.
 >>> terms = simulation_memory(P=10, K=100, N=100, M=2, L=11, E=10, B=10, C=3, R=4, T=10**10)
 >>> format_bytes(terms["metrics [T, C, R]"])
 '2.62 TiB'
->>> check_fits("iterations=10000000000", terms, available=2**30)
-Traceback (most recent call last):
-...
-pgfl.validation.ConfigError: iterations=10000000000 needs about 2.62 TiB of memory (metrics [T, C, R]); this machine has 1 GiB available
+>>> try:
+...     check_fits("iterations=10000000000", terms, available=2**30)
+... except ConfigError as exc:
+...     for part in str(exc).split("; "):
+...         print(part)
+iterations=10000000000 needs about 2.62 TiB of memory (metrics [T, C, R])
+this machine has 1 GiB available
 """
 
 from __future__ import annotations
@@ -127,7 +130,10 @@ def available_memory() -> int | None:
             pass
     for limit_file, usage_file in (
         ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+        (
+            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+        ),
     ):
         limit, usage = _read_int(limit_file), _read_int(usage_file)
         if limit is not None and usage is not None and limit < 2**60:
@@ -145,9 +151,7 @@ def available_memory() -> int | None:
     return min(limits) if limits else None
 
 
-def check_fits(
-    what: str, nbytes: int | Mapping[str, int], *, available: int | None = None
-) -> int:
+def check_fits(what: str, nbytes: int | Mapping[str, int], *, available: int | None = None) -> int:
     """Raise :class:`ConfigError` if ``nbytes`` exceed the available memory; return them.
 
     Args:
@@ -188,11 +192,21 @@ def simulation_memory(
 ) -> dict[str, int]:
     """Peak bytes of one batched simulation, by the arrays it holds (see the module doc).
 
+    >>> t = simulation_memory(P=2, K=3, N=4, M=5, L=1, E=1, B=1, C=1, R=1, T=7)
+    >>> t["metrics [T, C, R]"] == 8 * 7 * 3  # three float64 metrics per iteration
+    True
+
     Args:
-        P, K: units and clients per unit. N: largest client data set N_max. M: model
-            dimension. L: clients sampled per unit. E: largest number of local epochs.
+        P: units.
+        K: clients per unit.
+        N: largest client data set N_max.
+        M: model dimension.
+        L: clients sampled per unit and iteration.
+        E: largest number of local epochs.
         B: largest mini-batch, ``None`` for full batches (every sample, ``B = N``).
-        C: curves batched together. R: repetitions. T: iterations.
+        C: curves batched together.
+        R: repetitions.
+        T: iterations.
         test_size: held-out samples (adds the test metrics).
         covariances: the data generator draws a covariance factor ``[M, M]`` per client
             (synthetic regression).
@@ -200,9 +214,6 @@ def simulation_memory(
     Returns:
         Bytes per named term; their sum is the estimate.
 
-    >>> t = simulation_memory(P=2, K=3, N=4, M=5, L=1, E=1, B=1, C=1, R=1, T=7)
-    >>> t["metrics [T, C, R]"] == 8 * 7 * 3
-    True
     """
     full = B is None
     b = N if full else B

@@ -89,10 +89,10 @@ def check_int(
 
     ``also`` names other accepted forms in the message, as in :func:`check_real`.
 
-    >>> check_int("privacy.secagg_neighbours", 5, lo=2, even=True)
+    >>> check_int("k", 5, lo=2, even=True)
     Traceback (most recent call last):
     ...
-    pgfl.validation.ConfigError: privacy.secagg_neighbours must be an even integer in [2, inf]; got 5
+    pgfl.validation.ConfigError: k must be an even integer in [2, inf]; got 5
     """
     lo_s = "-inf" if lo is None else _bound(lo, lo_name)
     interval = f"[{lo_s}, {_bound(hi, hi_name)}]{also}"
@@ -109,10 +109,10 @@ def check_int(
 def check_string(name: str, value: Any, *, nonempty: bool = False, forbid: str = "") -> str:
     """Return ``value`` if it is a string (non-empty, without the ``forbid`` characters).
 
-    >>> check_string("name", "runs/x", nonempty=True, forbid="/\\\\")
+    >>> check_string("name", "runs/x", nonempty=True, forbid="/")
     Traceback (most recent call last):
     ...
-    pgfl.validation.ConfigError: name must be a non-empty string without '/', '\\\\'; got 'runs/x'
+    pgfl.validation.ConfigError: name must be a non-empty string without '/'; got 'runs/x'
     """
     bad = not isinstance(value, str) or (nonempty and not value)
     if bad or any(c in value for c in forbid):

@@ -286,6 +286,11 @@ class CurveConfig:
 def _curve_rules(curve: CurveConfig, ctx: Mapping[str, Any]) -> None:
     """Rules between the settings of one curve, each with a one-line message."""
     priv, who = curve.privacy, f"curve {curve.label!r}"
+    if curve.data.kind != "regression" and curve.training.rho == 0:
+        raise ConfigError(
+            f"training.rho must be a real number in (0, inf) for data.kind = "
+            f"{curve.data.kind!r} (the logistic risk needs rho > 0 for a unique optimum); got 0"
+        )
     if priv.target_epsilon is not None:
         if priv.scheme is None:
             raise ConfigError(
@@ -502,8 +507,10 @@ def _thaw(value: Any) -> Any:
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:
-    """The table of a TOML file; a missing, unreadable, non-UTF-8 or invalid file raises
-    :class:`ConfigError` naming the file."""
+    """The table of a TOML file; a bad file raises :class:`ConfigError` naming it.
+
+    Bad: missing, a folder, unreadable, not UTF-8, or not valid TOML.
+    """
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file not found: {path}")

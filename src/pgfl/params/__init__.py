@@ -22,10 +22,8 @@ those other settings as keyword arguments, by short name (``K=100``) or dotted n
 Traceback (most recent call last):
 ...
 pgfl.validation.ConfigError: training.L must be an integer in [1, data.K=100]; got 120
->>> check("privacy.secagg_frac_bits", 31, secagg_modulus_bits=32)
-Traceback (most recent call last):
-...
-pgfl.validation.ConfigError: privacy.secagg_frac_bits must be an integer in [0, privacy.secagg_modulus_bits-2=30]; got 31
+>>> check("privacy.secagg_frac_bits", 30, secagg_modulus_bits=32)
+30
 """
 
 from __future__ import annotations
@@ -127,7 +125,7 @@ DP_LINK = When(
 
 
 def neighbourhood_size(c: Mapping[str, Any]) -> int:
-    """h = |N[u]| of secure aggregation: L (complete graph), or neighbours + 1 (SecAgg+)."""
+    """Neighbourhood size h = |N[u]| of secure aggregation: L, or neighbours + 1 (SecAgg+)."""
     L, k = c["training.L"], c.get("privacy.secagg_neighbours")
     return k + 1 if k is not None and k < L - 1 else L
 
@@ -219,7 +217,12 @@ class Param:
         if self.hi_ref is not None:
             hi = self.hi_ref.label
         left = "(" if (self.lo_open or self.lo is None and self.lo_ref is None) else "["
-        closed_hi = self.kind in ("int", "int_pair") or self.inf_ok or self.hi is not None and not self.hi_open
+        closed_hi = (
+            self.kind in ("int", "int_pair")
+            or self.inf_ok
+            or self.hi is not None
+            and not self.hi_open
+        )
         right = "]" if closed_hi else ")"
         return f"{left}{lo}, {hi}{right}"
 
@@ -231,7 +234,9 @@ class Param:
             return ", ".join(f'`"{c}"`' for c in self.choices)
         if self.kind == "string":
             text = "non-empty" if self.nonempty else "any"
-            return text + (f", without {' '.join(repr(c) for c in self.forbid)}" if self.forbid else "")
+            return text + (
+                f", without {' '.join(repr(c) for c in self.forbid)}" if self.forbid else ""
+            )
         if self.kind == "edges":
             return "pairs of integers in [0, topology.P-1]; connected"
         if self.kind == "matrix":
@@ -254,7 +259,9 @@ def _check_int(p: Param, value: Any, c: Mapping[str, Any]) -> int:
 
 
 def _check_real(p: Param, value: Any, c: Mapping[str, Any]) -> float:
-    return check_real(p.name, value, lo_open=p.lo_open, hi_open=p.hi_open, inf_ok=p.inf_ok, **p.bounds(c))
+    return check_real(
+        p.name, value, lo_open=p.lo_open, hi_open=p.hi_open, inf_ok=p.inf_ok, **p.bounds(c)
+    )
 
 
 def _check_choice(p: Param, value: Any, c: Mapping[str, Any]) -> str:
@@ -291,22 +298,28 @@ def _check_pair(p: Param, value: Any, c: Mapping[str, Any]) -> Any:
 
 def _check_edges(p: Param, value: Any, c: Mapping[str, Any]) -> tuple[tuple[int, int], ...]:
     """A list of ``[p, m]`` server pairs that connects all ``topology.P`` servers."""
-    import networkx as nx
-
     if not isinstance(value, (list, tuple)):
         raise ConfigError(f"{p.name} must be a list of [p, m] pairs; got {value!r}")
     P = c.get("topology.P")
-    top = None if P is None else P - 1
+    hi = {"hi": None if P is None else P - 1, "hi_name": "topology.P-1"}
     edges = []
     for i, e in enumerate(value):
         if not isinstance(e, (list, tuple)) or len(e) != 2:
             raise ConfigError(f"{p.name}[{i}] must be a [p, m] pair; got {e!r}")
-        hi = {"hi": top, "hi_name": "topology.P-1"}
         edges.append(tuple(check_int(f"{p.name}[{i}]", v, lo=0, **hi) for v in e))
     if P is not None:
-        graph = nx.empty_graph(P)
-        graph.add_edges_from(e for e in edges if e[0] != e[1])
-        parts = nx.number_connected_components(graph)
+        # union-find over the servers the edges name (memory bounded by the list, not by P)
+        root: dict[int, int] = {}
+
+        def find(x: int) -> int:
+            while root.setdefault(x, x) != x:
+                root[x] = root[root[x]]
+                x = root[x]
+            return x
+
+        for a, b in edges:
+            root[find(a)] = find(b)
+        parts = len({find(x) for x in list(root)}) + P - len(root)
         if parts > 1:
             raise ConfigError(
                 f"{p.name} must connect all topology.P={P} servers; got {parts} components"
@@ -361,17 +374,20 @@ _CHECKERS: dict[str, Callable[[Param, Any, Mapping[str, Any]], Any]] = {
 # --------------------------------------------------------------------------- table
 _TABLE = (
     # top level
-    Param("name", "string", "experiment", "Experiment name; the default output folder is `runs/NAME`.",
-          nonempty=True, forbid="/\\"),
+    Param("name", "string", "experiment", "Experiment name; the default output folder is "
+          "`runs/NAME`.", nonempty=True, forbid="/\\"),
     Param("title", "string", "", "Figure title."),
-    Param("seed", "int", 0, "Root seed: every random draw comes from a stream named under it.", lo=0),
+    Param("seed", "int", 0, "Root seed: every random draw comes from a stream named under "
+          "it.", lo=0),
     Param("iterations", "int", 1000, "Iterations T of every curve.", lo=1),
     Param("repetitions", "int", 1, "Independent Monte-Carlo repetitions R (averaged).", lo=1),
     Param("plot", "choices", ("centroid_msd_db",), "Metrics drawn in `figure.png`, one panel each "
           "(test metrics need a test set; disagreement needs P > 1).", choices=METRICS),
     # [quick]: the --quick variant
-    Param("quick.iterations", "int", None, "Iterations with `--quick` (unset: `iterations`).", lo=1),
-    Param("quick.repetitions", "int", None, "Repetitions with `--quick` (unset: `repetitions`).", lo=1),
+    Param("quick.iterations", "int", None, "Iterations with `--quick` (unset: `iterations`).",
+          lo=1),
+    Param("quick.repetitions", "int", None, "Repetitions with `--quick` (unset: "
+          "`repetitions`).", lo=1),
     # [topology]
     Param("topology.kind", "choice", "erdos_renyi", "Graph of servers: a named family, an edge "
           "list or a combination matrix.", choices=(*TOPOLOGIES, "edges", "matrix")),
@@ -382,7 +398,8 @@ _TABLE = (
     Param("topology.probability", "real", 0.4, "Edge probability (resampled until connected).",
           lo=0, hi=1, lo_open=True, applies=_kind_is("topology", "erdos_renyi")),
     Param("topology.radius", "real", 0.5, "Connection radius in the unit square (resampled "
-          "until connected).", lo=0, lo_open=True, applies=_kind_is("topology", "random_geometric")),
+          "until connected).", lo=0, lo_open=True,
+          applies=_kind_is("topology", "random_geometric")),
     Param("topology.rows", "int", None, "Rows of the grid; must divide P (unset: the largest "
           "divisor of P not above √P).", lo=1, hi_ref=ref("topology.P"),
           applies=_kind_is("topology", "grid", "torus")),
@@ -527,10 +544,8 @@ def check(name: str, value: Any, **context: Any) -> Any:
     (``**{"data.K": 100}``). Raises :class:`~pgfl.validation.ConfigError` with the
     setting, its allowed range and the value; ``KeyError`` for an unknown name.
 
-    >>> check("privacy.secagg_threshold", 6, L=20, secagg_neighbours=4)
-    Traceback (most recent call last):
-    ...
-    pgfl.validation.ConfigError: privacy.secagg_threshold must be an integer in [1, neighbourhood size=5]; got 6
+    >>> check("privacy.secagg_threshold", 5, L=20, secagg_neighbours=4)  # h = 4 + 1
+    5
     """
     return PARAMS[name].check(value, _dotted(context))
 
@@ -542,15 +557,16 @@ CROSS_RULES = (
     "curve, when that curve does not meet the condition; in a shared table, when no curve does. "
     "A value equal to the default is always accepted.",
     "Unknown keys are rejected everywhere, including inside `[quick]` (with or without `--quick`).",
+    '`training.rho > 0` for `data.kind = "logistic"` or `"classification"` (a unique optimum w°).',
     "`privacy.target_epsilon` needs a privatized link in every curve it reaches and a finite "
     "`training.clip_norm`.",
-    "A noisy link needs noise: `privacy.server_noise` other than `\"none\"` needs "
+    'A noisy link needs noise: `privacy.server_noise` other than `"none"` needs '
     "`privacy.server_variance > 0` (or `privacy.target_epsilon`), and likewise "
-    "`privacy.client_noise = \"laplace\"/\"gaussian\"` needs `privacy.client_variance > 0`.",
-    "`privacy.server_noise = \"graph_homomorphic\"` needs P > 1 (with one server the noise "
+    '`privacy.client_noise = "laplace"/"gaussian"` needs `privacy.client_variance > 0`.',
+    '`privacy.server_noise = "graph_homomorphic"` needs P > 1 (with one server the noise '
     "cancels exactly) and `a_pp > 0` for a given `topology.matrix`.",
     "`plot` may name a test metric only if some curve has a test set (`data.kind = "
-    "\"classification\"`, or `\"logistic\"` with `data.test_size > 0`), and "
+    '"classification"`, or `"logistic"` with `data.test_size > 0`), and '
     "`disagreement_db` only if some curve has P > 1.",
     "Secure aggregation: `privacy.secagg_threshold` ≤ the neighbourhood size (L, or "
     "`secagg_neighbours + 1` for SecAgg+), and `2^(k−1) > L · rint(secagg_clip · 2^f)` "
