@@ -25,8 +25,12 @@ An experiment has shared sections and a list of curves that override them::
     label = "graph_homomorphic"
     privacy = { server_noise = "graph_homomorphic" }
 
-Unknown keys, wrong types and out-of-range values raise :class:`ConfigError` naming the
-key (``training.L must be an integer in [1, K=100]; got 120``). Noise is given by its
+Every setting's type, range, default and the condition under which it has an effect
+are in one table, :data:`pgfl.params.PARAMS` (rendered as ``docs/config.md``); the
+dataclasses below take their defaults and checks from it. Unknown keys, wrong types,
+out-of-range values, settings given where they have no effect and sizes that cannot fit
+in memory raise :class:`ConfigError` naming the key
+(``training.L must be an integer in [1, data.K=100]; got 120``). Noise is given by its
 *variance* (the papers' ``sigma_g^2``); the engine works with standard deviations.
 """
 
@@ -41,20 +45,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from pgfl.engine import CurveSettings
-from pgfl.params import (
-    DATA_KINDS,
-    DP_NOISE,
-    METRICS,
-    PARAMS,
-    TEST_METRICS,
-    section_params,
-)
+from pgfl.params import DP_NOISE, PARAMS, TEST_METRICS, section_params
 from pgfl.privacy.secagg import SecAggConfig
 from pgfl.validation import ConfigError
 
 __all__ = [
-    "DATA_KINDS",
-    "METRICS",
     "PER_CURVE",
     "SECTIONS",
     "CurveConfig",

@@ -54,6 +54,8 @@ __all__ = [
     "When",
     "check",
     "markdown",
+    "max_code",
+    "neighbourhood_size",
     "section_params",
 ]
 
@@ -124,15 +126,31 @@ DP_LINK = When(
 )
 
 
-def neighbourhood_size(c: Mapping[str, Any]) -> int:
-    """Neighbourhood size h = |N[u]| of secure aggregation: L, or neighbours + 1 (SecAgg+)."""
-    L, k = c["training.L"], c.get("privacy.secagg_neighbours")
-    return k + 1 if k is not None and k < L - 1 else L
+def neighbourhood_size(L: int, neighbours: int | None) -> int:
+    """Size h = |N[u]| of a closed neighbourhood in secure aggregation among L clients.
+
+    L for the complete graph (original SecAgg; ``neighbours`` unset or ≥ L − 1), else
+    ``neighbours + 1`` (the SecAgg+ graph of Bell et al., CCS 2020).
+
+    >>> neighbourhood_size(20, 4), neighbourhood_size(5, 4), neighbourhood_size(5, None)
+    (5, 5, 5)
+    """
+    return neighbours + 1 if neighbours is not None and neighbours < L - 1 else L
+
+
+def max_code(clip: float, frac_bits: int) -> int:
+    """Largest fixed-point code ``rint(clip · 2^f)`` (round half to even, as numpy's rint).
+
+    >>> max_code(4.0, 8), max_code(0.25, 1)   # rint(0.5) = 0: no code is representable
+    (1024, 0)
+    """
+    x = clip * 2.0**frac_bits
+    return round(x) if x < 2.0**1000 else 2**1000  # beyond any modulus (and finite)
 
 
 def modulus_bits_needed(c: Mapping[str, Any]) -> int:
-    """Smallest k with ``L · rint(clip · 2^f) < 2^(k−1)`` (no overflow of the code sum)."""
-    code = int(round(c["privacy.secagg_clip"] * 2.0 ** c["privacy.secagg_frac_bits"]))
+    """Smallest k with ``L · rint(clip · 2^f) < 2^(k−1)`` (the sum of L codes cannot wrap)."""
+    code = max_code(c["privacy.secagg_clip"], c["privacy.secagg_frac_bits"])
     return (c["training.L"] * code).bit_length() + 1
 
 
@@ -505,7 +523,9 @@ _TABLE = (
     Param("privacy.secagg_threshold", "int", None, "t: shares needed to rebuild a secret, "
           "within a neighbourhood of L clients, or secagg_neighbours+1 (unset: a majority).",
           lo=1, batched=True, applies=SECURE_AGGREGATION,
-          hi_ref=Ref("neighbourhood size", ("training.L",), neighbourhood_size)),
+          hi_ref=Ref("neighbourhood size", ("training.L",),
+                     lambda c: neighbourhood_size(c["training.L"],
+                                                  c.get("privacy.secagg_neighbours")))),
     Param("privacy.secagg_neighbours", "int", None, "Degree of the SecAgg+ neighbour graph "
           "(unset, or ≥ L−1: complete graph).", lo=2, even=True, batched=True,
           applies=SECURE_AGGREGATION),

@@ -70,7 +70,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
-from pgfl.params import PARAMS, check
+from pgfl.params import PARAMS, check, max_code, neighbourhood_size
 from pgfl.privacy import shamir
 from pgfl.rng import stream
 from pgfl.validation import ConfigError, check_int
@@ -199,7 +199,7 @@ class SecAggConfig:
     @property
     def max_code(self) -> int:
         """Largest code magnitude ``rint(clip · 2^f)``."""
-        return int(np.rint(self.clip * 2.0**self.frac_bits))
+        return max_code(self.clip, self.frac_bits)
 
     @property
     def max_clients(self) -> int:
@@ -213,11 +213,11 @@ class SecAggConfig:
 
     def is_sparse(self, num_clients: int) -> bool:
         """Whether L clients use a sparse (SecAgg+) graph rather than the complete one."""
-        return self.neighbours is not None and self.neighbours < num_clients - 1
+        return self.neighbourhood_size(num_clients) < num_clients
 
     def neighbourhood_size(self, num_clients: int) -> int:
         """H = |N[u]|: L for the complete graph, k + 1 for a sparse one."""
-        return self.neighbours + 1 if self.is_sparse(num_clients) else num_clients
+        return neighbourhood_size(num_clients, self.neighbours)
 
     def threshold_for(self, num_clients: int) -> int:
         """Resolve and validate t for L clients (``1 ≤ t ≤ h``)."""
