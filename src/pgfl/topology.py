@@ -25,10 +25,18 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from pgfl.params import TOPOLOGIES, WEIGHT_RULES
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
-TOPOLOGIES = ("ring", "grid", "torus", "complete", "star", "erdos_renyi", "random_geometric")
-WEIGHT_RULES = ("metropolis", "max_degree")
+__all__ = [
+    "TOPOLOGIES",
+    "WEIGHT_RULES",
+    "build_graph",
+    "check_combination_matrix",
+    "combination_matrix",
+    "graph_from_edges",
+    "iota2",
+]
 
 _MAX_RESAMPLES = 1000
 

@@ -24,7 +24,8 @@ class ConfigError(ValueError):
 def _bound(value: float | None, name: str | None) -> str:
     if value is None:
         return "inf"
-    return f"{name}={value:g}" if name else f"{value:g}"
+    text = str(value) if isinstance(value, int) else f"{value:g}"
+    return f"{name}={text}" if name else text
 
 
 def check_real(
@@ -37,15 +38,32 @@ def check_real(
     hi_open: bool = False,
     lo_name: str | None = None,
     hi_name: str | None = None,
+    inf_ok: bool = False,
+    also: str = "",
 ) -> float:
-    """Return ``value`` as a finite float inside the interval, or raise :class:`ConfigError`."""
+    """Return ``value`` as a finite float inside the interval, or raise :class:`ConfigError`.
+
+    ``inf_ok`` also accepts ``+inf`` when there is no upper bound (the interval is then
+    shown closed, ``(0, inf]``): a setting whose infinite value means "no limit".
+    ``also`` names other accepted forms in the message (``" or a [low, high] pair"``).
+
+    >>> check_real("training.clip_norm", float("inf"), lo=0, lo_open=True, inf_ok=True)
+    inf
+    >>> check_real("training.clip_norm", -1, lo=0, lo_open=True, inf_ok=True)
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: training.clip_norm must be a real number in (0, inf]; got -1
+    """
+    inf_ok = inf_ok and hi is None
     left = "(" if (lo_open or lo is None) else "["
-    right = ")" if (hi_open or hi is None) else "]"
+    right = "]" if inf_ok else (")" if (hi_open or hi is None) else "]")
     lo_s = "-inf" if lo is None else _bound(lo, lo_name)
-    interval = f"{left}{lo_s}, {_bound(hi, hi_name)}{right}"
+    interval = f"{left}{lo_s}, {_bound(hi, hi_name)}{right}{also}"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{name} must be a real number in {interval}; got {value!r}")
     v = float(value)
+    if inf_ok and v == math.inf:
+        return v
     bad = (
         not math.isfinite(v)
         or (lo is not None and (v < lo or (lo_open and v == lo)))
@@ -64,16 +82,45 @@ def check_int(
     hi: int | None = None,
     lo_name: str | None = None,
     hi_name: str | None = None,
+    even: bool = False,
+    also: str = "",
 ) -> int:
-    """Return ``value`` as an int inside ``[lo, hi]``, or raise :class:`ConfigError`."""
+    """Return ``value`` as an int inside ``[lo, hi]`` (``even``: and even), or raise.
+
+    ``also`` names other accepted forms in the message, as in :func:`check_real`.
+
+    >>> check_int("k", 5, lo=2, even=True)
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: k must be an even integer in [2, inf]; got 5
+    """
     lo_s = "-inf" if lo is None else _bound(lo, lo_name)
-    interval = f"[{lo_s}, {_bound(hi, hi_name)}]"
+    interval = f"[{lo_s}, {_bound(hi, hi_name)}]{also}"
     ok_type = isinstance(value, int) and not isinstance(value, bool)
     if not ok_type and hasattr(value, "dtype") and getattr(value, "ndim", 1) == 0:
         ok_type = value.dtype.kind in "iu"
-    if not ok_type or (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise ConfigError(f"{name} must be an integer in {interval}; got {value!r}")
+    bad = not ok_type or (lo is not None and value < lo) or (hi is not None and value > hi)
+    if bad or (even and value % 2):
+        kind = "an even integer" if even else "an integer"
+        raise ConfigError(f"{name} must be {kind} in {interval}; got {value!r}")
     return int(value)
+
+
+def check_string(name: str, value: Any, *, nonempty: bool = False, forbid: str = "") -> str:
+    """Return ``value`` if it is a string (non-empty, without the ``forbid`` characters).
+
+    >>> check_string("name", "runs/x", nonempty=True, forbid="/")
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: name must be a non-empty string without '/'; got 'runs/x'
+    """
+    bad = not isinstance(value, str) or (nonempty and not value)
+    if bad or any(c in value for c in forbid):
+        what = "a non-empty string" if nonempty else "a string"
+        if forbid:
+            what += " without " + ", ".join(map(repr, forbid))
+        raise ConfigError(f"{name} must be {what}; got {value!r}")
+    return value
 
 
 def check_choice(name: str, value: Any, choices: Iterable[str]) -> str:

@@ -143,19 +143,25 @@ def test_capacity_and_config_errors():
     cfg = SecAggConfig(modulus_bits=16, frac_bits=8, clip=4.0)  # |q| ≤ 1024, 2^15 = 32768
     assert cfg.max_clients == 31
     cfg.check_clients(31)
-    with pytest.raises(ConfigError, match=r"modulus 2\^16 too small for 32 clients"):
+    # 32 · 1024 = 2^15 needs 16 bits plus the sign: k ≥ 17
+    capacity = r"privacy.secagg_modulus_bits must be an integer in \[1\+bit_length\(training.L"
+    with pytest.raises(ConfigError, match=capacity + r".*=17, 64\]; got 16"):
         cfg.check_clients(32)
-    with pytest.raises(ConfigError, match="too small"):
+    with pytest.raises(ConfigError, match=capacity + r".*=17, 64\]; got 16"):
         SecureAggregation(cfg, num_clients=40)
-    with pytest.raises(ConfigError, match="modulus 2\\^8 too small for clip"):
+    # one code rint(4 · 2^6) = 256 = 2^8 needs k ≥ 10
+    with pytest.raises(ConfigError, match=capacity + r".*=10, 64\]; got 8"):
         SecAggConfig(modulus_bits=8, frac_bits=6, clip=4.0)
     with pytest.raises(ConfigError, match=r"modulus_bits must be an integer in \[8, 64\]"):
         SecAggConfig(modulus_bits=65)
-    with pytest.raises(ConfigError, match="frac_bits must be an integer"):
+    msg = r"frac_bits must be an integer in \[0, privacy.secagg_modulus_bits-2=14\]; got 15"
+    with pytest.raises(ConfigError, match=msg):
         SecAggConfig(modulus_bits=16, frac_bits=15)
-    with pytest.raises(ConfigError, match="clip must be a real number in \\(0, inf\\)"):
+    with pytest.raises(ConfigError, match=r"secagg_clip must be a real number in \(2\^-\(priv"):
         SecAggConfig(clip=-1.0)
-    with pytest.raises(ConfigError, match="neighbours must be an even"):
+    with pytest.raises(ConfigError, match=r"=0.25, inf\); got 0.25"):  # rint(0.5) = 0: no code
+        SecAggConfig(frac_bits=1, clip=0.25)
+    with pytest.raises(ConfigError, match="neighbours must be an even integer in \\[2, inf\\]"):
         SecAggConfig(neighbours=5)
     with pytest.raises(ConfigError, match="threshold must be an integer in \\[1"):
         SecAggConfig(threshold=0)

@@ -14,7 +14,6 @@ Modules: :mod:`~pgfl.engine.network` (network, links, blocks of units),
 
 from pgfl.engine.network import Links, Network, UnitBlock
 from pgfl.engine.schemes import (
-    DISTRIBUTIONS,
     Aggregate,
     ClientAggregation,
     ClientNoise,
@@ -26,16 +25,12 @@ from pgfl.engine.schemes import (
     RoundContext,
     ServerNoise,
 )
-from pgfl.engine.settings import CLIENT_NOISE, SERVER_NOISE, SHARE, CurveBatch, CurveSettings
+from pgfl.engine.settings import CurveBatch, CurveSettings
 from pgfl.engine.simulate import DIVERGENCE_BOUND, Trajectory, simulate
 from pgfl.engine.step import RoundResult, gfl_round, local_phase, sample_clients
 
 __all__ = [
-    "CLIENT_NOISE",
-    "DISTRIBUTIONS",
     "DIVERGENCE_BOUND",
-    "SERVER_NOISE",
-    "SHARE",
     "Aggregate",
     "ClientAggregation",
     "ClientNoise",

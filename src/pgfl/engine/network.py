@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from pgfl.data.federated import FederatedData
+from pgfl.params import check
 from pgfl.topology import check_combination_matrix
 from pgfl.validation import ConfigError, check_int
 
@@ -137,7 +138,7 @@ class Network:
             raise ConfigError(f"combination matrix must be P x P with P={P}; got {self.A.shape}")
         object.__setattr__(self, "iota2", check_combination_matrix(self.A))
         object.__setattr__(self, "links", Links.from_matrix(self.A))
-        check_int("training.L", self.L, lo=1, hi=K, hi_name="K")
+        check("training.L", self.L, K=K)
         for name, arr, hi in (
             ("epochs", self.epochs, MAX_EPOCHS),
             ("batch", self.batch, MAX_BATCH),

@@ -42,11 +42,10 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
+from pgfl.params import check
 from pgfl.rng import KeyedDraws
 from pgfl.topology import check_combination_matrix
-from pgfl.validation import check_choice, check_real
-
-DISTRIBUTIONS = ("laplace", "gaussian")
+from pgfl.validation import check_real
 
 
 class RoundContext(NamedTuple):
@@ -145,7 +144,7 @@ class ClientNoise(ClientAggregation):
     std: float = 0.0
 
     def __post_init__(self) -> None:
-        check_choice("privacy.client_noise", self.distribution, DISTRIBUTIONS)
+        check("privacy.client_noise", self.distribution)
         check_real("privacy.client_std", self.std, lo=0)
 
     @property
@@ -228,7 +227,7 @@ class RandomNoise(ServerNoise):
 
     def __post_init__(self) -> None:
         check_real("privacy.server_std", self.std, lo=0)
-        check_choice("privacy.server_distribution", self.distribution, DISTRIBUTIONS)
+        check("privacy.server_distribution", self.distribution)
 
     @staticmethod
     def coefficients(links: Any) -> np.ndarray:

@@ -9,7 +9,6 @@ from typing import NamedTuple
 import numpy as np
 
 from pgfl.engine.schemes import (
-    DISTRIBUTIONS,
     SERVER_SCHEMES,
     ClientAggregation,
     ClientNoise,
@@ -17,11 +16,8 @@ from pgfl.engine.schemes import (
     NoServerNoise,
     ServerNoise,
 )
-from pgfl.validation import ConfigError, check_choice, check_real
-
-SERVER_NOISE = ("none", *SERVER_SCHEMES)
-CLIENT_NOISE = ("none", *DISTRIBUTIONS, "secure_aggregation")
-SHARE = ("models", "updates")
+from pgfl.params import check
+from pgfl.validation import ConfigError, check_real
 
 
 @dataclass(frozen=True)
@@ -64,13 +60,12 @@ class CurveSettings:
     server: ServerNoise = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        check_real("training.mu", self.mu, lo=0, lo_open=True)
-        check_choice("training.share", self.share, SHARE)
+        check("training.mu", self.mu)
+        check("training.share", self.share)
         check_real("privacy.client_std", self.client_std, lo=0)
         check_real("privacy.server_std", self.server_std, lo=0)
-        check_choice("privacy.server_distribution", self.server_distribution, DISTRIBUTIONS)
-        if self.clip_norm != float("inf"):
-            check_real("training.clip_norm", self.clip_norm, lo=0, lo_open=True)
+        check("privacy.server_distribution", self.server_distribution)
+        check("training.clip_norm", self.clip_norm)
         object.__setattr__(self, "client", self._client_scheme())
         object.__setattr__(self, "server", self._server_scheme())
 
@@ -82,7 +77,7 @@ class CurveSettings:
                 "privacy.client_noise = 'secure_aggregation' needs its protocol settings: pass "
                 "client_noise=pgfl.privacy.schemes.SecureAggregationScheme(...)"
             )
-        check_choice("privacy.client_noise", self.client_noise, CLIENT_NOISE)
+        check("privacy.client_noise", self.client_noise)
         if self.client_noise == "none" or self.client_std == 0:
             return Mean()
         return ClientNoise(self.client_noise, self.client_std)
@@ -90,7 +85,7 @@ class CurveSettings:
     def _server_scheme(self) -> ServerNoise:
         if isinstance(self.server_noise, ServerNoise):
             return self.server_noise
-        check_choice("privacy.server_noise", self.server_noise, SERVER_NOISE)
+        check("privacy.server_noise", self.server_noise)
         if self.server_noise == "none" or self.server_std == 0:
             return NoServerNoise()
         return SERVER_SCHEMES[self.server_noise](self.server_std, self.server_distribution)

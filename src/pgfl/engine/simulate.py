@@ -16,6 +16,7 @@ import numpy as np
 from pgfl.engine.network import Network
 from pgfl.engine.settings import CurveBatch, CurveSettings
 from pgfl.engine.step import round_step
+from pgfl.resources import check_fits, simulation_memory
 from pgfl.validation import check_int
 
 #: A server model entry above this in magnitude (or non-finite) marks a repetition as diverged.
@@ -147,9 +148,27 @@ def simulate(
     for c in batch.settings:
         c.client.validate(net)
         c.server.validate(net)
-    P = net.data.shape[0]
+    P, K, N, _ = net.data.shape
     M = net.dim
     C = len(batch)
+    test_size = 0 if net.data.X_test is None else len(net.data.X_test)
+    check_fits(
+        f"iterations={iterations}, repetitions={R} with {C} curves on P={P}, K={K}, N={N}, M={M}",
+        simulation_memory(
+            P=P,
+            K=K,
+            N=N,
+            M=M,
+            L=net.L,
+            E=int(net.epochs.max()),
+            B=None if net.batch is None else int(net.batch.max()),
+            C=C,
+            R=R,
+            T=iterations,
+            test_size=test_size,
+            covariances=False,
+        ),
+    )
     reps = np.arange(first, first + R)
     blocks = net.blocks(block_size)
     w_opt = net.problem.optimum(net.data) if w_opt is None else np.asarray(w_opt, float)

@@ -25,8 +25,12 @@ An experiment has shared sections and a list of curves that override them::
     label = "graph_homomorphic"
     privacy = { server_noise = "graph_homomorphic" }
 
-Unknown keys, wrong types and out-of-range values raise :class:`ConfigError` naming the
-key (``training.L must be an integer in [1, K=100]; got 120``). Noise is given by its
+Every setting's type, range, default and the condition under which it has an effect
+are in one table, :data:`pgfl.params.PARAMS` (rendered as ``docs/config.md``); the
+dataclasses below take their defaults and checks from it. Unknown keys, wrong types,
+out-of-range values, settings given where they have no effect and sizes that cannot fit
+in memory raise :class:`ConfigError` naming the key
+(``training.L must be an integer in [1, data.K=100]; got 120``). Noise is given by its
 *variance* (the papers' ``sigma_g^2``); the engine works with standard deviations.
 """
 
@@ -38,63 +42,80 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from pgfl.engine import CLIENT_NOISE, DISTRIBUTIONS, SERVER_NOISE, SHARE, CurveSettings
+from pgfl.engine import CurveSettings
+from pgfl.params import DP_NOISE, PARAMS, TEST_METRICS, section_params
 from pgfl.privacy.secagg import SecAggConfig
-from pgfl.topology import TOPOLOGIES, WEIGHT_RULES
-from pgfl.validation import ConfigError, check_choice, check_int, check_real
+from pgfl.validation import ConfigError
 
-DATA_KINDS = ("regression", "logistic", "classification")
-METRICS = (
-    "centroid_msd_db",
-    "individual_msd_db",
-    "disagreement_db",
-    "test_error",
-    "test_log_loss",
-    "server_test_error_mean",
-)
-
-
-def _pair(name: str, value: Any, *, integer: bool = False) -> tuple | int | float:
-    """A number or a ``[low, high]`` pair (stored as a tuple, so configs stay hashable)."""
-    if isinstance(value, (list, tuple)):
-        if len(value) != 2:
-            raise ConfigError(f"{name} must be a number or a [low, high] pair; got {list(value)!r}")
-        check = check_int if integer else check_real
-        lo = check(f"{name}[0]", value[0], lo=0)
-        check(f"{name}[1]", value[1], lo=lo, lo_name=f"{name}[0]")
-        return tuple(value)
-    return check_int(name, value, lo=1) if integer else check_real(name, value, lo=0)
+__all__ = [
+    "PER_CURVE",
+    "SECTIONS",
+    "CurveConfig",
+    "DataConfig",
+    "ExperimentConfig",
+    "PrivacyConfig",
+    "TopologyConfig",
+    "TrainingConfig",
+    "load_config",
+    "parse_config",
+    "read_toml",
+    "validate_experiment",
+]
 
 
-@dataclass(frozen=True)
-class TopologyConfig:
-    """The graph of servers: a named topology with a weight rule, an edge list or a matrix."""
+def _default(name: str) -> Any:
+    """The dataclass default of setting ``name``, from the table."""
+    return field(default=PARAMS[name].default)
 
-    kind: str = "erdos_renyi"
-    P: int = 10
-    weights: str = "metropolis"
-    probability: float = 0.4
-    radius: float = 0.5
-    rows: int | None = None
-    edges: tuple | None = None
-    matrix: tuple | None = None
+
+class _Section:
+    """A table of settings; every field is checked against :data:`pgfl.params.PARAMS`.
+
+    Bounds that refer to settings of the same table are applied here (in table order);
+    bounds that refer to other tables are applied by :class:`CurveConfig`.
+    """
+
+    SECTION: ClassVar[str]
 
     def __post_init__(self) -> None:
-        check_choice("topology.kind", self.kind, (*TOPOLOGIES, "edges", "matrix"))
-        check_int("topology.P", self.P, lo=1)
-        check_choice("topology.weights", self.weights, WEIGHT_RULES)
-        check_real("topology.probability", self.probability, lo=0, hi=1, lo_open=True)
-        check_real("topology.radius", self.radius, lo=0, lo_open=True)
-        if self.kind == "edges" and self.edges is None:
-            raise ConfigError("topology.edges is required when topology.kind = 'edges'")
-        if self.kind == "matrix" and self.matrix is None:
-            raise ConfigError("topology.matrix is required when topology.kind = 'matrix'")
+        checked: dict[str, Any] = {}
+        for p in section_params(self.SECTION):
+            value = p.check(getattr(self, p.key), checked)
+            object.__setattr__(self, p.key, value)
+            checked[p.name] = value
+        for p in section_params(self.SECTION):
+            if p.required and checked[p.name] is None and p.applies.test(checked):
+                raise ConfigError(f"{p.name} is required when {p.applies.text}")
+
+    def values(self) -> dict[str, Any]:
+        """The settings by dotted name (``{"training.L": 11, ...}``)."""
+        return {f"{self.SECTION}.{f.name}": getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass(frozen=True)
-class DataConfig:
+class TopologyConfig(_Section):
+    """The graph of servers: a named topology with a weight rule, an edge list or a matrix."""
+
+    SECTION: ClassVar[str] = "topology"
+    kind: str = _default("topology.kind")
+    P: int = _default("topology.P")
+    weights: str = _default("topology.weights")
+    probability: float = _default("topology.probability")
+    radius: float = _default("topology.radius")
+    rows: int | None = _default("topology.rows")
+    edges: tuple | None = _default("topology.edges")
+    matrix: tuple | None = _default("topology.matrix")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.rows is not None and self.P % self.rows:
+            raise ConfigError(f"topology.rows must divide topology.P={self.P}; got {self.rows}")
+
+
+@dataclass(frozen=True)
+class DataConfig(_Section):
     """The federated data set.
 
     ``kind``: ``regression`` (preprint §V-A, synthetic), ``logistic`` (conference §V,
@@ -104,66 +125,38 @@ class DataConfig:
     ``feature_noise``, and ``test_size`` clean test samples; see ``docs/data.md``).
     """
 
-    kind: str = "regression"
-    K: int = 100
-    N: int | tuple = 100
-    M: int = 2
-    eigenvalues: tuple = (0.05, 0.1)
-    noise_variance: tuple = (0.01, 0.1)
-    feature_variance: tuple = (0.5, 2.0)
-    test_size: int = 0
-    source: str = "fair"
-    rows: int | None = 5101
-    hash_dim: int | None = None
-    feature_noise: float | tuple = (0.0, 1.0)
-    label_skew: float | None = None
-
-    def __post_init__(self) -> None:
-        check_choice("data.kind", self.kind, DATA_KINDS)
-        check_int("data.K", self.K, lo=1)
-        _pair("data.N", self.N, integer=True)
-        check_int("data.M", self.M, lo=1)
-        _pair("data.eigenvalues", self.eigenvalues)
-        _pair("data.noise_variance", self.noise_variance)
-        _pair("data.feature_variance", self.feature_variance)
-        check_int("data.test_size", self.test_size, lo=0)
-        if not isinstance(self.source, str) or not self.source:
-            raise ConfigError(f"data.source must be a data set name or a path; got {self.source!r}")
-        if self.rows is not None:
-            check_int("data.rows", self.rows, lo=1)
-        if self.hash_dim is not None:
-            check_int("data.hash_dim", self.hash_dim, lo=1)
-        _pair("data.feature_noise", self.feature_noise)
-        if self.label_skew is not None:
-            check_real("data.label_skew", self.label_skew, lo=0, lo_open=True)
+    SECTION: ClassVar[str] = "data"
+    kind: str = _default("data.kind")
+    K: int = _default("data.K")
+    N: int | tuple = _default("data.N")
+    M: int = _default("data.M")
+    eigenvalues: tuple = _default("data.eigenvalues")
+    noise_variance: tuple = _default("data.noise_variance")
+    feature_variance: tuple = _default("data.feature_variance")
+    test_size: int = _default("data.test_size")
+    source: str = _default("data.source")
+    rows: int | None = _default("data.rows")
+    hash_dim: int | None = _default("data.hash_dim")
+    feature_noise: float | tuple = _default("data.feature_noise")
+    label_skew: float | None = _default("data.label_skew")
 
 
 @dataclass(frozen=True)
-class TrainingConfig:
+class TrainingConfig(_Section):
     """Local training and aggregation: ``rho``, ``mu``, ``L``, ``E_pk``, ``B_pk``, sharing mode."""
 
-    rho: float = 0.1
-    mu: float = 0.7
-    L: int = 11
-    epochs: int | tuple = (1, 10)
-    batch: int | tuple | str = (5, 10)
-    share: str = "models"
-    clip_norm: float = math.inf
-
-    def __post_init__(self) -> None:
-        check_real("training.rho", self.rho, lo=0)
-        check_real("training.mu", self.mu, lo=0, lo_open=True)
-        check_int("training.L", self.L, lo=1)
-        _pair("training.epochs", self.epochs, integer=True)
-        if self.batch != "full":
-            _pair("training.batch", self.batch, integer=True)
-        check_choice("training.share", self.share, SHARE)
-        if self.clip_norm != math.inf:
-            check_real("training.clip_norm", self.clip_norm, lo=0, lo_open=True)
+    SECTION: ClassVar[str] = "training"
+    rho: float = _default("training.rho")
+    mu: float = _default("training.mu")
+    L: int = _default("training.L")
+    epochs: int | tuple = _default("training.epochs")
+    batch: int | tuple | str = _default("training.batch")
+    share: str = _default("training.share")
+    clip_norm: float = _default("training.clip_norm")
 
 
 @dataclass(frozen=True)
-class PrivacyConfig:
+class PrivacyConfig(_Section):
     """Noise at the client→server and server→server links, and its accounting.
 
     Noise is given by its variance (the papers' ``sigma_g^2``), or by a ``target_epsilon``
@@ -173,50 +166,29 @@ class PrivacyConfig:
     privatized curve (see ``docs/privacy.md``).
     """
 
-    client_noise: str = "none"
-    client_variance: float = 0.0
-    server_noise: str = "none"
-    server_variance: float = 0.0
-    server_distribution: str = "laplace"
-    target_epsilon: float | None = None
-    delta: float = 1e-5
-    accountants: tuple = ("paper", "pld")
-    dropout: float = 0.0
-    secagg_protocol: str = "simulated"
-    secagg_modulus_bits: int = 64
-    secagg_frac_bits: int = 24
-    secagg_clip: float = 1024.0
-    secagg_threshold: int | None = None
-    secagg_neighbours: int | None = None
-
-    def __post_init__(self) -> None:
-        from pgfl.privacy.accounting import ACCOUNTANTS
-
-        check_choice("privacy.client_noise", self.client_noise, CLIENT_NOISE)
-        check_real("privacy.client_variance", self.client_variance, lo=0)
-        check_choice("privacy.server_noise", self.server_noise, SERVER_NOISE)
-        check_real("privacy.server_variance", self.server_variance, lo=0)
-        check_choice("privacy.server_distribution", self.server_distribution, DISTRIBUTIONS)
-        if self.target_epsilon is not None:
-            check_real("privacy.target_epsilon", self.target_epsilon, lo=0, lo_open=True)
-        check_real("privacy.delta", self.delta, lo=0, hi=1, lo_open=True, hi_open=True)
-        accountants = (self.accountants,) if isinstance(self.accountants, str) else self.accountants
-        if not accountants:
-            raise ConfigError("privacy.accountants must list at least one accountant; got none")
-        for a in accountants:
-            check_choice("privacy.accountants", a, ACCOUNTANTS)
-        object.__setattr__(self, "accountants", tuple(accountants))
-        if self.client_noise == "secure_aggregation":
-            self.secagg_config()
+    SECTION: ClassVar[str] = "privacy"
+    client_noise: str = _default("privacy.client_noise")
+    client_variance: float = _default("privacy.client_variance")
+    server_noise: str = _default("privacy.server_noise")
+    server_variance: float = _default("privacy.server_variance")
+    server_distribution: str = _default("privacy.server_distribution")
+    target_epsilon: float | None = _default("privacy.target_epsilon")
+    delta: float = _default("privacy.delta")
+    accountants: tuple = _default("privacy.accountants")
+    dropout: float = _default("privacy.dropout")
+    secagg_protocol: str = _default("privacy.secagg_protocol")
+    secagg_modulus_bits: int = _default("privacy.secagg_modulus_bits")
+    secagg_frac_bits: int = _default("privacy.secagg_frac_bits")
+    secagg_clip: float = _default("privacy.secagg_clip")
+    secagg_threshold: int | None = _default("privacy.secagg_threshold")
+    secagg_neighbours: int | None = _default("privacy.secagg_neighbours")
 
     def secagg_config(self) -> SecAggConfig:
         """Secure-aggregation settings (``secagg_*`` keys; see ``docs/secagg.md``)."""
         return SecAggConfig(
-            modulus_bits=check_int(
-                "privacy.secagg_modulus_bits", self.secagg_modulus_bits, lo=8, hi=64
-            ),
-            frac_bits=check_int("privacy.secagg_frac_bits", self.secagg_frac_bits, lo=0, hi=52),
-            clip=check_real("privacy.secagg_clip", self.secagg_clip, lo=0, lo_open=True),
+            modulus_bits=self.secagg_modulus_bits,
+            frac_bits=self.secagg_frac_bits,
+            clip=self.secagg_clip,
             threshold=self.secagg_threshold,
             neighbours=self.secagg_neighbours,
         )
@@ -226,7 +198,7 @@ class PrivacyConfig:
         """The link ε is reported for: the server level if noisy, else the client level."""
         if self.server_noise != "none":
             return self.server_noise
-        if self.client_noise in ("laplace", "gaussian"):
+        if self.client_noise in DP_NOISE:
             return "client"
         return None  # secure aggregation adds no DP noise: the server sees only the sum
 
@@ -238,21 +210,45 @@ SECTIONS: dict[str, type] = {
     "privacy": PrivacyConfig,
 }
 #: Keys that may differ between curves batched in one simulation (all else is structural).
-PER_CURVE = {
-    "training": {"mu", "share", "clip_norm"},
-    "privacy": {f.name for f in fields(PrivacyConfig)},
-}
+PER_CURVE = {s: {p.key for p in section_params(s) if p.batched} for s in SECTIONS}
+
+
+def _cross_section(p: Any) -> bool:
+    refs = [r for r in (p.lo_ref, p.hi_ref) if r is not None]
+    return any(n.rpartition(".")[0] != p.section for r in refs for n in r.needs)
+
+
+#: Settings whose bounds refer to other tables: checked once a curve is complete.
+_CROSS = [p for p in PARAMS.values() if p.section in SECTIONS and _cross_section(p)]
 
 
 @dataclass(frozen=True)
 class CurveConfig:
-    """One curve: a label and the fully resolved sections."""
+    """One curve: a label and the fully resolved sections.
+
+    Checks the bounds across tables (``training.L ≤ data.K``, the secure-aggregation
+    ranges that depend on L) and the rules between settings of one curve.
+    """
 
     label: str
     topology: TopologyConfig
     data: DataConfig
     training: TrainingConfig
     privacy: PrivacyConfig
+
+    def __post_init__(self) -> None:
+        ctx = self.values()
+        for p in _CROSS:
+            if p.applies is None or p.applies.test(ctx):
+                p.check(ctx[p.name], ctx)
+        _curve_rules(self, ctx)
+
+    def values(self) -> dict[str, Any]:
+        """Every setting of the curve by dotted name."""
+        out: dict[str, Any] = {}
+        for s in SECTIONS:
+            out.update(getattr(self, s).values())
+        return out
 
     def settings(self) -> CurveSettings:
         """The engine's per-curve settings (variances become standard deviations)."""
@@ -266,7 +262,7 @@ class CurveConfig:
             mu=t.mu,
             share=t.share,
             client_noise=client,
-            client_std=math.sqrt(p.client_variance) if p.client_noise in DISTRIBUTIONS else 0.0,
+            client_std=math.sqrt(p.client_variance) if p.client_noise in DP_NOISE else 0.0,
             server_noise=p.server_noise,
             server_std=math.sqrt(p.server_variance),
             server_distribution=p.server_distribution,
@@ -284,64 +280,173 @@ class CurveConfig:
         return (self.topology, self.data, training)
 
 
+def _curve_rules(curve: CurveConfig, ctx: Mapping[str, Any]) -> None:
+    """Rules between the settings of one curve, each with a one-line message."""
+    priv, who = curve.privacy, f"curve {curve.label!r}"
+    if curve.data.kind != "regression" and curve.training.rho == 0:
+        raise ConfigError(
+            f"training.rho must be a real number in (0, inf) for data.kind = "
+            f"{curve.data.kind!r} (the logistic risk needs rho > 0 for a unique optimum); got 0"
+        )
+    if priv.target_epsilon is not None:
+        if priv.scheme is None:
+            raise ConfigError(
+                "privacy.target_epsilon needs a privatized link (server_noise or client_noise); "
+                f"{who} has none"
+            )
+        if math.isinf(curve.training.clip_norm):
+            raise ConfigError(
+                f"privacy.target_epsilon needs a gradient bound: set training.clip_norm ({who})"
+            )
+    calibrated = priv.target_epsilon is not None
+    if priv.server_noise != "none" and priv.server_variance == 0 and not calibrated:
+        raise ConfigError(
+            f"privacy.server_noise = {priv.server_noise!r} needs privacy.server_variance > 0 or "
+            f"privacy.target_epsilon; {who} has server_variance = 0 (no noise)"
+        )
+    client_calibrated = calibrated and priv.server_noise == "none"
+    if priv.client_noise in DP_NOISE and priv.client_variance == 0 and not client_calibrated:
+        raise ConfigError(
+            f"privacy.client_noise = {priv.client_noise!r} needs privacy.client_variance > 0 or "
+            f"privacy.target_epsilon; {who} has client_variance = 0 (no noise)"
+        )
+    if priv.server_noise == "graph_homomorphic":
+        if curve.topology.P == 1:
+            raise ConfigError(
+                "privacy.server_noise = 'graph_homomorphic' needs topology.P > 1: with one "
+                f"server the noise cancels exactly ({who})"
+            )
+        if curve.topology.kind == "matrix":
+            import numpy as np
+
+            A = np.array(curve.topology.matrix)
+            if A.diagonal().min() <= 0:
+                p = int(np.argmin(A.diagonal()))
+                raise ConfigError(
+                    "topology.matrix needs a_pp > 0 for graph-homomorphic noise "
+                    f"(eq. 47 divides by it); got a_pp = 0 at p = {p} ({who})"
+                )
+
+
 @dataclass(frozen=True)
 class ExperimentConfig:
     """A whole experiment: shared settings, curves, iterations, repetitions, seed, plot."""
 
     name: str
     curves: tuple[CurveConfig, ...]
-    iterations: int = 1000
-    repetitions: int = 1
-    seed: int = 0
-    plot: tuple[str, ...] = ("centroid_msd_db",)
-    title: str = ""
+    iterations: int = _default("iterations")
+    repetitions: int = _default("repetitions")
+    seed: int = _default("seed")
+    plot: tuple[str, ...] = _default("plot")
+    title: str = _default("title")
     source: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for p in section_params(""):
+            object.__setattr__(self, p.key, p.check(getattr(self, p.key)))
+        if not self.curves:
+            raise ConfigError("curves must list at least one curve; got none")
+        labels = [c.label for c in self.curves]
+        if len(set(labels)) != len(labels):
+            dup = next(lab for lab in labels if labels.count(lab) > 1)
+            raise ConfigError(f"curve labels must be unique; got {dup!r} twice")
 
     def to_dict(self) -> dict[str, Any]:
         """The configuration as given (before resolution), for ``config.json``."""
         return dict(self.source)
 
 
-def _section(name: str, values: Any, base: Any = None) -> Any:
-    cls = SECTIONS[name]
+def _table(name: str, values: Any, allowed: set[str] | list[str]) -> Mapping[str, Any]:
     if not isinstance(values, Mapping):
         raise ConfigError(f"{name} must be a table of settings; got {values!r}")
-    allowed = {f.name for f in fields(cls)}
     for key in values:
         if key not in allowed:
             raise ConfigError(
                 f"unknown setting {name}.{key}; allowed: {', '.join(sorted(allowed))}"
             )
-    frozen = {k: _freeze(v) for k, v in values.items()}
-    try:
-        return replace(base, **frozen) if base is not None else cls(**frozen)
-    except TypeError as exc:  # pragma: no cover - dataclass signature errors
-        raise ConfigError(f"{name}: {exc}") from None
+    return values
 
 
-def _freeze(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
-    return value
+def _section(name: str, values: Any, base: Any = None) -> Any:
+    cls = SECTIONS[name]
+    values = _table(name, values, {f.name for f in fields(cls)})
+    # lists are checked as given (so messages show them) and stored as tuples
+    return replace(base, **values) if base is not None else cls(**values)
 
 
-TOP_LEVEL = {
-    "name",
-    "title",
-    "seed",
-    "iterations",
-    "repetitions",
-    "plot",
-    "curves",
-    "quick",
-    *SECTIONS,
-}
+TOP_LEVEL = {p.name for p in section_params("")} | {"curves", "quick", *SECTIONS}
+
+
+def _no_effect(name: str, value: Any, ctxs: list[dict[str, Any]], where: str) -> str | None:
+    """A message if setting ``name`` (given, not its default) has no effect in any ``ctxs``."""
+    p = PARAMS[name]
+    if p.applies is None or value == p.default or any(p.applies.test(c) for c in ctxs):
+        return None
+    scope = "this curve does not" if where else "no curve does"
+    shown = list(value) if isinstance(value, tuple) else value
+    return (
+        f"{where}{name} = {shown!r} has no effect: it applies only with {p.applies.text}, "
+        f"which {scope}; remove it"
+    )
+
+
+def _reject_settings_without_effect(
+    raw: Mapping[str, Any],
+    base: Mapping[str, Any],
+    specs: list[Mapping[str, Any]],
+    curves: list[CurveConfig],
+) -> None:
+    """Reject a setting given where it has no effect (shared: in no curve; per curve: there)."""
+    ctxs = [c.values() for c in curves]
+    for s, section in base.items():
+        for key in raw.get(s, {}):
+            message = _no_effect(f"{s}.{key}", getattr(section, key), ctxs, "")
+            if message:
+                raise ConfigError(message)
+    for i, (spec, ctx) in enumerate(zip(specs, ctxs, strict=True)):
+        for s in SECTIONS:
+            for key in spec.get(s, {}):
+                message = _no_effect(f"{s}.{key}", ctx[f"{s}.{key}"], [ctx], f"curves[{i}].")
+                if message:
+                    raise ConfigError(f"{message} (curve {curves[i].label!r})")
+
+
+def validate_experiment(cfg: ExperimentConfig, *, available: int | None = None) -> None:
+    """Checks of a whole configuration that need every curve; raise :class:`ConfigError`.
+
+    * ``plot`` names a test metric only if some curve has a test set, and
+      ``disagreement_db`` only if some curve has more than one unit (else the panel is
+      empty);
+    * the run fits in memory (:func:`pgfl.resources.check_experiment_fits`; ``available``
+      overrides the machine's available bytes).
+
+    :func:`parse_config` calls it; a caller that builds an :class:`ExperimentConfig`
+    itself should call it before creating any output.
+    """
+    from pgfl.resources import check_experiment_fits
+
+    has_test = any(
+        c.data.kind == "classification" or c.data.kind == "logistic" and c.data.test_size > 0
+        for c in cfg.curves
+    )
+    for metric in cfg.plot:
+        if metric in TEST_METRICS and not has_test:
+            raise ConfigError(
+                f"plot {metric!r} needs a test set (data.kind = 'classification', or 'logistic' "
+                "with data.test_size > 0); no curve has one, the panel would be empty"
+            )
+        if metric == "disagreement_db" and all(c.topology.P == 1 for c in cfg.curves):
+            raise ConfigError(
+                "plot 'disagreement_db' needs topology.P > 1: a single unit has no disagreement"
+            )
+    check_experiment_fits(cfg, available=available)
 
 
 def parse_config(raw: Mapping[str, Any], *, quick: bool = False) -> ExperimentConfig:
     """Validate a configuration mapping (as read from TOML) into an :class:`ExperimentConfig`.
 
-    ``quick`` applies the ``[quick]`` table (fewer iterations/repetitions) if present.
+    ``quick`` applies the ``[quick]`` table (fewer iterations/repetitions) if present; the
+    table is validated either way. Ends with :func:`validate_experiment`.
 
     >>> cfg = parse_config({"name": "x", "training": {"L": 5}, "data": {"K": 10},
     ...                     "curves": [{"label": "a"}, {"label": "b", "training": {"mu": 0.1}}]})
@@ -358,14 +463,11 @@ def parse_config(raw: Mapping[str, Any], *, quick: bool = False) -> ExperimentCo
         if key not in TOP_LEVEL:
             raise ConfigError(f"unknown setting {key!r}; allowed: {', '.join(sorted(TOP_LEVEL))}")
     raw = dict(raw)
-    if quick and "quick" in raw:
-        q = raw["quick"]
-        if not isinstance(q, Mapping) or set(q) - {"iterations", "repetitions"}:
-            raise ConfigError(f"quick must be a table with iterations/repetitions; got {q!r}")
+    q = _table("quick", raw.get("quick", {}), [p.key for p in section_params("quick")])
+    q = {k: PARAMS[f"quick.{k}"].check(v) for k, v in q.items()}
+    if quick:
         raw.update(q)
-    name = raw.get("name", "experiment")
-    if not isinstance(name, str) or not name:
-        raise ConfigError(f"name must be a non-empty string; got {name!r}")
+    name = PARAMS["name"].check(raw.get("name", PARAMS["name"].default))
     base = {s: _section(s, raw.get(s, {})) for s in SECTIONS}
     curve_specs = raw.get("curves") or [{"label": name}]
     if not isinstance(curve_specs, list):
@@ -383,31 +485,12 @@ def parse_config(raw: Mapping[str, Any], *, quick: bool = False) -> ExperimentCo
         if not isinstance(label, str) or not label:
             raise ConfigError(f"curves[{i}].label must be a non-empty string; got {label!r}")
         sections = {s: _section(s, spec.get(s, {}), base[s]) for s in SECTIONS}
-        curve = CurveConfig(label=label, **sections)
-        check_int("training.L", curve.training.L, lo=1, hi=curve.data.K, hi_name="data.K")
-        curves.append(curve)
-    labels = [c.label for c in curves]
-    if len(set(labels)) != len(labels):
-        dup = next(lab for lab in labels if labels.count(lab) > 1)
-        raise ConfigError(f"curve labels must be unique; got {dup!r} twice")
-    plot = raw.get("plot", ["centroid_msd_db"])
-    if isinstance(plot, str):
-        plot = [plot]
-    for m in plot:
-        check_choice("plot", m, METRICS)
-    title = raw.get("title", "")
-    if not isinstance(title, str):
-        raise ConfigError(f"title must be a string; got {title!r}")
-    return ExperimentConfig(
-        name=name,
-        curves=tuple(curves),
-        iterations=check_int("iterations", raw.get("iterations", 1000), lo=1),
-        repetitions=check_int("repetitions", raw.get("repetitions", 1), lo=1),
-        seed=check_int("seed", raw.get("seed", 0), lo=0),
-        plot=tuple(plot),
-        title=title,
-        source=_thaw(raw),
-    )
+        curves.append(CurveConfig(label=label, **sections))
+    _reject_settings_without_effect(raw, base, curve_specs, curves)
+    top = {p.key: raw[p.key] for p in section_params("") if p.key in raw}
+    cfg = ExperimentConfig(curves=tuple(curves), source=_thaw(raw), **{**top, "name": name})
+    validate_experiment(cfg)
+    return cfg
 
 
 def _thaw(value: Any) -> Any:
@@ -421,12 +504,25 @@ def _thaw(value: Any) -> Any:
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:
-    """The table of a TOML file; a missing file or bad TOML raises :class:`ConfigError`."""
+    """The table of a TOML file; a bad file raises :class:`ConfigError` naming it.
+
+    Bad: missing, a folder, unreadable, not UTF-8, or not valid TOML.
+    """
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(f"config file not found: {path}")
+    if not path.is_file():
+        raise ConfigError(f"config file {path} is not a file")
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text (invalid byte at offset {exc.start})"
+        ) from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML ({exc})") from None
 

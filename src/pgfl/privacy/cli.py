@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,6 +21,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from pgfl.params import ACCOUNTANTS
 from pgfl.validation import ConfigError, check_real
 
 app = typer.Typer(
@@ -86,6 +88,14 @@ def _sigma_from(sigma: float | None, variance: float | None) -> float:
     return check_real("sigma", sigma, lo=0.0)
 
 
+def _check_fits(iterations: int, accountants: Sequence[str]) -> None:
+    """Refuse ``--iterations`` whose ε accounting cannot fit in memory (one line)."""
+    from pgfl.resources import accounting_memory, check_fits
+
+    needed = {"ε accounting [T]": accounting_memory(iterations, accountants)}
+    check_fits(f"--iterations={iterations}", needed)
+
+
 def _rows_to_show(t: int, n: int) -> list[int]:
     if t <= n:
         return list(range(1, t + 1))
@@ -146,6 +156,7 @@ def epsilon_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Print epsilon(i) of a privatized run by every accountant."""
+    _check_fits(iterations, ACCOUNTANTS)
     from pgfl.privacy import accounting as acc  # lazy: dp_accounting imports in ~1 s
 
     sigma = _sigma_from(sigma, variance)
@@ -205,9 +216,10 @@ def calibrate_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Print the smallest noise std sigma meeting the target epsilon after T iterations."""
+    names = accountant or ["paper", "pld"]
+    _check_fits(iterations, names)
     from pgfl.privacy import accounting as acc  # lazy: dp_accounting imports in ~1 s
 
-    names = accountant or ["paper", "pld"]
     kw = dict(
         scheme=scheme, mu=mu, clip=clip, distribution=distribution, dim=dim,
         observed_links=links, clients_per_round=clients_per_round, rigorous=not paper_reading,

@@ -18,10 +18,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from pgfl.engine.schemes import Aggregate, ClientAggregation
+from pgfl.params import check
 from pgfl.privacy.secagg import SecAggAbort, SecAggConfig, SecureAggregation, quantized_mean
-from pgfl.validation import check_choice, check_real
-
-SECAGG_PROTOCOLS = ("simulated", "cryptographic")
 
 
 @dataclass(frozen=True)
@@ -51,8 +49,8 @@ class SecureAggregationScheme(ClientAggregation):
     name: ClassVar[str] = "secure_aggregation"
 
     def __post_init__(self) -> None:
-        check_choice("privacy.secagg_protocol", self.protocol, SECAGG_PROTOCOLS)
-        check_real("privacy.dropout", self.dropout, lo=0, hi=1, hi_open=True)
+        check("privacy.secagg_protocol", self.protocol)
+        check("privacy.dropout", self.dropout)
 
     def validate(self, net: Any) -> None:
         """L clients must fit the modulus and the threshold."""

@@ -72,9 +72,10 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from pgfl.params import PARAMS, check, max_code, neighbourhood_size
 from pgfl.privacy import shamir
 from pgfl.rng import stream
-from pgfl.validation import ConfigError, check_int, check_real
+from pgfl.validation import ConfigError, check_int
 
 __all__ = [
     "DROP_AFTER_ADVERTISE",
@@ -170,33 +171,22 @@ class SecAggConfig:
 
     """
 
-    modulus_bits: int = 64
-    frac_bits: int = 24
-    clip: float = 1024.0
+    modulus_bits: int = PARAMS["privacy.secagg_modulus_bits"].default
+    frac_bits: int = PARAMS["privacy.secagg_frac_bits"].default
+    clip: float = PARAMS["privacy.secagg_clip"].default
     threshold: int | None = None
     neighbours: int | None = None
     graph_seed: int = 0
 
     def __post_init__(self) -> None:
-        k = check_int("modulus_bits", self.modulus_bits, lo=8, hi=64)
-        check_int("frac_bits", self.frac_bits, lo=0, hi=k - 2, hi_name="modulus_bits-2")
-        check_real("clip", self.clip, lo=0.0, lo_open=True)
-        if self.max_code < 1:
-            raise ConfigError(
-                f"clip * 2^frac_bits must be at least 0.5 so that the range is "
-                f"representable; got clip={self.clip!r}, frac_bits={self.frac_bits}"
-            )
-        if self.max_code > 2 ** (k - 1) - 1:
-            raise ConfigError(
-                f"modulus 2^{k} too small for clip={self.clip!r} with frac_bits="
-                f"{self.frac_bits}: one code needs |q| <= {self.max_code} >= 2^{k - 1}"
-            )
-        if self.threshold is not None:
-            check_int("threshold", self.threshold, lo=1)
-        if self.neighbours is not None:
-            check_int("neighbours", self.neighbours, lo=2)
-            if self.neighbours % 2:
-                raise ConfigError(f"neighbours must be an even integer >= 2; got {self.neighbours}")
+        # the ranges live in pgfl.params (the config's privacy.secagg_* settings); the
+        # capacity bound is checked for one client here and for L in check_clients
+        k = check("privacy.secagg_modulus_bits", self.modulus_bits)
+        f = check("privacy.secagg_frac_bits", self.frac_bits, secagg_modulus_bits=k)
+        clip = check("privacy.secagg_clip", self.clip, secagg_frac_bits=f)
+        check("privacy.secagg_modulus_bits", k, L=1, secagg_clip=clip, secagg_frac_bits=f)
+        check("privacy.secagg_threshold", self.threshold)
+        check("privacy.secagg_neighbours", self.neighbours)
         check_int("graph_seed", self.graph_seed, lo=0)
 
     @property
@@ -207,7 +197,7 @@ class SecAggConfig:
     @property
     def max_code(self) -> int:
         """Largest code magnitude ``rint(clip · 2^f)``."""
-        return int(np.rint(self.clip * 2.0**self.frac_bits))
+        return max_code(self.clip, self.frac_bits)
 
     @property
     def max_clients(self) -> int:
@@ -221,29 +211,29 @@ class SecAggConfig:
 
     def is_sparse(self, num_clients: int) -> bool:
         """Whether L clients use a sparse (SecAgg+) graph rather than the complete one."""
-        return self.neighbours is not None and self.neighbours < num_clients - 1
+        return self.neighbourhood_size(num_clients) < num_clients
 
     def neighbourhood_size(self, num_clients: int) -> int:
         """H = |N[u]|: L for the complete graph, k + 1 for a sparse one."""
-        return self.neighbours + 1 if self.is_sparse(num_clients) else num_clients
+        return neighbourhood_size(num_clients, self.neighbours)
 
     def threshold_for(self, num_clients: int) -> int:
         """Resolve and validate t for L clients (``1 ≤ t ≤ h``)."""
         h = self.neighbourhood_size(num_clients)
         if self.threshold is None:
             return h // 2 + 1
-        return check_int("threshold", self.threshold, lo=1, hi=h, hi_name="neighbourhood size")
+        return check(
+            "privacy.secagg_threshold", self.threshold, L=num_clients,
+            secagg_neighbours=self.neighbours,
+        )  # fmt: skip
 
     def check_clients(self, num_clients: int) -> int:
-        """Validate L against the modulus and the threshold; return L."""
+        """Validate L against the modulus (``L · max_code < 2^(k−1)``) and the threshold."""
         L = check_int("num_clients", num_clients, lo=1, hi=shamir.FIELD_PRIME - 2)
-        if L > self.max_clients:
-            raise ConfigError(
-                f"modulus 2^{self.modulus_bits} too small for {L} clients with clip="
-                f"{self.clip!r}, frac_bits={self.frac_bits}: the sum of codes can reach "
-                f"{L}*{self.max_code} >= 2^{self.modulus_bits - 1}; at most "
-                f"{self.max_clients} clients fit (raise modulus_bits or lower frac_bits/clip)"
-            )
+        check(
+            "privacy.secagg_modulus_bits", self.modulus_bits, L=L, secagg_clip=self.clip,
+            secagg_frac_bits=self.frac_bits,
+        )  # fmt: skip
         self.threshold_for(L)
         return L
 

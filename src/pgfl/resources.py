@@ -1,0 +1,341 @@
+"""Will it fit? The memory a run needs, estimated from its sizes before anything is allocated.
+
+A configuration with ``iterations = 1e10`` or ``data.M = 1e6`` would otherwise crash deep
+inside numpy ("Unable to allocate 14.6 TiB"). :func:`simulation_memory` adds up the
+arrays a batched simulation holds at its peak (named by their shapes, the symbols of
+``ARCHITECTURE.md``):
+
+* the data ``X[P, K, N, M+1]`` (features, targets, their side-by-side copy and the
+  generator's temporaries, ×4) and, for regression, the per-client covariance factors
+  ``[P, K, M, M]`` (×5: QR factors and workspace); the combination matrix ``[P, P]``;
+* the per-iteration metrics ``[T, C, R]`` (centroid MSD, individual MSD, disagreement;
+  with a test set also test error and log-loss ``[T, C, R]`` and the servers' test errors
+  ``[T, C, R, P]``);
+* the server models ``W[C, R, P, M]`` and the chunk of kept models ``[64, C, R, P, M]``
+  whose metrics are computed together (with their temporaries, ×4);
+* a round's working set over the ``n = R·P·L`` sampled clients: mini-batch positions and
+  sample indices ``[E, n, B]``, the gathered rows ``[E, n, B, M+1]``, the clients' models
+  and gradients ``[n, M, C]``, margins and clipping scales ``[n, B, C]`` (``B = N`` for
+  full batches);
+* with a test set, the test margins of every kept server model
+  ``[64, C, R, P, N_test]``;
+
+:func:`experiment_memory` takes the largest batch of curves of a configuration and adds
+what the run keeps for every curve (saved metrics and the rows of ``curves.csv``) and the
+ε accounting of a privatized curve (:func:`accounting_memory`). :func:`check_fits`
+compares an estimate with :func:`available_memory` and raises
+:class:`~pgfl.validation.ConfigError` in one line:
+
+``iterations=10000000000 needs about 671 GiB of memory (metrics [T, C, R]); this machine
+has 22.8 GiB available``.
+
+The per-row and per-iteration costs of Python objects (``curves.csv`` rows, ε
+accountants) were measured on this implementation (``tracemalloc``/peak RSS) and are
+rounded up. No time estimate is made: the speed of a round depends on the machine and
+on how many clients are still training, so any single rate would mislead.
+
+>>> terms = simulation_memory(P=10, K=100, N=100, M=2, L=11, E=10, B=10, C=3, R=4, T=10**10)
+>>> format_bytes(terms["metrics [T, C, R]"])
+'2.62 TiB'
+>>> try:
+...     check_fits("iterations=10000000000", terms, available=2**30)
+... except ConfigError as exc:
+...     for part in str(exc).split("; "):
+...         print(part)
+iterations=10000000000 needs about 2.62 TiB of memory (metrics [T, C, R])
+this machine has 1 GiB available
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pgfl.validation import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pgfl.experiments.config import ExperimentConfig
+
+__all__ = [
+    "ACCOUNTING_BYTES_PER_ITERATION",
+    "CSV_ROW_BYTES",
+    "accounting_memory",
+    "available_memory",
+    "check_fits",
+    "check_experiment_fits",
+    "experiment_memory",
+    "format_bytes",
+    "simulation_memory",
+]
+
+#: Bytes of one float64.
+FLOAT = 8
+#: Iterations whose models are kept before their metrics are computed together.
+KEPT_ITERATIONS = 64
+#: Bytes per iteration of ε accounting, by accountant (measured peak RSS, rounded up):
+#: the privacy-loss distribution and Rényi accountants keep a Python object per release.
+ACCOUNTING_BYTES_PER_ITERATION = {"pld": 6144, "rdp": 6144}
+#: Bytes per iteration of the other accountants (closed forms over numpy arrays).
+ACCOUNTING_BYTES_DEFAULT = 512
+#: Bytes per row of ``curves.csv`` (one curve, one iteration) while the runner writes
+#: and plots it: Python dicts of floats, twice (measured about 0.9 KiB, rounded up).
+CSV_ROW_BYTES = 1536
+
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
+def format_bytes(n: float) -> str:
+    """``n`` bytes with a binary unit and three significant digits.
+
+    >>> format_bytes(15 * 2**40 + 2**39), format_bytes(512), format_bytes(1536)
+    ('15.5 TiB', '512 B', '1.5 KiB')
+    """
+    n = float(n)
+    unit = 0
+    while n >= 1024 and unit < len(_UNITS) - 1:
+        n /= 1024
+        unit += 1
+    return f"{n:.3g} {_UNITS[unit]}"
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        text = Path(path).read_text().split()[0]
+    except (OSError, IndexError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def available_memory() -> int | None:
+    """Bytes this process can still allocate, or ``None`` if the system does not say.
+
+    The smallest of: ``MemAvailable`` in ``/proc/meminfo`` (else free physical pages
+    from ``os.sysconf``), the cgroup's memory limit minus its usage (containers), and
+    the address-space limit (``ulimit -v``) minus the process's current size.
+    """
+    limits = []
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                limits.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    if not limits:
+        try:
+            limits.append(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (ValueError, OSError, AttributeError):
+            pass
+    for limit_file, usage_file in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        (
+            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+        ),
+    ):
+        limit, usage = _read_int(limit_file), _read_int(usage_file)
+        if limit is not None and usage is not None and limit < 2**60:
+            limits.append(max(0, limit - usage))
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            size = _read_int("/proc/self/statm")
+            used = 0 if size is None else size * os.sysconf("SC_PAGE_SIZE")
+            limits.append(max(0, soft - used))
+    except (ImportError, ValueError, OSError):
+        pass
+    return min(limits) if limits else None
+
+
+def check_fits(what: str, nbytes: int | Mapping[str, int], *, available: int | None = None) -> int:
+    """Raise :class:`ConfigError` if ``nbytes`` exceed the available memory; return them.
+
+    Args:
+        what: the setting(s) responsible, as the message's subject (``"iterations=1e10"``).
+        nbytes: a number of bytes, or named terms (``{"metrics [T, C, R]": ...}``) whose
+            sum is checked and whose largest is named in the message.
+        available: bytes available (default: :func:`available_memory`; if the system does
+            not say, nothing is checked).
+
+    """
+    terms = dict(nbytes) if isinstance(nbytes, Mapping) else {}
+    total = sum(terms.values()) if terms else int(nbytes)  # type: ignore[arg-type]
+    if available is None:
+        available = available_memory()
+    if available is None or total <= available:
+        return total
+    largest = f" ({max(terms, key=terms.__getitem__)})" if terms else ""
+    raise ConfigError(
+        f"{what} needs about {format_bytes(total)} of memory{largest}; "
+        f"this machine has {format_bytes(available)} available"
+    )
+
+
+def simulation_memory(
+    *,
+    P: int,
+    K: int,
+    N: int,
+    M: int,
+    L: int,
+    E: int,
+    B: int | None,
+    C: int,
+    R: int,
+    T: int,
+    test_size: int = 0,
+    covariances: bool = True,
+) -> dict[str, int]:
+    """Peak bytes of one batched simulation, by the arrays it holds (see the module doc).
+
+    >>> t = simulation_memory(P=2, K=3, N=4, M=5, L=1, E=1, B=1, C=1, R=1, T=7)
+    >>> t["metrics [T, C, R]"] == 8 * 7 * 3  # three float64 metrics per iteration
+    True
+
+    Args:
+        P: units.
+        K: clients per unit.
+        N: largest client data set N_max.
+        M: model dimension.
+        L: clients sampled per unit and iteration.
+        E: largest number of local epochs.
+        B: largest mini-batch, ``None`` for full batches (every sample, ``B = N``).
+        C: curves batched together.
+        R: repetitions.
+        T: iterations.
+        test_size: held-out samples (adds the test metrics).
+        covariances: the data generator draws a covariance factor ``[M, M]`` per client
+            (synthetic regression).
+
+    Returns:
+        Bytes per named term; their sum is the estimate.
+
+    """
+    full = B is None
+    b = N if full else B
+    n = R * P * L
+    metrics = 3 + (2 + P if test_size else 0)
+    round_floats = (
+        (0 if full else 2 * E * n * b)  # batch positions and sample indices
+        + (1 if full else E) * n * b * (M + 1)  # gathered rows
+        + 2 * n * b  # sample weights and indices
+        + 5 * n * M * C  # start, local and unsorted models, gradients
+        + 8 * n * b * C  # margins, residual weights, clipping norms and scales
+        + 2 * n * M  # client noise
+    )
+    kept = min(KEPT_ITERATIONS, T)
+    terms = {
+        "data [P, K, N, M+1]": FLOAT
+        * (4 * P * K * N * (M + 1) + (5 * P * K * M * M if covariances else 0)
+           + 2 * test_size * (M + 1)),
+        "combination matrix [P, P]": FLOAT * 3 * P * P,
+        "metrics [T, C, R]": FLOAT * T * C * R * metrics,
+        "models [C, R, P, M]": FLOAT * 6 * C * R * P * M,
+        f"kept models [{KEPT_ITERATIONS}, C, R, P, M]": FLOAT * 4 * kept * C * R * P * M,
+        "round [R, P, L, E, B, M]": FLOAT * round_floats,
+    }  # fmt: skip
+    if test_size:
+        # every kept server model is scored on the test set at once: margins and
+        # predictions [64, C, R, P, N_test]
+        terms[f"test margins [{KEPT_ITERATIONS}, C, R, P, N_test]"] = (
+            FLOAT * 3 * kept * C * R * (P + 1) * test_size
+        )
+    return terms
+
+
+def accounting_memory(iterations: int, accountants: Iterable[str]) -> int:
+    """Peak bytes of ε(i), i = 1..T, by the given accountants (one curve)."""
+    per = max(
+        (ACCOUNTING_BYTES_PER_ITERATION.get(a, ACCOUNTING_BYTES_DEFAULT) for a in accountants),
+        default=0,
+    )
+    return iterations * per
+
+
+def _curve_sizes(curve: Any, cfg: ExperimentConfig, C: int) -> dict[str, Any]:
+    """The sizes of :func:`simulation_memory` for a batch of ``C`` curves like ``curve``."""
+    d, t = curve.data, curve.training
+    high = lambda v: v[1] if isinstance(v, tuple) else v  # noqa: E731
+    if d.kind == "classification":
+        # the real data's dimension is known only after loading: a lower bound (hashed
+        # columns and an intercept), its rows spread evenly over the clients
+        P, K = curve.topology.P, d.K
+        N = math.ceil((d.rows or 1) / (P * K))
+        M = (d.hash_dim or 16) + 1
+        test = d.test_size or 256
+    else:
+        N, M, test = high(d.N), d.M, d.test_size if d.kind == "logistic" else 0
+    return {
+        "P": curve.topology.P,
+        "K": d.K,
+        "N": N,
+        "M": M,
+        "L": t.L,
+        "E": high(t.epochs),
+        "B": None if t.batch == "full" else high(t.batch),
+        "C": C,
+        "R": cfg.repetitions,
+        "T": cfg.iterations,
+        "test_size": test,
+        "covariances": d.kind == "regression",
+    }
+
+
+_SETTINGS = {
+    "P": "topology.P",
+    "K": "data.K",
+    "N": "data.N",
+    "M": "data.M",
+    "L": "training.L",
+    "E": "training.epochs",
+    "B": "training.batch",
+    "C": "curves in a batch",
+    "R": "repetitions",
+    "curves": "curves",
+    "T": "iterations",
+}
+
+
+def experiment_memory(cfg: ExperimentConfig) -> tuple[dict[str, int], dict[str, Any]]:
+    """Estimated peak bytes of running ``cfg`` by term, and the sizes behind them.
+
+    Batches of curves run one after the other, so the largest batch counts; what the run
+    keeps for every curve (its metrics and ``curves.csv`` rows) and the ε accounting of
+    one privatized curve come on top.
+    """
+    batches: dict[tuple, list[Any]] = {}
+    for c in cfg.curves:
+        batches.setdefault(c.structure(), []).append(c)
+    estimates = []
+    for curves in batches.values():
+        sizes = _curve_sizes(curves[0], cfg, len(curves))
+        estimates.append((simulation_memory(**sizes), sizes))
+    terms, sizes = max(estimates, key=lambda e: sum(e[0].values()))
+    T, curves = cfg.iterations, len(cfg.curves)
+    test = 2 + sizes["P"] if sizes["test_size"] else 0
+    accountants = [c.privacy.accountants for c in cfg.curves if c.privacy.scheme is not None]
+    terms = {
+        **terms,
+        "results [T, curves]": T * curves * (FLOAT * (3 + test + 6) + CSV_ROW_BYTES),
+        "ε accounting [T]": max((accounting_memory(T, a) for a in accountants), default=0),
+    }
+    return terms, {**sizes, "curves": curves}
+
+
+def check_experiment_fits(cfg: ExperimentConfig, *, available: int | None = None) -> int:
+    """:func:`check_fits` for a whole configuration; the message names the largest size.
+
+    The subject is the setting with the largest value among those the largest term grows
+    with (``iterations=10000000000`` for the metrics ``[T, C, R]``).
+    """
+    terms, sizes = experiment_memory(cfg)
+    largest = max(terms, key=terms.__getitem__)
+    inside = largest[largest.index("[") + 1 : largest.index("]")]
+    symbols = [s.strip().removesuffix("+1") for s in inside.split(",")]
+    symbols = [s for s in symbols if s in _SETTINGS] or ["T"]
+    culprit = max(symbols, key=lambda s: sizes[s] or 0)
+    return check_fits(f"{_SETTINGS[culprit]}={sizes[culprit]}", terms, available=available)
