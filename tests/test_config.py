@@ -282,7 +282,7 @@ def test_a_shared_setting_used_by_some_curve_and_explicit_defaults_are_accepted(
     )
     cfg = parse_config(raw)
     assert [c.privacy.dropout for c in cfg.curves] == [0.2, 0.2]
-    assert cfg.curves[1].settings().dropout == 0.2
+    assert cfg.curves[1].settings().client.dropout == 0.2
 
 
 def test_quick_applies_only_with_the_flag():

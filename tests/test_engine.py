@@ -259,7 +259,9 @@ def test_graph_homomorphic_needs_self_weights():
 
 def test_network_rejects_l_above_k():
     net = small_network()
-    with pytest.raises(ConfigError, match=r"training.L must be an integer in \[1, K=5\]; got 6"):
+    with pytest.raises(
+        ConfigError, match=r"training.L must be an integer in \[1, data.K=5\]; got 6"
+    ):
         Network(net.data, net.problem, net.A, 6, net.epochs, net.batch)
 
 
