@@ -237,6 +237,7 @@ CASES = [
     ("negative-seed", ["reproduce", "fig2", "--seed", "-1"], ["--seed", "[0, inf]", "-1"]),
     ("graphlearn-negative-seed", ["graphlearn", "run", "gl.toml", "--seed", "-2"], ["-2"]),
     ("iterations-not-a-number", ["privacy", "epsilon", "--mu", "1", "--iterations", "1e"], ["1e"]),
+    ("epsilon-rows-too-small", [*EPS, "--rows", "1"], ["--rows", "[2, inf]", "got 1"]),
     (
         "option-not-for-graphlearn-presets",
         ["reproduce", "graphlearn-weights", "--print-config"],
@@ -412,6 +413,28 @@ def test_bad_input_stays_one_line_with_debug(tmp_path, monkeypatch, capsys):
     assert stop.value.code == 2 and err == [
         "error: --seconds must be a real number in (0, inf); got 0.0"
     ]
+
+
+def test_an_interrupt_keeps_finished_batches_and_says_how_many(tmp_path, monkeypatch, capsys):
+    """Ctrl-C during the second batch: exit 130, the first batch's 2 curves are on disk."""
+    (tmp_path / "good.toml").write_text(GOOD, encoding="utf-8")
+    real = pgfl.experiments.runner.simulate
+    calls = []
+
+    def interrupt_the_second_batch(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pgfl.experiments.runner, "simulate", interrupt_the_second_batch)
+    out = tmp_path / "o"
+    with pytest.raises(SystemExit) as stop:
+        pgfl.cli.main(["run", str(tmp_path / "good.toml"), "--out", str(out)])
+    assert stop.value.code == 130
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"interrupted: 2 of 3 curves saved in {out}; rerun with --resume to continue"]
+    assert sorted(p.name for p in (out / "partial").iterdir()) == ["curve-000.npz", "curve-001.npz"]
 
 
 # ---------------------------------------------------------------------------------------

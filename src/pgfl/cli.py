@@ -46,7 +46,7 @@ if not out.is_terminal:  # pipes and CI logs: wide enough for the summary table
 
 #: Environment variable that, set to anything but "" or "0", shows internal tracebacks.
 DEBUG_ENV = "PGFL_DEBUG"
-_state = {"debug": False}
+_state = {"debug": False, "told_interrupt": False}
 
 
 @app.callback()
@@ -218,6 +218,7 @@ def _run(cfg: Any, folder: Path, *, resume: bool, as_json: bool) -> None:
                 f"in {folder}; rerun with --resume to continue",
                 file=sys.stderr,
             )
+            _state["told_interrupt"] = True
             raise typer.Exit(130) from None
     _report(summary, folder, as_json)
 
@@ -403,7 +404,7 @@ def _exit_for(exc: BaseException) -> SystemExit:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app and turn what escapes it into an exit code (module doc)."""
-    _state["debug"] = False
+    _state.update(debug=False, told_interrupt=False)
     with warnings.catch_warnings():
         full = warnings.showwarning
 
@@ -416,10 +417,10 @@ def main(argv: list[str] | None = None) -> None:
         warnings.showwarning = one_line
         try:
             code = app(args=argv, standalone_mode=False, prog_name="pgfl")
-        except Exception as exc:
+        except (Exception, KeyboardInterrupt) as exc:
             raise _exit_for(exc) from None
-        except KeyboardInterrupt as exc:
-            raise _exit_for(exc) from None
+    if code == 130 and not _state["told_interrupt"]:  # Ctrl-C, which the framework swallows
+        print("interrupted", file=sys.stderr)
     if isinstance(code, int) and code:
         raise SystemExit(code)
 

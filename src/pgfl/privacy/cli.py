@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pgfl.files import FileError, check_output_file, reading, writing
-from pgfl.validation import ConfigError, check_real
+from pgfl.validation import ConfigError, check_int, check_real
 
 app = typer.Typer(
     help="Differential-privacy accounting: epsilon over iterations, noise calibration.",
@@ -170,7 +170,7 @@ def epsilon_command(
     links: LinksOpt = 1,
     clients_per_round: ClientsOpt = 1,
     paper_reading: PaperOpt = False,
-    rows: Annotated[int, typer.Option("--rows", help="Iterations shown in the table.")] = 12,
+    rows: Annotated[int, typer.Option("--rows", help="Iterations shown in the table (>= 2).")] = 12,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG of eps(i).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -178,6 +178,7 @@ def epsilon_command(
     from pgfl.privacy import accounting as acc  # lazy: dp_accounting imports in ~1 s
 
     _check_plot(plot)
+    rows = check_int("--rows", rows, lo=2)
     sigma = _sigma_from(sigma, variance)
     curve = acc.epsilon_curve(
         scheme=scheme, sigma=sigma, mu=mu, clip=clip, iterations=iterations, delta=delta,
@@ -202,7 +203,7 @@ def epsilon_command(
     table.add_column("i", justify="right")
     for name in curve:
         table.add_column(name, justify="right")
-    for i in _rows_to_show(curve.iterations, max(rows, 2)):
+    for i in _rows_to_show(curve.iterations, rows):
         table.add_row(str(i), *(_fmt(float(curve[name][i - 1])) for name in curve))
     out.print(table)
     if curve.reason:
