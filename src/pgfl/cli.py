@@ -390,9 +390,9 @@ def _exit_for(exc: BaseException) -> SystemExit:
         traceback.print_exception(exc, file=sys.stderr)
         hint = ""
     else:
-        hint = f" (run with --debug or {DEBUG_ENV}=1 for the traceback)"
+        hint = f" (rerun as 'pgfl --debug ...' or with {DEBUG_ENV}=1 for the traceback)"
     if isinstance(exc, MemoryError):
-        return _fail(1, f"out of memory{hint}")
+        return _fail(1, f"out of memory: {exc}{hint}")
     if isinstance(exc, OSError):
         return _fail(1, f"{exc}{hint}")
     return _fail(
@@ -408,7 +408,7 @@ def main(argv: list[str] | None = None) -> None:
     with warnings.catch_warnings():
         full = warnings.showwarning
 
-        def one_line(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        def one_line(message, category, filename, lineno, file=None, line=None) -> None:
             if _debugging():
                 full(message, category, filename, lineno, file, line)
             else:
