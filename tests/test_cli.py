@@ -1,17 +1,22 @@
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
 
-def pgfl(*args, cwd=None):
+def pgfl(*args, cwd=None, columns=None):
+    env = dict(os.environ)
+    if columns is not None:  # what a terminal of that width would announce
+        env["COLUMNS"] = str(columns)
     return subprocess.run(
         [sys.executable, "-m", "pgfl.cli", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
         timeout=300,
+        env=env,
     )
 
 
@@ -98,7 +103,36 @@ def test_privacy_config_reports_epsilon_per_curve(tmp_path):
 
 
 def test_reproduce_a_graph_learning_preset_prints_the_sweep(tmp_path):
-    result = pgfl("reproduce", "graphlearn-weights", "--quick", "--out", str(tmp_path / "w"))
+    """The sweep's title and the results folder are plain lines: no wrapping at any width."""
+    folder = tmp_path / ("a-long-folder-name-" * 8) / "w"
+    result = pgfl("reproduce", "graphlearn-weights", "--quick", "--out", str(folder), columns=40)
     assert result.returncode == 0, result.stderr
-    assert "MCC / relative error" in result.stdout and "fedgl_local" in result.stdout
-    assert (tmp_path / "w" / "summary.json").is_file()
+    lines = result.stdout.splitlines()
+    assert "graphlearn-weights: MCC / relative error per" in lines[0]
+    assert f"results in {folder}: " in result.stdout
+    assert "fedgl_local" in result.stdout
+    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    assert {c["label"] for c in summary["curves"]} >= {"igl", "fedavg", "fedgl_local"}
+
+
+SINGLE_UNIT = GOOD.replace("P = 3", "P = 1")
+
+
+def test_a_single_unit_shows_no_disagreement_as_a_dash(tmp_path):
+    """P = 1: the disagreement is exactly 0, whose dB value -inf the table shows as —."""
+    (tmp_path / "one.toml").write_text(SINGLE_UNIT, encoding="utf-8")
+    result = pgfl("run", "one.toml", "--out", "o", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    row = next(line for line in result.stdout.splitlines() if line.startswith("│ cli "))
+    cells = [c.strip() for c in row.strip("│").split("│")]
+    assert cells[0] == "cli" and cells[3] == "—", cells
+    assert "inf" not in result.stdout
+    on_disk = json.loads((tmp_path / "o" / "summary.json").read_text(encoding="utf-8"))
+    assert on_disk["curves"][0]["disagreement_db"] == "-inf"
+
+
+@pytest.mark.parametrize("command", [["run"], ["privacy", "config"]])
+def test_quick_help_names_the_quick_table(command):
+    result = pgfl(*command, "--help", columns=200)
+    assert result.returncode == 0, result.stderr
+    assert "[quick] table" in result.stdout

@@ -85,3 +85,53 @@ def test_resume_refuses_a_different_configuration(tmp_path):
     other = dict(RAW, seed=4)
     with pytest.raises(ConfigError, match="different configuration"):
         run_experiment(parse_config(other), tmp_path, resume=True)
+
+
+def _snapshot(folder):
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("privacy", "needle"),
+    [
+        ({"target_epsilon": 1.0}, "privatized link"),
+        ({"target_epsilon": 1.0, "server_noise": "random"}, "training.clip_norm"),
+    ],
+)
+def test_a_failed_start_leaves_an_existing_results_folder_untouched(tmp_path, privacy, needle):
+    run_experiment(parse_config(RAW), tmp_path)
+    before = _snapshot(tmp_path)
+    assert any(name.startswith("partial") for name in before)
+    bad = dict(RAW, privacy={**RAW["privacy"], **privacy})
+    with pytest.raises(ConfigError, match=needle):
+        run_experiment(parse_config(bad), tmp_path)
+    assert _snapshot(tmp_path) == before
+
+
+def test_a_failed_start_creates_no_folder(tmp_path):
+    bad = dict(RAW, topology={"kind": "erdos_renyi", "P": 40, "probability": 0.001})
+    with pytest.raises(ConfigError, match="no connected graph"):
+        run_experiment(parse_config(bad), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_partial_files_of_another_configuration_are_recomputed_not_resumed(tmp_path):
+    """A rerun keeps the old partial files until its own batches replace them; a resume
+    of the new configuration ignores those of the old one (their fingerprint differs)."""
+    run_experiment(parse_config(RAW), tmp_path / "run")
+    other = parse_config(dict(RAW, seed=4))
+    expected = run_experiment(other, tmp_path / "reference")
+
+    def interrupt(labels, done, total):
+        if done == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(other, tmp_path / "run", on_progress=interrupt)
+    assert len(list((tmp_path / "run" / "partial").glob("curve-*.npz"))) == 4  # the old ones
+    seen = set()
+    resumed = run_experiment(
+        other, tmp_path / "run", resume=True, on_progress=lambda l, d, t: seen.add(l)
+    )
+    assert seen == {"none, graph_homomorphic", "small_L, blowup"}  # nothing old was reused
+    assert resumed["curves"] == expected["curves"]

@@ -1,24 +1,33 @@
 """The ``pgfl`` command: run experiments, reproduce the papers, benchmark the engine.
 
-Bad input never shows a traceback: any :class:`ConfigError` (or other ``ValueError``,
-``TypeError``, missing file, usage error) becomes one line on stderr and exit code 2.
-Ctrl-C keeps every finished curve on disk and exits with 130; ``--resume`` continues.
+Exit codes: 0 success; 2 bad input, told in one line ``error: ...`` naming the setting or
+file, its allowed range or problem and the value given (a :class:`ConfigError`, its
+:class:`~pgfl.files.FileError`, or a usage error), with nothing written; 1 an internal
+error (a bug: one line with a hint to report it; the traceback with ``pgfl --debug`` or
+``PGFL_DEBUG=1``); 130 interrupted (Ctrl-C keeps every finished curve on disk;
+``--resume`` continues). Warnings are one line ``warning: ...``.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import sys
+import traceback
+import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from pgfl.graphlearn.cli import app as graphlearn_app
 from pgfl.privacy.cli import app as privacy_app
+from pgfl.validation import ConfigError, check_int, check_real
 
 app = typer.Typer(
     name="pgfl",
@@ -34,6 +43,32 @@ err = Console(stderr=True)
 out = Console()
 if not out.is_terminal:  # pipes and CI logs: wide enough for the summary table
     out = Console(width=160)
+
+#: Environment variable that, set to anything but "" or "0", shows internal tracebacks.
+DEBUG_ENV = "PGFL_DEBUG"
+_state = {"debug": False, "told_interrupt": False}
+
+
+@app.callback()
+def _options(
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug", help=f"Show the traceback of an internal error (or {DEBUG_ENV}=1)."
+        ),
+    ] = False,
+) -> None:
+    _state["debug"] = debug
+
+
+def _debugging() -> bool:
+    return _state["debug"] or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def _plain(text: str) -> None:
+    """Print a line as is: no markup (paths may hold brackets), never wrapped."""
+    out.print(text, markup=False, highlight=False, soft_wrap=True)
+
 
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Output folder (default: runs/NAME).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the summary JSON to stdout.")]
@@ -52,53 +87,59 @@ _HEADERS = {
 
 
 def _fmt(value: Any, digits: int = 2) -> str:
-    if value is None:
-        return "-"
+    """A table cell; ``—`` for no value (diverged) or a non-finite one (``-inf`` dB).
+
+    A single unit has zero disagreement, whose dB value is ``10 log10 0 = -inf``.
+    """
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
     if isinstance(value, float):
         return f"{value:.{digits}f}"
-    return str(value)
+    return escape(str(value))
 
 
-def print_sweep(summary: dict[str, Any], folder: Path) -> None:
+def print_sweep(summary: dict[str, Any]) -> None:
     """A table of swept curves (graph learning): one column per swept value ``x``."""
     curves = summary["curves"]
     name = summary.get("x_name", "x")
-    table = Table(title=f"{summary.get('experiment', '')}: {folder}   (MCC / relative error)")
-    table.add_column(f"curve \\ {name}")
+    _plain(f"{summary.get('experiment', '')}: MCC / relative error per {name}")
+    table = Table()
+    table.add_column(f"curve \\ {escape(name)}")
     for x in curves[0]["x"]:
         table.add_column(str(x), justify="right")
     for c in curves:
         mcc, rel = c.get("mcc", []), c.get("relative_error", [])
-        table.add_row(c["label"], *(f"{m:.2f} / {r:.2f}" for m, r in zip(mcc, rel, strict=False)))
+        cells = (f"{_fmt(m)} / {_fmt(r)}" for m, r in zip(mcc, rel, strict=False))
+        table.add_row(escape(c["label"]), *cells)
     out.print(table)
     for c in curves:
         if "epsilon" in c:
-            out.print(f"{c['label']}: epsilon {c['epsilon']}")
+            _plain(f"{c['label']}: epsilon {c['epsilon']}")
     for claim, holds in summary.get("claims", {}).items():
-        out.print(f"claim {claim}: {'holds' if holds else 'does NOT hold'}")
+        _plain(f"claim {claim}: {'holds' if holds else 'does NOT hold'}")
 
 
-def print_scores(summary: dict[str, Any], folder: Path) -> None:
+def print_scores(summary: dict[str, Any]) -> None:
     """A table of named score sets (e.g. clustering NMI / RI / FMI per method)."""
     rows = summary["table"]
     metrics = list(next(iter(rows.values()), {}))
-    table = Table(title=f"{summary.get('experiment', '')}: {folder}")
+    table = Table(title=escape(str(summary.get("experiment", ""))))
     table.add_column("method")
     for m in metrics:
         table.add_column(m.upper(), justify="right")
     for name, scores in rows.items():
-        table.add_row(name, *(_fmt(scores.get(m), 3) for m in metrics))
+        table.add_row(escape(name), *(_fmt(scores.get(m), 3) for m in metrics))
     out.print(table)
 
 
-def print_summary(summary: dict[str, Any], folder: Path) -> None:
+def print_summary(summary: dict[str, Any]) -> None:
     """A table of the summary's curves (one row each), ε per accountant, divergences."""
     curves = summary.get("curves", [])
     if curves and isinstance(curves[0].get("x"), list):
-        print_sweep(summary, folder)
+        print_sweep(summary)
         return
     if not curves and isinstance(summary.get("table"), dict):
-        print_scores(summary, folder)
+        print_scores(summary)
         return
     keys: list[str] = []
     for c in curves:
@@ -109,7 +150,7 @@ def print_summary(summary: dict[str, Any], folder: Path) -> None:
     accountants: list[str] = []
     for c in curves:
         accountants += [a for a in c.get("epsilon", {}) if a not in accountants]
-    table = Table(title=f"{summary.get('experiment', '')}: {folder}")
+    table = Table(title=escape(str(summary.get("experiment", ""))))
     table.add_column("curve")
     for k in keys:
         table.add_column(_HEADERS.get(k, k), justify="right")
@@ -124,7 +165,7 @@ def print_summary(summary: dict[str, Any], folder: Path) -> None:
         ]
         eps = c.get("epsilon", {})
         cells += [_fmt_eps(eps.get(a)) for a in accountants]
-        table.add_row(c["label"], *cells)
+        table.add_row(escape(c["label"]), *cells)
     out.print(table)
     deltas = {c["delta"] for c in curves if "delta" in c}
     if deltas:
@@ -134,22 +175,23 @@ def print_summary(summary: dict[str, Any], folder: Path) -> None:
         )
     for c in curves:
         if c.get("diverged"):
-            out.print(f"curve {c['label']} diverged at iteration {c['diverged_at']}")
+            _plain(f"curve {c['label']} diverged at iteration {c['diverged_at']}")
         if c.get("epsilon_reason"):
-            out.print(f"curve {c['label']}: ε = ∞ ({c['epsilon_reason']})")
+            _plain(f"curve {c['label']}: ε = ∞ ({c['epsilon_reason']})")
 
 
 def _fmt_eps(value: Any) -> str:
     if value is None:
-        return "-"
+        return "—"
     if isinstance(value, str) or value == float("inf"):
         return "∞"
     return f"{value:.3g}"
 
 
 def _run(cfg: Any, folder: Path, *, resume: bool, as_json: bool) -> None:
-    from pgfl.experiments.runner import run_experiment
+    from pgfl.experiments.runner import prepare_experiment, run_plan, saved_curves
 
+    plan = prepare_experiment(cfg, folder, resume=resume)  # validates; writes nothing
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -157,25 +199,26 @@ def _run(cfg: Any, folder: Path, *, resume: bool, as_json: bool) -> None:
         TimeElapsedColumn(),
         console=err,
         transient=True,
-        disable=as_json,
+        disable=as_json or not err.is_terminal,  # no bar in logs and pipes
     ) as bar:
         tasks: dict[str, Any] = {}
 
         def on_progress(labels: str, done: int, total: int) -> None:
             if labels not in tasks:
                 short = labels if len(labels) < 60 else labels[:57] + "..."
-                tasks[labels] = bar.add_task(short, total=total)
+                tasks[labels] = bar.add_task(escape(short), total=total)
             bar.update(tasks[labels], completed=done)
 
         try:
-            summary = run_experiment(cfg, folder, resume=resume, on_progress=on_progress)
+            summary = run_plan(plan, on_progress=on_progress)
         except KeyboardInterrupt:
-            saved = len(list((folder / "partial").glob("curve-*.npz")))
+            bar.stop()
             print(
-                f"interrupted: {saved} of {len(cfg.curves)} curves saved in {folder}; "
-                "rerun with --resume to continue",
+                f"interrupted: {saved_curves(cfg, folder)} of {len(cfg.curves)} curves saved "
+                f"in {folder}; rerun with --resume to continue",
                 file=sys.stderr,
             )
+            _state["told_interrupt"] = True
             raise typer.Exit(130) from None
     _report(summary, folder, as_json)
 
@@ -186,25 +229,34 @@ def _report(summary: dict[str, Any], folder: Path, as_json: bool) -> None:
 
         sys.stdout.write(json.dumps(_jsonable(summary), indent=2) + "\n")
         return
-    print_summary(summary, folder)
+    print_summary(summary)
     files = sorted(
         p.name for p in folder.iterdir() if p.suffix in (".json", ".csv", ".png", ".log")
     )
-    out.print(f"results in {folder}: {', '.join(files)}")
+    _plain(f"results in {folder}: {', '.join(files)}")
+
+
+def _seed(seed: int | None) -> int | None:
+    return None if seed is None else check_int("--seed", seed, lo=0)
 
 
 @app.command()
 def run(
     config: Annotated[Path, typer.Argument(help="Experiment TOML file.")],
     out_dir: OutOpt = None,
-    quick: Annotated[bool, typer.Option("--quick", help="Apply the file's [quick] table.")] = False,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Apply the file's \\[quick] table.")
+    ] = False,
     resume: ResumeOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the experiment described by CONFIG (TOML)."""
-    from pgfl.experiments.config import load_config
+    from pgfl.experiments.config import parse_config, read_toml
+    from pgfl.files import reading
 
-    cfg = load_config(config, quick=quick)
+    with reading(config, what="config file"):  # not UTF-8, unreadable: one line
+        raw = read_toml(config)
+    cfg = parse_config(raw, quick=quick)
     _run(cfg, out_dir or Path("runs") / cfg.name, resume=resume, as_json=as_json)
 
 
@@ -214,7 +266,7 @@ def reproduce(
     out_dir: OutOpt = None,
     quick: Annotated[bool, typer.Option("--quick", help="Fewer iterations/repetitions.")] = False,
     seed: Annotated[
-        int | None, typer.Option("--seed", help="Root seed (default: the preset's).")
+        int | None, typer.Option("--seed", help="Root seed >= 0 (default: the preset's).")
     ] = None,
     resume: ResumeOpt = False,
     as_json: JsonOpt = False,
@@ -234,18 +286,28 @@ def reproduce(
 ) -> None:
     """Reproduce a figure of the papers with the papers' parameters."""
     from pgfl.experiments.presets import load_preset, preset_names, preset_text
+    from pgfl.files import check_output_folder, writing
     from pgfl.graphlearn.presets import PRESETS as GRAPHLEARN
-    from pgfl.validation import ConfigError
 
     names = preset_names() + sorted(GRAPHLEARN)
     if list_ or not name:
-        out.print("\n".join(names))
+        _plain("\n".join(names))
         return
     if name not in names:
         raise ConfigError(f"preset must be one of {', '.join(names)}; got {name!r}")
+    seed = _seed(seed)
     folder = out_dir or Path("runs") / name
     if name in GRAPHLEARN:
-        summary = GRAPHLEARN[name](quick, folder, 0 if seed is None else seed)
+        given = {"--print-config": print_config, "--resume": resume, "--data": data, "--rows": rows}
+        unused = [opt for opt, value in given.items() if value not in (None, False)]
+        if unused:
+            raise ConfigError(
+                f"{', '.join(unused)}: only for the GFL presets (fig2, ...); {name!r} is a "
+                "graph-learning preset"
+            )
+        check_output_folder(folder)
+        with writing(folder):
+            summary = GRAPHLEARN[name](quick, folder, 0 if seed is None else seed)
         _report(summary, folder, as_json)
         return
     if print_config:
@@ -266,11 +328,14 @@ def reproduce(
 def bench(
     as_json: JsonOpt = False,
     scale: Annotated[str, typer.Option("--scale", help="paper, medium, large or all.")] = "paper",
-    seconds: Annotated[float, typer.Option("--seconds", help="Target time per case.")] = 3.0,
+    seconds: Annotated[
+        float, typer.Option("--seconds", help="Target time per case, in seconds (> 0).")
+    ] = 3.0,
 ) -> None:
     """Measure engine throughput (client updates per second) at paper and larger scales."""
     from pgfl.bench import run_bench
 
+    seconds = check_real("--seconds", seconds, lo=0.0, lo_open=True)
     result = run_bench(scale=scale, seconds=seconds, log=None if as_json else err.print)
     if as_json:
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
@@ -289,30 +354,73 @@ def bench(
     out.print(table)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app; bad input becomes one line on stderr and exit code 2."""
-    from pgfl.validation import ConfigError
+def _usage_message(exc: Exception) -> str:
+    """A usage error's message; a value that failed to parse is echoed (``got 'abc'``)."""
+    message = exc.format_message()  # type: ignore[attr-defined]
+    cause = exc.__cause__
+    if cause is not None and hasattr(cause, "errors"):  # pydantic's ValidationError
+        errors = cause.errors()
+        if errors and "input" in errors[0]:
+            message = f"{message.rstrip('.')}; got {errors[0]['input']!r}"
+    return message
 
-    try:
-        code = app(args=argv, standalone_mode=False, prog_name="pgfl")
-    except KeyboardInterrupt:
+
+def _fail(code: int, message: str) -> SystemExit:
+    print("error: " + " ".join(message.split()), file=sys.stderr)
+    return SystemExit(code)
+
+
+def _exit_for(exc: BaseException) -> SystemExit:
+    """The exit (code, one line on stderr) for an exception escaping a command."""
+    if isinstance(exc, typer.Exit):
+        return SystemExit(exc.exit_code)
+    if isinstance(exc, typer.Abort) and isinstance(exc.__cause__, Exception):
+        exc = exc.__cause__  # the framework turns an EOFError into Abort: not an interrupt
+    elif isinstance(exc, (typer.Abort, KeyboardInterrupt)):
         print("interrupted", file=sys.stderr)
-        raise SystemExit(130) from None
-    except Exception as exc:  # usage errors come from typer's (possibly vendored) click
-        kind = type(exc).__name__
-        if kind == "Abort":
-            print("interrupted", file=sys.stderr)
-            raise SystemExit(130) from None
-        if kind == "Exit":
-            raise SystemExit(getattr(exc, "exit_code", 0)) from None
-        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
-            message = exc.format_message()
-        elif isinstance(exc, (ConfigError, ValueError, FileNotFoundError)):
-            message = str(exc) or kind
-        else:
-            raise
-        print("error: " + " ".join(message.split()), file=sys.stderr)
-        raise SystemExit(2) from None
+        return SystemExit(130)
+    if isinstance(exc, ConfigError):
+        return _fail(2, str(exc) or type(exc).__name__)
+    if isinstance(exc, typer.TyperException):  # click's usage errors: exit 2
+        message = _usage_message(exc)
+        if not message.strip():  # no arguments: the help was shown
+            return SystemExit(2)
+        return _fail(2, message)
+    if _debugging():
+        traceback.print_exception(exc, file=sys.stderr)
+        hint = ""
+    else:
+        hint = f" (rerun as 'pgfl --debug ...' or with {DEBUG_ENV}=1 for the traceback)"
+    if isinstance(exc, MemoryError):
+        return _fail(1, f"out of memory: {exc}{hint}")
+    if isinstance(exc, OSError):
+        return _fail(1, f"{exc}{hint}")
+    return _fail(
+        1,
+        f"internal error: {type(exc).__name__}: {exc}. This is a bug in pgfl; please report "
+        f"it with the command you ran{hint}",
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the app and turn what escapes it into an exit code (module doc)."""
+    _state.update(debug=False, told_interrupt=False)
+    with warnings.catch_warnings():
+        full = warnings.showwarning
+
+        def one_line(message, category, filename, lineno, file=None, line=None) -> None:
+            if _debugging():
+                full(message, category, filename, lineno, file, line)
+            else:
+                print("warning: " + " ".join(str(message).split()), file=sys.stderr)
+
+        warnings.showwarning = one_line
+        try:
+            code = app(args=argv, standalone_mode=False, prog_name="pgfl")
+        except (Exception, KeyboardInterrupt) as exc:
+            raise _exit_for(exc) from None
+    if code == 130 and not _state["told_interrupt"]:  # Ctrl-C, which the framework swallows
+        print("interrupted", file=sys.stderr)
     if isinstance(code, int) and code:
         raise SystemExit(code)
 

@@ -70,7 +70,7 @@ def test_run_files_with_dp_and_bad_inputs(tmp_path):
     )
     res = CliRunner().invoke(app, ["run", str(tmp_path / "bad.toml"), "--out", str(out)])
     assert isinstance(res.exception, ConfigError)
-    assert "signals[1] must contain only finite values" in str(res.exception)
+    assert "nan.csv' must contain only finite values" in str(res.exception)
 
 
 def test_run_synthetic_summary_contract(tmp_path):

@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from pgfl.data.hashing import hash_fields, hashed_to_csr, hashed_to_dense
+from pgfl.files import check_input_file, reading
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
 __all__ = [
@@ -101,18 +102,17 @@ class AvazuChunk:
 
 
 def _check_path(path: str | os.PathLike[str]) -> Path:
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"Avazu file not found: {str(p)!r}")
-    return p
+    return check_input_file(path, what="Avazu file")
 
 
 def _read_header(path: Path) -> list[str]:
-    with open(path, encoding="utf-8", newline="") as fh:
-        first = fh.readline()
-    if not first.strip():
-        raise ConfigError(f"file {str(path)!r} is empty (no header line)")
-    return [c.strip() for c in first.rstrip("\r\n").split(",")]
+    """The column names of the first line (compressed files too: pandas infers it)."""
+    with reading(path):
+        try:
+            header = pd.read_csv(path, nrows=0, dtype=str, engine="c")
+        except pd.errors.EmptyDataError:
+            raise ConfigError(f"file {str(path)!r} is empty (no header line)") from None
+    return [str(c).strip() for c in header.columns]
 
 
 def is_avazu_file(path: str | os.PathLike[str]) -> bool:
@@ -175,7 +175,9 @@ def iter_avazu(
         :class:`AvazuChunk` objects with ``F = len(fields) + 2`` tokens per row.
 
     Raises:
-        FileNotFoundError: the file does not exist.
+        MissingFileError: the file does not exist (a ``FileNotFoundError``).
+        FileError: the file cannot be read: not UTF-8, a truncated compressed stream, a
+            row with more fields than the header (the message names the file and line).
         ConfigError: empty file, missing columns, a ``click`` other than 0/1 or a
             malformed ``hour`` (reported with data row and file line).
 
@@ -197,28 +199,37 @@ def iter_avazu(
     if missing:
         what = "label column 'click'" if missing == ["click"] else f"columns {missing}"
         raise ConfigError(f"{str(p)!r} is not in the Avazu format: missing {what}")
-    reader = pd.read_csv(
-        p,
-        usecols=needed,
-        dtype=str,
-        keep_default_na=False,
-        na_filter=False,
-        chunksize=min(chunk_rows, rows) if rows is not None else chunk_rows,
-        nrows=rows,
-        engine="c",
-    )
     first = 0
-    with reader:
-        for frame in reader:
-            n = len(frame)
-            if n == 0:
-                break
-            y = _labels(frame["click"], first, p)
-            cols: dict[str, object] = {f: frame[f].to_numpy() for f in fields}
-            cols.update(_hour_fields(frame["hour"], first, p))
-            idx, sign = hash_fields(cols, hash_dim, signed=signed, key=key)
-            yield AvazuChunk(idx, sign, y, np.arange(first, first + n, dtype=np.int64))
-            first += n
+    chunksize = min(chunk_rows, rows) if rows is not None else chunk_rows
+    for frame in _frames(p, needed, chunksize, rows):
+        n = len(frame)
+        if n == 0:
+            break
+        y = _labels(frame["click"], first, p)
+        cols: dict[str, object] = {f: frame[f].to_numpy() for f in fields}
+        cols.update(_hour_fields(frame["hour"], first, p))
+        idx, sign = hash_fields(cols, hash_dim, signed=signed, key=key)
+        yield AvazuChunk(idx, sign, y, np.arange(first, first + n, dtype=np.int64))
+        first += n
+
+
+def _frames(
+    p: Path, columns: list[str], chunksize: int, rows: int | None
+) -> Iterator[pd.DataFrame]:
+    """The file's chunks as string frames; a bad row or truncated stream names the file."""
+    with reading(p):  # parse errors surface while iterating, not when the reader opens
+        reader = pd.read_csv(
+            p,
+            usecols=columns,
+            dtype=str,
+            keep_default_na=False,
+            na_filter=False,
+            chunksize=chunksize,
+            nrows=rows,
+            engine="c",
+        )
+        with reader:
+            yield from reader
 
 
 def _reservoir_update(
@@ -296,7 +307,7 @@ def load_avazu(
         ``(X, y)``: ``X`` float64 ``[n, M]`` (dense or CSR), ``y`` float64 ``[n]`` in ``{±1}``.
 
     Raises:
-        FileNotFoundError, ConfigError: see :func:`iter_avazu`; also a file with no data
+        MissingFileError, FileError, ConfigError: see :func:`iter_avazu`; also a file with no data
             rows, a bad ``sample``/``fraction``/``rng``, or a dense result above 2 GB.
 
     """

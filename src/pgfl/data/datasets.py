@@ -36,6 +36,7 @@ from pgfl.data.avazu import is_avazu_file, load_avazu
 from pgfl.data.federated import FederatedData
 from pgfl.data.partition import add_intercept, partition
 from pgfl.data.tabular import TabularEncoder, encode_labels, infer_columns, read_table
+from pgfl.files import check_input_file
 from pgfl.rng import stream
 from pgfl.validation import ConfigError, check_choice, check_int
 
@@ -135,8 +136,7 @@ def _resolve(source: str, rows: int | None) -> _Source:
         return _Source("tabular", frame, label, (), path=path)
     p = Path(source)
     if p.suffix or os.sep in source or p.exists():
-        if not p.is_file():
-            raise FileNotFoundError(f"data file not found: {source!r}")
+        check_input_file(p)
         if is_avazu_file(p):
             return _Source("avazu", path=source)
         raise ConfigError(
@@ -288,7 +288,8 @@ def classification_federated_data(
 
     Raises:
         ConfigError: unknown source, bad data (see the loaders), too few rows for the
-            test set and the clients, bad parameters. FileNotFoundError: missing file.
+            test set and the clients, bad parameters. MissingFileError: missing file (a
+            ``FileNotFoundError``); FileError: a file that cannot be read.
 
     >>> fd = classification_federated_data(seed=1)
     >>> fd.shape[:2], int(fd.counts.sum()), fd.X_test.shape

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from pgfl.data.hashing import hash_fields, hashed_to_dense
+from pgfl.files import check_input_file, reading
 from pgfl.validation import ConfigError, check_int
 
 __all__ = [
@@ -68,14 +69,14 @@ def read_table(
     'pgfl[parquet]'``). A CSV with a ``rows`` limit stops reading after ``rows`` rows.
 
     Raises:
-        FileNotFoundError: no such file.
+        MissingFileError: no such file (a ``FileNotFoundError`` and a ``ConfigError``).
+        FileError: a file that cannot be read: not UTF-8, a truncated compressed stream,
+            a row with more fields than the header (the message names the file).
         ConfigError: empty file, a header without data rows, missing ``columns``,
             or Parquet without pyarrow.
 
     """
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"data file not found: {str(p)!r}")
+    p = check_input_file(path)
     if rows is not None:
         rows = check_int("rows", rows, lo=1)
     if _is_parquet(p):
@@ -85,16 +86,18 @@ def read_table(
             raise ConfigError(
                 f"reading Parquet file {str(p)!r} needs pyarrow: pip install 'pgfl[parquet]'"
             ) from e
-        frame = pd.read_parquet(p, columns=list(columns) if columns is not None else None)
+        with reading(p):
+            frame = pd.read_parquet(p, columns=list(columns) if columns is not None else None)
         if rows is not None:
             frame = frame.iloc[:rows]
     else:
         if p.stat().st_size == 0:
             raise ConfigError(f"file {str(p)!r} is empty (no header line)")
-        try:
-            frame = pd.read_csv(p, nrows=rows, skipinitialspace=True)
-        except pd.errors.EmptyDataError as e:
-            raise ConfigError(f"file {str(p)!r} is empty (no header line)") from e
+        with reading(p):
+            try:
+                frame = pd.read_csv(p, nrows=rows, skipinitialspace=True)
+            except pd.errors.EmptyDataError as e:
+                raise ConfigError(f"file {str(p)!r} is empty (no header line)") from e
         if columns is not None:
             missing = [c for c in columns if c not in frame.columns]
             if missing:

@@ -1,9 +1,13 @@
 """Run an experiment: build the network, simulate batched curves, save results, plot.
 
 Curves that share their structure (topology, data, everything in training but the
-step size, sharing mode and clipping) run as one vectorized simulation. After each such
-batch, every curve's per-iteration metrics are saved in ``<out>/partial/``; an
-interrupted run keeps them and ``resume=True`` skips the curves already there.
+step size, sharing mode and clipping) run as one vectorized simulation. A run has two
+steps: :func:`prepare_experiment` validates everything (output folder, topology, data
+files, every curve's settings) without writing anything, then :func:`run_plan` creates
+the folder and simulates. After each batch, every curve's per-iteration metrics are
+saved in ``<out>/partial/curve-NNN.npz`` with the configuration's fingerprint; an
+interrupted run keeps them and ``resume=True`` skips the curves whose file matches
+(a stale or unreadable file is recomputed, never deleted up front).
 
 Output files (the contract other tools read):
 
@@ -20,8 +24,10 @@ from __future__ import annotations
 import json
 import math
 import time
+import warnings
+import zipfile
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +39,7 @@ from pgfl.data.synthetic import client_schedule, logistic_data, regression_data
 from pgfl.engine import CurveSettings, Network, Trajectory, simulate
 from pgfl.experiments.config import CurveConfig, ExperimentConfig
 from pgfl.experiments.results import _jsonable, read_json, write_atomic, write_csv, write_json
+from pgfl.files import FileError, check_output_folder, writing
 from pgfl.problems import LeastSquares, Logistic, _Problem
 from pgfl.rng import stream
 from pgfl.topology import (
@@ -294,22 +301,57 @@ def _partial_path(out: Path, index: int) -> Path:
     return out / "partial" / f"curve-{index:03d}.npz"
 
 
-def _save_partial(out: Path, index: int, label: str, metrics: dict[str, np.ndarray]) -> None:
+def _save_partial(
+    out: Path, index: int, label: str, fingerprint: str, metrics: dict[str, np.ndarray]
+) -> None:
     path = _partial_path(out, index)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.stem + ".tmp.npz")
-    np.savez(tmp, label=np.array(label), **metrics)
+    np.savez(tmp, label=np.array(label), fingerprint=np.array(fingerprint), **metrics)
     tmp.replace(path)
 
 
-def _load_partial(out: Path, index: int, label: str) -> dict[str, np.ndarray] | None:
+def _load_partial(
+    out: Path, index: int, label: str, fingerprint: str
+) -> dict[str, np.ndarray] | None:
+    """The saved metrics of curve ``index``, or None if absent, stale or unreadable.
+
+    A file of another configuration (its stored fingerprint differs) is ignored; an
+    unreadable one (truncated, corrupt) is ignored with a warning naming it. Either way
+    the curve is recomputed and its file replaced when done.
+    """
     path = _partial_path(out, index)
     if not path.is_file():
         return None
-    with np.load(path) as f:
-        if str(f["label"]) != label:
-            return None
-        return {k: f[k] for k in f.files if k != "label"}
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            if "fingerprint" not in f.files or str(f["fingerprint"]) != fingerprint:
+                return None
+            if str(f["label"]) != label:
+                return None
+            return {k: f[k] for k in f.files if k not in ("label", "fingerprint")}
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+        warnings.warn(
+            f"{path} is unreadable ({type(exc).__name__}: {exc}); recomputing curve {label!r}",
+            PartialResultWarning,
+            stacklevel=2,
+        )
+        return None
+
+
+class PartialResultWarning(UserWarning):
+    """A saved partial result could not be used and its curve is computed again."""
+
+
+def saved_curves(cfg: ExperimentConfig, out: str | Path) -> int:
+    """How many curves of ``cfg`` have a valid partial result in ``out/partial``."""
+    out, fingerprint = Path(out), _config_fingerprint(cfg)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PartialResultWarning)
+        return sum(
+            _load_partial(out, i, c.label, fingerprint) is not None
+            for i, c in enumerate(cfg.curves)
+        )
 
 
 def _config_fingerprint(cfg: ExperimentConfig) -> str:
@@ -326,6 +368,141 @@ def _config_fingerprint(cfg: ExperimentConfig) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Batch:
+    """Curves simulated together: their indices in the config, network and settings."""
+
+    indices: tuple[int, ...]
+    net: Network
+    settings: tuple[CurveSettings, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated experiment ready to run: nothing of it has touched the output folder.
+
+    Attributes:
+        cfg: the configuration.
+        out: the output folder (checked writable, not yet created).
+        fingerprint: the configuration's identity, stored in ``config.json`` and in
+            every partial file.
+        loaded: metrics of curves resumed from ``out/partial`` (by curve index).
+        batches: the curves still to simulate, grouped by shared structure.
+
+    """
+
+    cfg: ExperimentConfig
+    out: Path
+    fingerprint: str
+    loaded: dict[int, dict[str, np.ndarray]]
+    batches: tuple[Batch, ...]
+
+
+def check_batch(net: Network, settings: tuple[CurveSettings, ...]) -> None:
+    """Checks the engine makes when a simulation starts, made before anything is written.
+
+    Graph-homomorphic noise needs self-weights ``a_pp > 0`` (preprint eq. 47); secure
+    aggregation needs its modulus and threshold to fit L clients.
+    """
+    for s in settings:
+        s.client.validate(net)
+        s.server.validate(net)
+
+
+def prepare_experiment(cfg: ExperimentConfig, out: str | Path, *, resume: bool = False) -> Plan:
+    """Validate everything a run needs, without writing anything.
+
+    Checks the output folder (not a file, not under a file, writable), that ``--resume``
+    continues the same configuration, builds every network that still has curves to
+    run (topology, data files) and every curve's settings (including the noise a
+    ``target_epsilon`` needs); any problem raises :class:`ConfigError` (or its
+    :class:`~pgfl.files.FileError`) and leaves ``out`` exactly as it was.
+
+    With ``resume``, a batch is skipped only if every one of its curves has a valid
+    partial file; otherwise it runs whole (a curve recomputed with fewer batch mates
+    would differ in rounding), so a resumed run gives the bits of an uninterrupted one.
+    """
+    out = check_output_folder(out)
+    fingerprint = _config_fingerprint(cfg)
+    config_path = out / "config.json"
+    if resume and config_path.is_file():
+        try:
+            same = json.dumps(read_json(config_path), sort_keys=True) == fingerprint
+        except (OSError, ValueError) as exc:
+            raise FileError(f"--resume: cannot read {config_path} ({exc})") from exc
+        if not same:
+            raise ConfigError(
+                f"--resume: {config_path} was written by a different configuration; "
+                "use a new --out directory or drop --resume"
+            )
+    loaded: dict[int, dict[str, np.ndarray]] = {}
+    if resume:
+        for i, c in enumerate(cfg.curves):
+            metrics = _load_partial(out, i, c.label, fingerprint)
+            if metrics is not None:
+                loaded[i] = metrics
+    groups: dict[tuple, list[int]] = {}
+    for i, c in enumerate(cfg.curves):
+        groups.setdefault(c.structure(), []).append(i)
+    batches = []
+    for indices in groups.values():
+        if all(i in loaded for i in indices):
+            continue
+        for i in indices:  # a batch runs whole: the same bits as an uninterrupted run
+            loaded.pop(i, None)
+        net = build_network(cfg.curves[indices[0]], cfg.seed)
+        settings = tuple(curve_settings(cfg.curves[i], cfg.iterations, net) for i in indices)
+        check_batch(net, settings)
+        batches.append(Batch(tuple(indices), net, settings))
+    return Plan(cfg, out, fingerprint, loaded, tuple(batches))
+
+
+def run_plan(
+    plan: Plan, *, on_progress: Callable[[str, int, int], None] | None = None
+) -> dict[str, Any]:
+    """Simulate a prepared experiment, saving each batch in ``out/partial``; write results.
+
+    ``config.json`` is written first; a partial file from an earlier run is replaced only
+    when its curve finishes again, so an interrupted rerun never loses results.
+    """
+    cfg, out = plan.cfg, plan.out
+    with writing(out):
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "config.json", json.loads(plan.fingerprint))
+    started = time.perf_counter()
+    metrics = dict(plan.loaded)
+    iota: dict[str, float] = {}
+    for batch in plan.batches:
+        net, settings = batch.net, batch.settings
+        iota[cfg.curves[batch.indices[0]].topology.kind] = net.iota2
+        labels = ", ".join(cfg.curves[i].label for i in batch.indices)
+        progress = None
+        if on_progress is not None:
+
+            def progress(done: int, labels: str = labels) -> None:
+                on_progress(labels, done, cfg.iterations)
+
+        traj = simulate(
+            net,
+            list(settings),
+            iterations=cfg.iterations,
+            repetitions=cfg.repetitions,
+            seed=cfg.seed,
+            progress=progress,
+        )
+        for c, i in enumerate(batch.indices):
+            metrics[i] = curve_metrics(traj, c)
+            eps, entry = curve_epsilon(cfg.curves[i], settings[c], cfg.iterations, net)
+            metrics[i].update(eps)
+            if settings[c].client.name == "secure_aggregation":
+                entry["secure_aggregation"] = secagg_entry(settings[c], traj, c, net.L)
+            metrics[i]["privacy"] = np.array(json.dumps(_jsonable(entry)))
+            with writing(out):
+                _save_partial(out, i, cfg.curves[i].label, plan.fingerprint, metrics[i])
+    with writing(out):
+        return write_results(cfg, out, metrics, elapsed=time.perf_counter() - started, iota2=iota)
+
+
 def run_experiment(
     cfg: ExperimentConfig,
     out: str | Path,
@@ -337,64 +514,10 @@ def run_experiment(
 
     ``on_progress(batch_labels, done, total)`` is called after every iteration.
     With ``resume``, curves already saved in ``out/partial`` by an earlier run of the
-    same configuration are loaded instead of recomputed.
+    same configuration are loaded instead of recomputed. Everything is validated
+    (:func:`prepare_experiment`) before ``out`` is created or touched.
     """
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    fingerprint = _config_fingerprint(cfg)
-    config_path = out / "config.json"
-    if resume and config_path.is_file():
-        if json.dumps(read_json(config_path), sort_keys=True) != fingerprint:
-            raise ConfigError(
-                f"--resume: {config_path} was written by a different configuration; "
-                "use a new --out directory or drop --resume"
-            )
-    elif not resume:
-        for stale in (out / "partial").glob("curve-*.npz"):
-            stale.unlink()
-    write_json(config_path, json.loads(fingerprint))
-
-    started = time.perf_counter()
-    metrics: dict[int, dict[str, np.ndarray]] = {}
-    if resume:
-        for i, c in enumerate(cfg.curves):
-            loaded = _load_partial(out, i, c.label)
-            if loaded is not None:
-                metrics[i] = loaded
-    groups: dict[tuple, list[int]] = {}
-    for i, c in enumerate(cfg.curves):
-        if i not in metrics:
-            groups.setdefault(c.structure(), []).append(i)
-    iota: dict[str, float] = {}
-    for indices in groups.values():
-        first = cfg.curves[indices[0]]
-        net = build_network(first, cfg.seed)
-        iota[first.topology.kind] = net.iota2
-        labels = ", ".join(cfg.curves[i].label for i in indices)
-        progress = None
-        if on_progress is not None:
-
-            def progress(done: int, labels: str = labels) -> None:
-                on_progress(labels, done, cfg.iterations)
-
-        settings = [curve_settings(cfg.curves[i], cfg.iterations, net) for i in indices]
-        traj = simulate(
-            net,
-            settings,
-            iterations=cfg.iterations,
-            repetitions=cfg.repetitions,
-            seed=cfg.seed,
-            progress=progress,
-        )
-        for c, i in enumerate(indices):
-            metrics[i] = curve_metrics(traj, c)
-            eps, entry = curve_epsilon(cfg.curves[i], settings[c], cfg.iterations, net)
-            metrics[i].update(eps)
-            if settings[c].client.name == "secure_aggregation":
-                entry["secure_aggregation"] = secagg_entry(settings[c], traj, c, net.L)
-            metrics[i]["privacy"] = np.array(json.dumps(_jsonable(entry)))
-            _save_partial(out, i, cfg.curves[i].label, metrics[i])
-    return write_results(cfg, out, metrics, elapsed=time.perf_counter() - started, iota2=iota)
+    return run_plan(prepare_experiment(cfg, out, resume=resume), on_progress=on_progress)
 
 
 def write_results(

@@ -19,7 +19,7 @@ def run(
         "results/graphlearn-run"
     ),
     seed: Annotated[
-        int | None, typer.Option("--seed", help="Root seed (overrides the config's).")
+        int | None, typer.Option("--seed", help="Root seed >= 0 (overrides the config's).")
     ] = None,
 ) -> None:
     """Learn personalized + consensus graphs from a config; write summary.json and curves.csv."""
@@ -28,10 +28,12 @@ def run(
     from pgfl.graphlearn.config import load_config, run_config
     from pgfl.validation import check_int
 
+    if seed is not None:
+        seed = check_int("--seed", seed, lo=0)
     cfg = load_config(config)
     if seed is not None:
-        cfg = replace(cfg, seed=check_int("seed", seed, lo=0))
-    summary = run_config(cfg, out)
+        cfg = replace(cfg, seed=seed)
+    summary = run_config(cfg, out)  # checks --out and reads every file before writing
     for c in summary.get("curves", []):
         eps = f" (ε̄={c['epsilon']:g})" if "epsilon" in c else ""
         typer.echo(f"{c['label']}{eps}: MCC {c['mcc'][0]:.3f}  RE {c['relative_error'][0]:.3f}")

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from pgfl.experiments.config import read_toml
+from pgfl.files import FileError, check_input_file, check_output_folder, reading, writing
 from pgfl.graphlearn.experiments import Params
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
@@ -161,25 +162,59 @@ def parse_config(raw: dict[str, Any], base: Path = Path(".")) -> GraphLearnConfi
 def load_config(path: Path) -> GraphLearnConfig:
     """Read and validate a TOML config file."""
     path = Path(path)
-    raw = read_toml(path)
+    with reading(path, what="config file"):  # not UTF-8, unreadable: one line
+        raw = read_toml(path)
     return parse_config(raw, base=path.parent)
 
 
-def _load_signals(path: Path):
+def load_signals(path: Path) -> Any:
+    """One client's signals ``[N_i, d]`` (rows = signals, columns = nodes) from a file.
+
+    ``.npy`` (a numeric array, never pickled objects) or comma-separated text. Every
+    problem (missing, empty, unreadable, non-numeric, not 2-D, non-finite) raises a
+    :class:`~pgfl.files.FileError` or :class:`ConfigError` naming the file.
+    """
+    import warnings
+
     import numpy as np
 
-    if not path.is_file():
-        raise ConfigError(f"data file not found: {path}")
-    if path.suffix == ".npy":
-        return np.load(path, allow_pickle=False)
-    try:
-        return np.loadtxt(path, delimiter=",", ndmin=2)
-    except ValueError as exc:
-        raise ConfigError(f"data file {path} is not a numeric CSV: {exc}") from exc
+    from pgfl.graphlearn.smoothness import validate_signals
+
+    path = check_input_file(path)
+    name = f"data file {str(path)!r}"
+    if path.stat().st_size == 0:
+        raise FileError(f"{name} is empty; it must hold one signal per row, one node per column")
+    with reading(path), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # loadtxt warns (with a path) about files without data
+        if path.suffix == ".npy":
+            arr = np.load(path, allow_pickle=False)
+        else:
+            arr = np.loadtxt(path, delimiter=",", ndmin=2)
+    if arr.dtype.kind not in "biuf":
+        raise FileError(f"{name} holds {arr.dtype} values; signals must be real numbers")
+    if arr.size == 0:
+        raise FileError(f"{name} has no signals; it must hold one signal per row")
+    return validate_signals(arr, name)
+
+
+def _load_client_signals(files: tuple[Path, ...]) -> list[Any]:
+    """Every client's signals; all files must observe the same nodes."""
+    signals = [load_signals(f) for f in files]
+    for f, x in zip(files, signals, strict=True):
+        if x.shape[1] != signals[0].shape[1]:
+            raise ConfigError(
+                f"data.files must observe the same nodes: {str(f)!r} has {x.shape[1]} columns, "
+                f"{str(files[0])!r} has {signals[0].shape[1]}"
+            )
+    return signals
 
 
 def run_config(cfg: GraphLearnConfig, out: Path) -> dict[str, Any]:
-    """Run a validated config; write ``summary.json``, ``curves.csv``, ``graphs.npz``."""
+    """Run a validated config; write ``summary.json``, ``curves.csv``, ``graphs.npz``.
+
+    The output folder is checked and the signal files are read before any work; the
+    folder is created only when the results are ready.
+    """
     import numpy as np
 
     from pgfl.experiments.results import write_csv, write_json
@@ -193,8 +228,8 @@ def run_config(cfg: GraphLearnConfig, out: Path) -> dict[str, Any]:
     from pgfl.graphlearn.privacy import calibrate_noise, privacy_report
     from pgfl.rng import stream
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_output_folder(out)
+    signals = _load_client_signals(cfg.files) if cfg.kind == "files" else []
     p = cfg.params
     algo = dict(rounds=p.rounds, local_steps=p.local_steps)
     summary: dict[str, Any] = {
@@ -238,21 +273,17 @@ def run_config(cfg: GraphLearnConfig, out: Path) -> dict[str, Any]:
                 summary["privacy"] = v["privacy"]
             curves.append(entry)
         summary["curves"] = curves
-        write_csv(
-            out / "curves.csv",
-            [
-                {
-                    "label": c["label"],
-                    "x": cfg.q,
-                    "mcc": c["mcc"][0],
-                    "relative_error": c["relative_error"][0],
-                    **({"epsilon": c["epsilon"]} if "epsilon" in c else {}),
-                }
-                for c in curves
-            ],
-        )
+        rows = [
+            {
+                "label": c["label"],
+                "x": cfg.q,
+                "mcc": c["mcc"][0],
+                "relative_error": c["relative_error"][0],
+                **({"epsilon": c["epsilon"]} if "epsilon" in c else {}),
+            }
+            for c in curves
+        ]
     else:
-        signals = [_load_signals(f) for f in cfg.files]
         clip = None if cfg.privacy is None else cfg.privacy["clip"]
         Z, counts = client_distances(signals)
         kw = dict(alpha=p.alpha, beta=p.beta, **algo)
@@ -290,12 +321,13 @@ def run_config(cfg: GraphLearnConfig, out: Path) -> dict[str, Any]:
             graphs["fedgl_consensus_dp"] = dpres.w_con
             summary["privacy"] = privacy_report(cal)
         summary["curves"] = []
-        np.savez(out / "graphs.npz", **graphs)
-        write_csv(
-            out / "curves.csv",
-            [{"round": t, "objective": v} for t, v in enumerate(fed.objective.tolist())],
-        )
-    write_json(out / "summary.json", summary)
+        rows = [{"round": t, "objective": v} for t, v in enumerate(fed.objective.tolist())]
+    with writing(out):  # nothing is written before every input was read and every run done
+        out.mkdir(parents=True, exist_ok=True)
+        if cfg.kind == "files":
+            np.savez(out / "graphs.npz", **graphs)
+        write_csv(out / "curves.csv", rows)
+        write_json(out / "summary.json", summary)
     return summary
 
 

@@ -21,8 +21,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from pgfl.files import FileError, check_output_file, reading, writing
 from pgfl.params import ACCOUNTANTS
-from pgfl.validation import ConfigError, check_real
+from pgfl.validation import ConfigError, check_int, check_real
 
 app = typer.Typer(
     help="Differential-privacy accounting: epsilon over iterations, noise calibration.",
@@ -102,6 +103,37 @@ def _rows_to_show(t: int, n: int) -> list[int]:
     return sorted(set(np.unique(np.round(np.geomspace(1, t, n)).astype(int)).tolist()) | {t})
 
 
+def _plot_format(path: Path) -> str:
+    """The image format of a ``--plot`` path: its suffix, PNG without one."""
+    return path.suffix[1:].lower() or "png"
+
+
+def _check_plot(path: Path | None) -> None:
+    """Before any work: ``--plot`` must name a writable file of an image format."""
+    if path is None:
+        return
+    check_output_file(path, what="--plot file")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    formats = FigureCanvasAgg.get_supported_filetypes()
+    if _plot_format(path) not in formats:
+        raise FileError(
+            f"--plot file {path}: unknown image format {_plot_format(path)!r}; "
+            f"use one of {', '.join(sorted(formats))}"
+        )
+
+
+def _save_plot(fig: Any, path: Path, dpi: int) -> None:
+    """Write ``fig`` to exactly ``path`` (folders created); close it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=dpi, format=_plot_format(path))
+    plt.close(fig)
+
+
 def _plot(curve: Any, path: Path, title: str) -> None:
     import matplotlib
 
@@ -120,10 +152,7 @@ def _plot(curve: Any, path: Path, title: str) -> None:
     ax.grid(True, which="both", alpha=0.3)
     if ax.lines:
         ax.legend()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    _save_plot(fig, path, dpi=130)
 
 
 @app.command("epsilon")
@@ -151,7 +180,7 @@ def epsilon_command(
     links: LinksOpt = 1,
     clients_per_round: ClientsOpt = 1,
     paper_reading: PaperOpt = False,
-    rows: Annotated[int, typer.Option("--rows", help="Iterations shown in the table.")] = 12,
+    rows: Annotated[int, typer.Option("--rows", help="Iterations shown in the table (>= 2).")] = 12,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG of eps(i).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -159,6 +188,8 @@ def epsilon_command(
     _check_fits(iterations, ACCOUNTANTS)
     from pgfl.privacy import accounting as acc  # lazy: dp_accounting imports in ~1 s
 
+    _check_plot(plot)
+    rows = check_int("--rows", rows, lo=2)
     sigma = _sigma_from(sigma, variance)
     curve = acc.epsilon_curve(
         scheme=scheme, sigma=sigma, mu=mu, clip=clip, iterations=iterations, delta=delta,
@@ -183,7 +214,7 @@ def epsilon_command(
     table.add_column("i", justify="right")
     for name in curve:
         table.add_column(name, justify="right")
-    for i in _rows_to_show(curve.iterations, max(rows, 2)):
+    for i in _rows_to_show(curve.iterations, rows):
         table.add_row(str(i), *(_fmt(float(curve[name][i - 1])) for name in curve))
     out.print(table)
     if curve.reason:
@@ -193,7 +224,7 @@ def epsilon_command(
     out.print(f"[bold]scope[/bold]: {acc.SCOPES[scheme]}")
     out.print(f"[bold]caveat[/bold]: {acc.FLOATING_POINT_CAVEAT}")
     if plot is not None:
-        out.print(f"plot: {plot}")
+        out.print(f"plot: {plot}", markup=False)
 
 
 @app.command("calibrate")
@@ -263,21 +294,24 @@ def config_command(
     config: Annotated[
         str, typer.Argument(help="Experiment TOML file, or the name of a preset (fig2, ...).")
     ],
-    quick: Annotated[bool, typer.Option("--quick", help="Apply the [quick] table.")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="Apply the \\[quick] table.")] = False,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Write epsilon(i) of every curve to this PNG.")
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Print epsilon after the last iteration for every privatized curve of a config."""
-    from pgfl.experiments.config import load_config
+    from pgfl.experiments.config import parse_config, read_toml
     from pgfl.experiments.presets import load_preset, preset_names
     from pgfl.experiments.runner import build_network, curve_epsilon, curve_settings
 
-    cfg = (
-        load_preset(config, quick=quick) if config in preset_names() and not Path(config).is_file()
-        else load_config(config, quick=quick)
-    )  # fmt: skip
+    _check_plot(plot)
+    if config in preset_names() and not Path(config).is_file():
+        cfg = load_preset(config, quick=quick)
+    else:
+        with reading(config, what="config file"):  # not UTF-8, unreadable: one line
+            raw = read_toml(config)
+        cfg = parse_config(raw, quick=quick)
     nets: dict[tuple, Any] = {}
     report: dict[str, dict[str, Any]] = {}
     curves: dict[str, np.ndarray] = {}
@@ -327,7 +361,7 @@ def config_command(
         ax.set_ylabel("epsilon(i) (tight accountant)")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(plot, dpi=110)
-        plt.close(fig)
-        out.print(f"plot: {plot}")
+        _save_plot(fig, plot, dpi=110)
+        out.print(f"plot: {plot}", markup=False)
+    elif plot is not None:
+        out.print(f"plot: not written ({cfg.name} has no privatized curve)", markup=False)
