@@ -228,7 +228,11 @@ CASES = [
     ("target-eps-without-noise", ["run", "eps_no_link.toml"], ["privatized link"]),
     ("gh-without-self-weights", ["run", "gh_no_self_weights.toml"], ["a_pp > 0"]),
     ("never-connected", ["run", "never_connected.toml"], ["no connected graph"]),
-    ("secagg-modulus-too-small", ["run", "secagg_modulus.toml"], ["modulus", "2 clients"]),
+    (
+        "secagg-modulus-too-small",
+        ["run", "secagg_modulus.toml"],
+        ["privacy.secagg_modulus_bits", "got 8"],
+    ),
     # 7. CLI options
     ("bench-negative-seconds", ["bench", "--seconds", "-1"], ["--seconds", "(0, inf)", "-1"]),
     ("bench-nan-seconds", ["bench", "--seconds", "nan"], ["--seconds", "got nan"]),
