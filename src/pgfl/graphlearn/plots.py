@@ -35,7 +35,9 @@ def _style(label: str, curve: Mapping[str, Any]) -> tuple[str, str | None, str]:
     if label.startswith("fedgl_local_dp"):
         palette = ("tab:purple", "tab:green", "tab:brown", "tab:pink", "tab:olive", "tab:cyan")
         color = palette[int(round(10 * float(curve.get("epsilon", 0)))) % len(palette)]
-        return (f"FedGL-DP ε̄={curve.get('epsilon')}", color, "x")
+        if curve.get("mechanism") == "statistic":
+            return (f"FedGL-DP noisy z̄ ε̄={curve.get('epsilon')}", color, "s")
+        return (f"FedGL-DP last step ε̄={curve.get('epsilon')}", color, "x")
     return (label, None, ".")
 
 
