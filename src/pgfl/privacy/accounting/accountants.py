@@ -404,9 +404,10 @@ class PldAccountant(Accountant):
                 # the closed-form δ(ε) (what from_laplace_mechanism does, without scipy.stats)
                 e0, h = release.epsilon0, self._vdi
                 grid = np.arange(math.floor(-e0 / h), math.ceil(e0 / h) + 1)
-                pmf = pld_pmf.create_pmf_pessimistic_connect_dots(
-                    h, grid, laplace_hockey_stick(grid * h, e0)
-                )
+                with np.errstate(over="ignore"):  # a coarse grid: e^{h} − 1 may overflow to ∞
+                    pmf = pld_pmf.create_pmf_pessimistic_connect_dots(
+                        h, grid, laplace_hockey_stick(grid * h, e0)
+                    )
                 self._singles[key] = pld_lib.PrivacyLossDistribution(pmf)
         return self._singles[key]
 
