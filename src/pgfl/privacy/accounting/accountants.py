@@ -201,6 +201,17 @@ class _StepLedger(Accountant):
                 self._expm1 + float(np.dot(counts, eps_g * np.expm1(eps_g))),
             )
 
+    def _theorem_inputs(
+        self, delta: float
+    ) -> tuple[float, tuple[float, float, float, float], np.ndarray]:
+        """(slack δ′ for the theorem, :meth:`_sums`, Gaussian ε_t): ``advanced``, ``kairouz``.
+
+        Gaussian steps are converted at δ/(2n) and leave δ/2 for the theorem; without
+        them the whole δ is the slack.
+        """
+        eps_g, counts = self._gaussian_steps(delta / (2.0 * self._steps))
+        return (delta / 2.0 if self._gauss else delta), self._sums(eps_g, counts), eps_g
+
     def _single_value(self, eps_g: np.ndarray) -> float | None:
         """The common ε₀ when every step has the same one (else None)."""
         values = self._values | set(eps_g.tolist())
@@ -263,9 +274,7 @@ class AdvancedAccountant(_StepLedger):
     note = "Dwork-Rothblum-Vadhan advanced composition (heterogeneous form)"
 
     def _epsilon(self, delta: float) -> float:
-        slack = delta / 2.0 if self._gauss else delta
-        eps_g, counts = self._gaussian_steps(delta / (2.0 * self._steps))
-        total, squares, _, drift = self._sums(eps_g, counts)
+        slack, (total, squares, _, drift), _ = self._theorem_inputs(delta)
         return min(drv_from_sums(squares, drift, slack), total)
 
 
@@ -280,9 +289,7 @@ class KairouzAccountant(_StepLedger):
     note = "Kairouz-Oh-Viswanath: Thm 3.3 for equal steps, Thm 3.5 (eq. 32) otherwise"
 
     def _epsilon(self, delta: float) -> float:
-        slack = delta / 2.0 if self._gauss else delta
-        eps_g, counts = self._gaussian_steps(delta / (2.0 * self._steps))
-        total, squares, tanh, _ = self._sums(eps_g, counts)
+        slack, (total, squares, tanh, _), eps_g = self._theorem_inputs(delta)
         out = kov_from_sums(total, squares, tanh, slack)
         e0 = self._single_value(eps_g)
         if e0 is not None and e0 > 0:
