@@ -922,6 +922,10 @@ def test_gaussian_epsilon_against_the_balle_wang_formula(z, delta):
     assert acc.epsilon(one, delta, "pld") == pytest.approx(direct, rel=1e-8)
     assert acc.epsilon(one, delta, "basic") == pytest.approx(direct, rel=1e-8)
     assert acc.epsilon(one, delta, "rdp") >= direct
+    # pgfl's RDP ledger is built with REPLACE_ONE (for randomized response); shift-pair
+    # events must come out as dp_accounting's add/remove pair of the same multiplier
+    shift = RdpAccountant().compose(dp_accounting.GaussianDpEvent(z)).get_epsilon(delta)
+    assert acc.epsilon(one, delta, "rdp") == pytest.approx(shift, rel=1e-12)
 
 
 @pytest.mark.parametrize(("e0", "k", "delta"), [(0.1, 100, 1e-5), (0.5, 21, 1e-3), (1.0, 12, 0.05)])
