@@ -342,8 +342,7 @@ class RdpAccountant(Accountant):
             self._rdp.compose(dp_accounting.RandomizedResponseDpEvent(p, num_buckets=2), n)
 
     def _epsilon(self, delta: float) -> float:
-        rdp = self._rdp._rdp  # noqa: SLF001 - all-zero RDP: dp_accounting divides by 0
-        eps = 0.0 if not np.any(rdp) else float(self._rdp.get_epsilon(delta))
+        eps = 0.0 if not np.any(self._rdp.rdp) else float(self._rdp.get_epsilon(delta))
         return eps if self._gaussian else min(eps, self._pure_total)
 
 
