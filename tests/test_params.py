@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pgfl import engine, params
 from pgfl.experiments import config
 from pgfl.params import PARAMS, check, markdown
-from pgfl.privacy.accounting import composition
+from pgfl.privacy.accounting import accountants as composition
 from pgfl.privacy.secagg import SecAggConfig
 from pgfl.validation import ConfigError
 
@@ -227,7 +227,7 @@ def test_choices_agree_with_the_modules_that_use_them():
         assert engine.CurveSettings(mu=0.1, server_noise=name, server_std=0.1).server.name == name
     for name in params.DP_NOISE:
         assert engine.CurveSettings(mu=0.1, client_noise=name, client_std=0.1).client.name == name
-    assert params.ACCOUNTANTS == composition.ACCOUNTANTS
+    assert params.ACCOUNTANTS == composition.ACCOUNTANTS  # the registry of accountant classes
 
 
 def test_reference_lists_every_setting_once_and_is_committed():

@@ -36,7 +36,9 @@ def test_every_preset_quick(name, tmp_path):
     s = PRESETS[name](True, tmp_path, 1)
     check_contract(s, tmp_path)
     if name == "graphlearn-dp":
-        eps = sorted(c["epsilon"] for c in s["curves"] if c["label"] == "fedgl_local_dp")
-        assert eps == [0.3, 1.0]
+        for label in ("fedgl_local_dp", "fedgl_local_dp_statistic"):  # both, at equal ε̄
+            eps = sorted(c["epsilon"] for c in s["curves"] if c["label"] == label)
+            assert eps == [0.3, 1.0]
+        assert set(s["mcc_at_equal_epsilon"]["1"]) >= {"last_step", "statistic"}
     if name == "graphlearn-digits":
         assert {"igl_c1", "fedavg", "fedgl", "fedgl_dp@0.5"} <= set(s["table"])

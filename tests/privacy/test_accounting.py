@@ -3,6 +3,7 @@ orderings (property) → curves → calibration round trip → bad input."""
 
 from __future__ import annotations
 
+import collections
 import math
 
 import dp_accounting
@@ -230,7 +231,12 @@ def test_accountant_ordering_for_laplace_steps(eps, log_delta):
     assert val["kairouz"] <= val["basic"] + 1e-9
     assert val["pld"] <= val["kairouz"] + tol  # Laplace is one of the ε_t-DP mechanisms
     assert val["pld"] <= val["rdp"] + tol  # RDP is never tighter than PLD
-    assert val["pld"] >= min(max(eps) - tol, 0.0) or val["pld"] >= 0.0
+    # no accountant may claim less than the worst single step alone reveals: dropping the
+    # other outputs is post-processing, and one Laplace step has ε(δ) = ε₀ + 2 ln(1 − δ)
+    # exactly (δ(ε) = 1 − e^{(ε − ε₀)/2}, checked against quadrature below)
+    floor = max(eps) + 2.0 * math.log1p(-delta)
+    for name, value in val.items():
+        assert value >= floor - 1e-9, name
 
 
 @settings(max_examples=20, deadline=None, derandomize=True)
@@ -436,60 +442,70 @@ def test_server_level_tight_epsilon_grows_slower_than_the_paper():
 
 
 # ------------------------------------------------------------------------- calibration
-_CAL_CASES = st.sampled_from(
-    [
-        ("graph_homomorphic", "laplace", "pld"),
-        ("graph_homomorphic", "laplace", "paper"),
-        ("graph_homomorphic", "laplace", "kairouz"),
-        ("models", "laplace", "rdp"),
-        ("updates", "laplace", "advanced"),
-        ("models", "laplace", "basic"),
-        ("random_per_link", "laplace", "pld"),
-        ("random", "laplace", "pld"),
-        ("random", "gaussian", "kairouz"),
-        ("models", "gaussian", "pld"),
-        ("graph_homomorphic", "gaussian", "rdp"),
-    ]
-)
+_SCHEME_OF = {  # one scheme per accountant and distribution, so every pair is covered
+    "paper": "graph_homomorphic",
+    "basic": "models",
+    "advanced": "updates",
+    "kairouz": "random",
+    "pld": "random_per_link",
+    "rdp": "graph_homomorphic",
+}
 
 
+@pytest.mark.parametrize("distribution", ["laplace", "gaussian"])
+@pytest.mark.parametrize("accountant", acc.ACCOUNTANTS)
 @settings(
-    max_examples=18, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=4, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
 )
 @given(
-    case=_CAL_CASES,
     target=st.floats(0.3, 30.0),
     iterations=st.integers(1, 12),
     mu=st.sampled_from([0.05, 0.5]),
     log_delta=st.sampled_from([-5.0, -8.0]),
 )
-def test_calibration_round_trip(case, target, iterations, mu, log_delta):
-    scheme, dist, accountant = case
+def test_calibration_meets_the_target_closely_and_minimally(
+    accountant, distribution, target, iterations, mu, log_delta
+):
     delta = 10.0**log_delta
-    kw = dict(scheme=scheme, mu=mu, clip=1.0, distribution=dist, dim=2, observed_links=2,
-              clients_per_round=3)  # fmt: skip
+    kw = dict(scheme=_SCHEME_OF[accountant], mu=mu, clip=1.0, distribution=distribution, dim=2,
+              observed_links=2, clients_per_round=3)  # fmt: skip
+
+    def eps(sigma: float) -> float:
+        curve = acc.epsilon_curve(
+            sigma=sigma, iterations=iterations, delta=delta, accountants=[accountant], **kw
+        )
+        return float(curve[accountant][-1])
+
     sigma = acc.calibrate(target, delta, iterations, accountant=accountant, **kw)
-    got = acc.epsilon_curve(
-        sigma=sigma, iterations=iterations, delta=delta, accountants=[accountant], **kw
-    )
-    e = got[accountant][-1]
+    e = eps(sigma)
     assert e <= target
-    # minimal: 1 % less noise overshoots (true even across a jump of the KOV staircase,
-    # which the bisection brackets to within rtol)
-    under = acc.epsilon_curve(
-        sigma=sigma * 0.99, iterations=iterations, delta=delta, accountants=[accountant], **kw
-    )
-    assert under[accountant][-1] > target
-    # close: every accountant but the KOV corner points is continuous in σ
-    if accountant != "kairouz":
-        assert e >= target * 0.995
+    assert eps(sigma * (1 - 1e-3)) > target  # minimal: 1e-3 less noise overshoots
+    if e < target * (1 - 1e-3):
+        # only where ε(σ) jumps: a corner of KOV Thm 3.3, or the classic Gaussian bound's
+        # validity limit (ε_t < 1) below which the paper certifies nothing; the jump lies
+        # within the calibration's rtol = 1e-4 below σ
+        assert (accountant, distribution) in {("kairouz", "laplace"), ("kairouz", "gaussian"),
+                                              ("paper", "gaussian")}  # fmt: skip
+        assert eps(sigma * (1 - 1e-4)) > target
+
+
+def test_calibrate_releases_brackets_from_any_guess():
+    def rel(s):
+        return [acc.LaplaceRelease(1.0, s, count=10)]  # basic: ε = 10/s
+
+    for guess in (1e-6, 1.0, 5.0, 1e6):
+        s = acc.calibrate_releases(rel, 2.0, DELTA, accountant="basic", guess=guess)
+        assert 5.0 <= s <= 5.0 * (1 + 1e-4)
+    with pytest.raises(ConfigError, match="every noise scale"):  # nothing to protect
+        acc.calibrate_releases(lambda s: [acc.LaplaceRelease(0.0, s)], 1.0, DELTA)
 
 
 def test_calibrate_paper_matches_theorem2():
     s = acc.calibrate(
         2.5, DELTA, 40, scheme="graph_homomorphic", mu=0.3, clip=2.0, accountant="paper"
     )
-    assert s == pytest.approx(acc.preprint_theorem2_sigma(2.5, 40, mu=0.3, bound=2.0), rel=1e-9)
+    exact = acc.preprint_theorem2_sigma(2.5, 40, mu=0.3, bound=2.0)
+    assert exact <= s <= exact * (1 + 1e-4)  # on the private side, within rtol
 
 
 def test_calibrate_tight_needs_less_noise_than_paper_rigorous():
@@ -618,7 +634,8 @@ def test_cli_calibrate_and_bad_input():
          "--accountant", "paper", "--json"],
     )  # fmt: skip
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output)["sigma"]["paper"]["sigma"] == pytest.approx(math.sqrt(2))
+    sigma = json.loads(res.output)["sigma"]["paper"]["sigma"]
+    assert math.sqrt(2) <= sigma <= math.sqrt(2) * (1 + 1e-4)
     bad = CliRunner().invoke(
         app, ["epsilon", "--mu", "0.5", "--clip", "1", "--sigma", "1", "--iterations", "3",
               "--delta", "2"],
@@ -638,21 +655,13 @@ def test_pld_curve_survives_dp_accounting_underflow():
     assert c["pld"][-1] < 0.95 * c["basic"][-1]
 
 
-def test_identical_and_incremental_pld_paths_agree():
-    from pgfl.privacy.accounting.curves import _laplace_pld_curve
-
-    same = [acc.LaplaceRelease(0.3, 2.0)] * 30
-    # a negligible perturbation of one release forces the incremental (heterogeneous) path
-    hetero = [*same[:-1], acc.LaplaceRelease(0.3 * (1 + 1e-12), 2.0)]
-    a = _laplace_pld_curve(same, DELTA, 30)
-    b = _laplace_pld_curve(hetero, DELTA, 30)
-    np.testing.assert_allclose(a, b, rtol=2e-3)
-
-
 def test_huge_epsilon_falls_back_to_rdp_and_says_so():
     c = acc.epsilon_curve(scheme="graph_homomorphic", sigma=math.sqrt(0.1), mu=0.7, clip=10.0,
                           iterations=200, dim=2, accountants=["pld", "rdp", "basic"])  # fmt: skip
-    np.testing.assert_allclose(c["pld"], np.minimum(c["rdp"], c["basic"]))
+    # at the read-outs (T among them) the value is the Rényi one; in between, the next
+    # read-out's, an upper bound
+    assert c["pld"][-1] == pytest.approx(min(c["rdp"][-1], c["basic"][-1]), rel=1e-12)
+    assert np.all(c["pld"] >= np.minimum(c["rdp"], c["basic"]) - 1e-9)
     assert "RDP bound" in c.notes["pld"]
 
 
@@ -730,7 +739,9 @@ def test_random_scheme_epsilon_grows_linearly_and_shrinks_with_l():
     np.testing.assert_allclose(gh["basic"], math.sqrt(2) * gh["paper"])  # L is not used by GH
 
 
-@pytest.mark.parametrize("module", ["__init__", "mechanisms", "composition", "papers", "curves"])
+@pytest.mark.parametrize(
+    "module", ["__init__", "mechanisms", "releases", "accountants", "papers", "curves"]
+)
 def test_docstring_examples(module):
     import doctest
     import importlib
@@ -765,3 +776,318 @@ def test_pld_epsilon_is_tight_against_monte_carlo():
     assert d_at <= delta_star + 4 * se_at
     d_below, se_below = delta_mc(0.97 * eps)
     assert d_below > delta_star + 4 * se_below
+
+
+# ------------------------------------------------ independent references (no pgfl code)
+def _laplace_loss_cdf(loss: np.ndarray, e0: float) -> np.ndarray:
+    """P[L ≤ l] of the privacy loss of (Lap(0, 1), Lap(e0, 1)) under the first, by hand.
+
+    L = |x − e0| − |x|: e0 for x ≤ 0 (mass 1/2), −e0 for x ≥ e0 (mass e^{−e0}/2), and
+    e0 − 2x in between, so P[L ≤ l] = e^{(l − e0)/2}/2 on [−e0, e0) and 1 from e0 on.
+    """
+    return np.where(loss >= e0, 1.0, np.where(loss < -e0, 0.0, 0.5 * np.exp((loss - e0) / 2)))
+
+
+def _laplace_pmf(e0: float, h: float, up: bool) -> tuple[int, np.ndarray]:
+    """(index of the first grid point, masses) of L on the grid h·k, rounded up or down.
+
+    Rounding every loss up can only raise δ(ε) = E[(1 − e^{ε − L})₊] (and down only lower
+    it), also after composition (losses add), so the two give a bracket on the true ε.
+    """
+    if e0 == 0:
+        return 0, np.ones(1)
+    k = np.arange(math.floor(-e0 / h) - 1, math.ceil(e0 / h) + 2)
+    cdf = _laplace_loss_cdf(k * h, e0)
+    if up:  # mass of (h(k−1), hk] at hk
+        return int(k[1]), np.diff(cdf)
+    left = _laplace_loss_cdf(k * h - 1e-12 * h, e0)  # P[L < hk]
+    return int(k[0]), np.diff(left)  # mass of [hk, h(k+1)) at hk
+
+
+def _convolve(a: tuple[int, np.ndarray], b: tuple[int, np.ndarray]) -> tuple[int, np.ndarray]:
+    n = a[1].size + b[1].size - 1
+    size = 1 << (n - 1).bit_length()
+    out = np.fft.irfft(np.fft.rfft(a[1], size) * np.fft.rfft(b[1], size), size)[:n]
+    return a[0] + b[0], np.maximum(out, 0.0)
+
+
+def _power(a: tuple[int, np.ndarray], k: int) -> tuple[int, np.ndarray]:
+    out = (0, np.ones(1))
+    while k:
+        if k & 1:
+            out = _convolve(out, a)
+        a, k = (_convolve(a, a), k >> 1) if k > 1 else (a, 0)
+    return out
+
+
+def _epsilon_of(pmf: tuple[int, np.ndarray], h: float, delta: float) -> float:
+    """ε with E[(1 − e^{ε − L})₊] = δ for a pmf on a grid, by bisection."""
+    loss = (pmf[0] + np.arange(pmf[1].size)) * h
+    p = pmf[1]
+
+    def d(e: float) -> float:
+        m = loss > e
+        return float(np.sum(p[m] * -np.expm1(e - loss[m])))
+
+    lo, hi = 0.0, float(loss[-1]) + h
+    if d(0.0) <= delta:
+        return 0.0
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if d(mid) > delta else (lo, mid)
+    return hi
+
+
+def _laplace_reference(shifts: list[float], delta: float, h: float) -> tuple[float, float]:
+    """(lower, upper) bracket on ε of composing Laplace pairs with these ε₀, numpy only."""
+    out = []
+    for up in (False, True):
+        pmf = (0, np.ones(1))
+        for e0, count in collections.Counter(shifts).items():
+            pmf = _convolve(pmf, _power(_laplace_pmf(e0, h, up), count))
+        out.append(_epsilon_of(pmf, h, delta))
+    return out[0], out[1]
+
+
+def test_laplace_hockey_stick_closed_form_against_quadrature():
+    from scipy import integrate
+
+    for e0 in (0.3, 2.0):
+        for eps in (-2.5, -0.2, 0.0, 0.1, 0.25, 1.9, 3.0):
+
+            def gap(x, eps=eps, e0=e0):
+                return max(0.0, stats.laplace.pdf(x) - math.exp(eps) * stats.laplace.pdf(x, e0))
+
+            quad = integrate.quad(gap, -40, 40, points=[0.0, e0], limit=200)[0]
+            assert acc.mechanisms.laplace_hockey_stick(eps, e0) == pytest.approx(quad, abs=1e-9)
+            # the loss distribution of the reference: δ(ε) = E[(1 − e^{ε − L})₊]
+            lo, p = _laplace_pmf(e0, 1e-4, up=True)
+            loss = (lo + np.arange(p.size)) * 1e-4
+            assert np.sum(p * np.clip(-np.expm1(eps - loss), 0, None)) == pytest.approx(
+                quad, abs=2e-4
+            )
+
+
+def test_laplace_pld_values_against_numerical_convolution():
+    # 100 steps of ε₀ = 0.1 (the pinned 4.22), and a few more, bracketed by a numpy-only
+    # convolution of privacy-loss distributions on a 1e-4 grid
+    for shifts in ([0.1] * 100, [0.5] * 20, [0.05 * j for j in range(1, 13)]):
+        lo, hi = _laplace_reference(shifts, DELTA, 1e-4)
+        assert hi - lo < 0.01
+        got = acc.epsilon([acc.LaplaceRelease(e, 1.0) for e in shifts], DELTA, "pld")
+        assert lo - 1e-9 <= got <= hi + 2e-3  # pessimistic on its coarser default grid
+    lo, hi = _laplace_reference([0.1] * 100, DELTA, 1e-4)
+    assert lo - 0.005 <= 4.22 <= hi + 0.005
+    assert acc.laplace_epsilon_pld(10.0, 100, DELTA) == pytest.approx(4.22, abs=0.005)
+
+
+def test_growing_server_level_pld_curve_against_numerical_convolution():
+    # graph-homomorphic noise, M = 1: ε₀(j) = 2μBj/b; the curve at three iterations
+    sigma, mu, t = 12.0, 0.2, 12
+    curve = acc.epsilon_curve(scheme="graph_homomorphic", sigma=sigma, mu=mu, clip=1.0,
+                              iterations=t, accountants=["pld"], checkpoints=t)["pld"]  # fmt: skip
+    b = sigma / math.sqrt(2)
+    for i in (1, 6, 12):
+        lo, hi = _laplace_reference([2 * mu * j / b for j in range(1, i + 1)], DELTA, 1e-4)
+        assert lo - 1e-9 <= curve[i - 1] <= hi + 2e-3
+
+
+def _balle_wang_log_delta(eps: float, z: float) -> float:
+    """ln δ(ε) of the Gaussian shift pair, noise multiplier z (Balle & Wang 2018, Thm 8):
+    δ(ε) = Φ(1/(2z) − εz) − e^ε Φ(−1/(2z) − εz)."""
+    upper = stats.norm.logcdf(0.5 / z - eps * z)
+    lower = eps + stats.norm.logcdf(-0.5 / z - eps * z)
+    return upper + math.log(-math.expm1(lower - upper))
+
+
+@pytest.mark.parametrize(("z", "delta"), [(0.1, 1e-5), (1.0, 1e-5), (3.0, 1e-8), (0.7, 1e-3)])
+def test_gaussian_epsilon_against_the_balle_wang_formula(z, delta):
+    from scipy import integrate, optimize
+
+    direct = optimize.brentq(
+        lambda e: _balle_wang_log_delta(e, z) - math.log(delta), 0.0, 1e3, xtol=1e-13
+    )
+    assert acc.gaussian_epsilon_analytic(z, delta) == pytest.approx(direct, rel=1e-8)
+    # the formula itself, against the integral of (p − e^ε q)₊, p = N(0, z²), q = N(1, z²):
+    # positive exactly left of x* = 1/2 − ε z² (where ln p/q = (1 − 2x)/(2z²) equals ε)
+    x_star = 0.5 - direct * z * z
+    quad = integrate.quad(
+        lambda x: stats.norm.pdf(x, scale=z) - math.exp(direct) * stats.norm.pdf(x, 1, z),
+        -np.inf, x_star, epsabs=0.0, epsrel=1e-11, limit=400,
+    )[0]  # fmt: skip
+    assert quad == pytest.approx(delta, rel=1e-5)
+    # every accountant call describes a replace-one release of sensitivity Δ as the shift
+    # by Δ (not 2Δ, dp_accounting's REPLACE_ONE reading of a Gaussian)
+    one = [acc.GaussianRelease(2.0, 2.0 * z)]
+    assert acc.epsilon(one, delta, "pld") == pytest.approx(direct, rel=1e-8)
+    assert acc.epsilon(one, delta, "basic") == pytest.approx(direct, rel=1e-8)
+    assert acc.epsilon(one, delta, "rdp") >= direct
+    # pgfl's RDP ledger is built with REPLACE_ONE (for randomized response); shift-pair
+    # events must come out as dp_accounting's add/remove pair of the same multiplier
+    shift = RdpAccountant().compose(dp_accounting.GaussianDpEvent(z)).get_epsilon(delta)
+    assert acc.epsilon(one, delta, "rdp") == pytest.approx(shift, rel=1e-12)
+
+
+@pytest.mark.parametrize(("e0", "k", "delta"), [(0.1, 100, 1e-5), (0.5, 21, 1e-3), (1.0, 12, 0.05)])
+def test_kairouz_accountant_against_kov_theorem_by_hand(e0, k, delta):
+    slow = _kov_deltas_slow(e0, k)
+    i = next((n for n, d in enumerate(slow) if d > delta), len(slow))  # corners 1..i pass
+    corner = (k - 2 * i) * e0
+    drift = k * e0 * (math.exp(e0) - 1) / (math.exp(e0) + 1)
+    sq = k * e0**2
+    eq32 = min(k * e0, drift + math.sqrt(2 * sq * math.log(math.e + math.sqrt(sq) / delta)),
+               drift + math.sqrt(2 * sq * math.log(1 / delta)))  # fmt: skip
+    got = acc.epsilon([acc.PureDpRelease(e0, count=k)], delta, "kairouz")
+    assert got == pytest.approx(min(corner, eq32), rel=1e-12)
+
+
+# --------------------------------------------------------------- the accountant design
+@pytest.mark.parametrize("name", acc.ACCOUNTANTS)
+def test_accountants_compose_incrementally(name):
+    releases = [acc.VectorLaplaceRelease(0.3 * j, 5.0, dim=3) for j in range(1, 6)] + [
+        acc.LaplaceRelease(0.2, 1.0, count=4),
+        acc.PureDpRelease(0.1, count=3),
+    ]
+    one = acc.make_accountant(name)
+    assert one.get_epsilon(DELTA) == 0.0 and one.steps == 0
+    for r in releases:
+        assert one.compose(r) is one
+    batch = acc.make_accountant(name).compose(releases[0], 1)
+    for r in releases[1:]:
+        batch.compose(r)
+    assert one.steps == batch.steps == 5 + 4 + 3
+    assert one.get_epsilon(DELTA) == pytest.approx(acc.epsilon(releases, DELTA, name), rel=1e-9)
+    # compose(release, count) is count copies
+    k = acc.make_accountant(name).compose(acc.LaplaceRelease(0.2, 1.0), 4)
+    assert k.get_epsilon(DELTA) == pytest.approx(
+        acc.make_accountant(name).compose(acc.LaplaceRelease(0.2, 1.0, count=4)).get_epsilon(DELTA)
+    )
+    with pytest.raises(ConfigError, match="release must be"):
+        acc.make_accountant(name).compose("laplace")
+    with pytest.raises(ConfigError, match="count"):
+        acc.make_accountant(name).compose(releases[0], 0)
+
+
+def test_basic_accountant_is_the_sum_and_laplace_epsilon_is_delta1_over_b():
+    steps = [acc.LaplaceRelease(0.3, 2.0), acc.VectorLaplaceRelease(0.5, 1.0, dim=4),
+             acc.PureDpRelease(0.7, count=2)]  # fmt: skip
+    assert acc.epsilon(steps, DELTA, "basic") == pytest.approx(0.15 + 1.0 + 1.4)
+    assert acc.epsilon(steps[:1], DELTA, "pld") == pytest.approx(0.15, abs=1e-3)
+    assert acc.epsilon(steps[1:2], 1e-12, "pld") == pytest.approx(1.0, abs=1e-3)  # √4 · 0.5
+
+
+def test_accountant_curve_is_the_accountant_read_after_each_iteration():
+    rel = [acc.LaplaceRelease(0.1 * j, 1.0) for j in range(1, 9)]
+    curve = acc.accountant_curve(acc.KairouzAccountant(), rel, DELTA)
+    for i in range(1, 9):
+        assert curve[i - 1] == pytest.approx(acc.kairouz_epsilon(0.1 * np.arange(1, i + 1), DELTA))
+    sparse = acc.accountant_curve(acc.PldAccountant(), rel, DELTA, checkpoints=3)
+    full = acc.accountant_curve(acc.PldAccountant(), rel, DELTA)
+    assert np.all(sparse >= full - 1e-12) and sparse[-1] == pytest.approx(full[-1], rel=1e-12)
+
+
+# -------------------------------------------------- M-dimensional Laplace: the direction
+def _laplace_renyi(s: float, alpha: float) -> float:
+    """D_α(Lap(0,1) ‖ Lap(s,1)) by Mironov (2017), Prop. 6 — written out here."""
+    if s == 0:
+        return 0.0
+    a = alpha
+    return math.log(a / (2 * a - 1) * math.exp((a - 1) * s)
+                    + (a - 1) / (2 * a - 1) * math.exp(-a * s)) / (a - 1)  # fmt: skip
+
+
+def test_laplace_renyi_formula_against_quadrature():
+    from scipy import integrate
+
+    for s, a in ((0.3, 2.0), (1.5, 7.5), (0.05, 64.0)):
+        f = integrate.quad(
+            lambda x, s=s, a=a: math.exp(a * stats.laplace.logpdf(x)
+                                         + (1 - a) * stats.laplace.logpdf(x, s)),
+            -60, 60, points=[0.0, s], limit=200,
+        )[0]  # fmt: skip
+        assert _laplace_renyi(s, a) == pytest.approx(math.log(f) / (a - 1), rel=1e-8)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(
+    dim=st.integers(2, 6), r=st.floats(0.01, 5.0), seed=st.integers(0, 2**31 - 1),
+    alpha=st.sampled_from([1.1, 1.5, 2.0, 4.0, 16.0, 128.0]),
+)  # fmt: skip
+def test_diagonal_is_the_worst_shift_for_every_renyi_order(dim, r, seed, alpha):
+    # the Jensen argument of VectorLaplaceRelease: no direction on the ℓ₂ sphere (nor
+    # inside the ball) has a larger Rényi divergence than the diagonal
+    v = np.abs(np.random.default_rng(seed).normal(size=dim))
+    v *= r / np.linalg.norm(v)
+    diagonal = dim * _laplace_renyi(r / math.sqrt(dim), alpha)
+    assert sum(_laplace_renyi(float(x), alpha) for x in v) <= diagonal * (1 + 1e-12)
+    assert sum(_laplace_renyi(0.8 * float(x), alpha) for x in v) <= diagonal
+    if dim == 2:  # and a fine grid of directions
+        for th in np.linspace(0, math.pi / 2, 91):
+            d = _laplace_renyi(r * math.cos(th), alpha) + _laplace_renyi(r * math.sin(th), alpha)
+            assert d <= diagonal * (1 + 1e-12)
+
+
+def _product_pmf(shifts, h, up=False):
+    pmf = (0, np.ones(1))
+    for s in shifts:
+        pmf = _convolve(pmf, _laplace_pmf(float(s), h, up))
+    return pmf
+
+
+def test_no_single_direction_dominates_one_vector_laplace_release():
+    # why the PLD accountant does not just use the diagonal: for one release the axis
+    # shift has the larger δ at ε = 0 (total variation) and the diagonal at large ε
+    r, h = 1.0, 1e-4
+
+    def delta_at(shifts, eps):
+        lo, p = _product_pmf(shifts, h, up=False)
+        loss = (lo + np.arange(p.size)) * h
+        return float(np.sum(p * np.clip(-np.expm1(eps - loss), 0, None)))
+
+    axis, diagonal = [r, 0.0], [r / math.sqrt(2)] * 2
+    assert delta_at(axis, 0.0) > delta_at(diagonal, 0.0) + 0.05
+    assert delta_at(diagonal, 1.2) > delta_at(axis, 1.2) + 0.02
+
+
+def _direction_epsilon(v: np.ndarray, steps: int, h: float = 2e-4) -> float:
+    """Lower end of the numpy bracket on ε of `steps` releases shifted by v (units of b)."""
+    return _epsilon_of(_power(_product_pmf(v, h), steps), h, DELTA)
+
+
+@pytest.mark.parametrize(("steps", "r"), [(1, 1.0), (10, 0.3), (100, 0.1 / math.sqrt(2))])
+def test_vector_laplace_epsilon_is_never_below_a_fixed_direction(steps, r):
+    # an adversary who shifts along one direction every round attains the ε of that
+    # direction: the reported ε must be at least that, for every direction searched
+    ours = acc.epsilon([acc.VectorLaplaceRelease(r, 1.0, dim=2, count=steps)], DELTA, "pld")
+    worst = 0.0
+    for th in np.linspace(0, math.pi / 4, 11):
+        worst = max(worst, _direction_epsilon(r * np.array([math.cos(th), math.sin(th)]), steps))
+    rng = np.random.default_rng(7)
+    for _ in range(4):
+        v = np.abs(rng.normal(size=3))
+        ours3 = acc.epsilon([acc.VectorLaplaceRelease(r, 1.0, dim=3, count=steps)], DELTA, "pld")
+        assert _direction_epsilon(r * v / np.linalg.norm(v), steps) <= ours3 + 1e-9
+    assert worst <= ours + 1e-9
+    # and it is close to it: within the gap between the fixed diagonal and the proven bound
+    assert ours <= 1.1 * worst + 2e-3
+
+
+def test_vector_laplace_reference_case_is_charged_less_than_its_l1_bound():
+    # M = 2, 100 releases at ε₀ = √2 Δ₂/b = 0.1: the ℓ₁ charge is 4.22 (1-D Laplace,
+    # exact for one release); the diagonal adversary attains ≈ 2.89; the proven bound
+    # lies in between, below the classic RDP conversion of the diagonal
+    r = 0.1 / math.sqrt(2)
+    release = acc.VectorLaplaceRelease(r, 1.0, dim=2, count=100)
+    ours = acc.epsilon([release], DELTA, "pld")
+    diagonal = _direction_epsilon(np.array([r, r]) / math.sqrt(2), 100, h=1e-4)
+    classic = min(200 * _laplace_renyi(r / math.sqrt(2), a) + math.log(1 / DELTA) / (a - 1)
+                  for a in np.linspace(1.05, 200, 4000))  # fmt: skip
+    l1_charge = acc.epsilon([acc.LaplaceRelease(0.1, 1.0, count=100)], DELTA, "pld")
+    assert diagonal == pytest.approx(2.89, abs=0.01)
+    assert diagonal <= ours <= classic
+    assert ours < 0.8 * l1_charge
+    # the noise a target ε needs shrinks accordingly
+    kw = dict(scheme="models", mu=0.5, clip=1.0, dim=2)
+    vector = acc.calibrate(3.0, DELTA, 100, **kw)
+    charged = acc.calibrate(3.0, DELTA, 100, **kw, rigorous=False) * math.sqrt(2)  # Δ₁ = √2 Δ₂
+    assert vector < 0.8 * charged

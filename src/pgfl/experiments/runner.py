@@ -181,9 +181,13 @@ def _epsilon_inputs(
 ) -> dict[str, Any] | None:
     """Arguments of the accountant for a curve's ``level`` (``server``/``client``) link.
 
-    ``None`` when that link carries no DP noise. ``clients_per_round`` (L) bounds how much
-    one client moves its unit's aggregate; ``random_per_link`` is accounted for an
-    adversary who sees all of a server's links (its degree).
+    ``None`` when that link carries no DP noise. ``clients_per_round`` is the fewest
+    clients a unit averages, which bounds how much one client moves the aggregate: L, or
+    with secure aggregation its threshold t, since the protocol completes with any
+    n ≥ t survivors (dropout); secure aggregation's fixed-point rounding adds its error
+    bound 2^-(f+1) (times μ on the models a mean of updates gives) to the server-level
+    sensitivities. ``random_per_link`` is accounted for an adversary who sees all of a
+    server's outgoing links, its off-diagonal non-zeros (a_pp may be zero).
     """
     priv, training = cfg.privacy, cfg.training
     if level == "server":
@@ -195,7 +199,13 @@ def _epsilon_inputs(
             "distribution": priv.server_distribution,
         }
         if priv.server_noise == "random_per_link":
-            args["observed_links"] = max(1, int(((A > 0).sum(axis=1) - 1).max()))
+            sends = (A != 0) & ~np.eye(A.shape[0], dtype=bool)  # m → p where a_pm ≠ 0
+            args["observed_links"] = max(1, int(sends.sum(axis=0).max()))
+        if settings.client_noise == "secure_aggregation":
+            secagg = settings.secagg
+            scale = training.mu if training.share == "updates" else 1.0
+            args["clients_per_round"] = secagg.threshold_for(training.L)
+            args["aggregation_error"] = scale * secagg.quantization_bound
     else:
         if priv.client_noise not in ("laplace", "gaussian"):
             return None
@@ -205,7 +215,7 @@ def _epsilon_inputs(
             "distribution": priv.client_noise,
         }
     clip = None if math.isinf(training.clip_norm) else training.clip_norm
-    return {**args, "mu": training.mu, "clip": clip, "clients_per_round": training.L}
+    return {"clients_per_round": training.L, **args, "mu": training.mu, "clip": clip}
 
 
 def _primary_level(cfg: CurveConfig) -> str | None:
@@ -249,14 +259,18 @@ def curve_epsilon(
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """ε(i) per accountant and the ``summary.json`` privacy entry of one curve.
 
-    The entry is for the curve's primary link (server level if noisy); with noise at
-    both levels, ``epsilon_client`` adds the client level's final ε, which is what
-    applies against the client's own server.
+    The entry is for the curve's primary link (server level if it has noise of positive
+    variance, else the client level); with noise at both levels, ``epsilon_client`` adds
+    the client level's final ε, which is what applies against the client's own server.
+    A privatized link with variance 0 reports ε = ∞ and the reason.
     """
     level = _primary_level(cfg)
     args = None if level is None else _epsilon_inputs(cfg, settings, net.A, level)
-    if args is None or args["sigma"] == 0:
+    if args is None:
         return {}, {}
+    client = _epsilon_inputs(cfg, settings, net.A, "client") if level == "server" else None
+    if args["sigma"] == 0 and client is not None and client["sigma"] > 0:
+        args, client = client, None  # server-level noise of variance 0 protects nothing
     from pgfl.privacy.accounting import epsilon_curve
 
     common = {
@@ -265,10 +279,9 @@ def curve_epsilon(
         "dim": net.data.shape[-1],
         "accountants": list(cfg.privacy.accountants),
     }
-    eps = epsilon_curve(**args, **common)
+    eps = epsilon_curve(**args, **common)  # σ = 0: ε = ∞ with the reason
     entry = eps.summary()
     entry["noise_variance"] = args["sigma"] ** 2
-    client = _epsilon_inputs(cfg, settings, net.A, "client") if level == "server" else None
     if client is not None and client["sigma"] > 0:
         entry["epsilon_client"] = epsilon_curve(**client, **common).final()
     return {f"epsilon_{k}": np.asarray(v) for k, v in eps.items()}, entry

@@ -10,7 +10,8 @@ Public API (see ``docs/graphlearn.md``):
 * centralized solver: :class:`SmoothGraphLearner`, :func:`learn_graph`, :func:`solve_apgd`;
 * federated: :func:`client_distances`, :func:`federated_graph_learning` (Algorithm 1, DP
   variant), :func:`independent_graph_learning` (IGL), :func:`fedavg_graph_learning`;
-* privacy: :func:`calibrate_noise` (Theorem 3), :func:`privacy_report`;
+* privacy: :func:`calibrate_noise` (Theorem 3's last-step noise, or a once-privatized
+  statistic), :func:`privatize_statistic`, :func:`privacy_report`;
 * data and scores: :func:`rbf_graph`, :func:`heterogeneous_graphs`, :func:`smooth_signals`,
   :func:`mcc`, :func:`relative_error`.
 """
@@ -24,7 +25,12 @@ from pgfl.graphlearn.federated import (
 )
 from pgfl.graphlearn.generators import heterogeneous_graphs, rbf_graph, smooth_signals
 from pgfl.graphlearn.metrics import edge_support, mcc, relative_error
-from pgfl.graphlearn.privacy import DPCalibration, calibrate_noise, privacy_report
+from pgfl.graphlearn.privacy import (
+    DPCalibration,
+    calibrate_noise,
+    privacy_report,
+    privatize_statistic,
+)
 from pgfl.graphlearn.smoothness import (
     degree_adjoint,
     degree_operator,
@@ -59,6 +65,7 @@ __all__ = [
     "mcc",
     "pairwise_sq_distances",
     "privacy_report",
+    "privatize_statistic",
     "rbf_graph",
     "relative_error",
     "smooth_signals",

@@ -30,12 +30,15 @@ Every table and key is optional except where stated; unknown tables or keys are 
     step = 5e-4                   # "fixed" solver only
     momentum = 0.9                # "fixed" solver only
 
-    [privacy]                     # optional: the DP variant (§IV)
-    epsilon = 1.0                 # total ε̄ over all rounds (ε̄/rounds < 1)
+    [privacy]                     # optional: a DP variant (pgfl.graphlearn.privacy)
+    mechanism = "statistic"       # noisy z̄ once, ε covers the graphs; or "last_step" (the
+                                  #   paper's Theorem 3; needs ε̄/rounds < 1; ε does not
+                                  #   cover the released graph)
+    epsilon = 1.0                 # total ε̄
     delta = 1e-5
     clip = 25.0
-    sensitivity = "paper"         # or "rigorous"
-    dp_step = 5e-4
+    sensitivity = "rigorous"      # or "paper" (eq. 58, √2 too small)
+    dp_step = 5e-4                # "last_step" only
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ _TABLES: dict[str, tuple[str, ...]] = {
     "data": ("kind", "nodes", "clients", "n_samples", "q", "sigma_w", "repetitions", "files"),
     "model": ("alpha", "beta", "rho", "lambda"),
     "algorithm": ("rounds", "local_steps", "local_solver", "step", "momentum"),
-    "privacy": ("epsilon", "delta", "clip", "sensitivity", "dp_step"),
+    "privacy": ("mechanism", "epsilon", "delta", "clip", "sensitivity", "dp_step"),
 }
 
 
@@ -112,7 +115,12 @@ def parse_config(raw: dict[str, Any], base: Path = Path(".")) -> GraphLearnConfi
         files = tuple((base / f) for f in fl)
     privacy = None
     if priv is not None:
+        from pgfl.graphlearn.privacy import MECHANISMS
+
         privacy = {
+            "mechanism": check_choice(
+                "privacy.mechanism", priv.get("mechanism", "statistic"), MECHANISMS
+            ),
             "epsilon": check_real(
                 "privacy.epsilon", priv.get("epsilon", 1.0), lo=0.0, lo_open=True
             ),
@@ -121,13 +129,22 @@ def parse_config(raw: dict[str, Any], base: Path = Path(".")) -> GraphLearnConfi
             ),
             "clip": check_real("privacy.clip", priv.get("clip", 25.0), lo=0.0, lo_open=True),
             "sensitivity": check_choice(
-                "privacy.sensitivity", priv.get("sensitivity", "paper"), ("paper", "rigorous")
+                "privacy.sensitivity", priv.get("sensitivity", "rigorous"), ("paper", "rigorous")
             ),
             "dp_step": check_real(
                 "privacy.dp_step", priv.get("dp_step", 5e-4), lo=0.0, lo_open=True
             ),
         }
     beta = check_real("model.beta", model.get("beta", 0.05), lo=0.0, lo_open=True)
+    rounds = check_int("algorithm.rounds", algo.get("rounds", 8), lo=1)
+    if privacy is not None and privacy["mechanism"] == "last_step":
+        per_round = privacy["epsilon"] / rounds  # the classic Gaussian bound of Theorem 3
+        if not per_round < 1.0:
+            raise ConfigError(
+                "privacy.epsilon / algorithm.rounds must be a real number in (0, 1) for "
+                f"privacy.mechanism = 'last_step'; got {privacy['epsilon']!r} / {rounds} = "
+                f"{per_round!r}"
+            )
     return GraphLearnConfig(
         seed=seed,
         kind=kind,
@@ -145,7 +162,7 @@ def parse_config(raw: dict[str, Any], base: Path = Path(".")) -> GraphLearnConfi
             beta_fedavg=beta,
             rho=check_real("model.rho", model.get("rho", 0.3), lo=0.0, lo_open=True),
             lam=check_real("model.lambda", model.get("lambda", 0.02), lo=0.0),
-            rounds=check_int("algorithm.rounds", algo.get("rounds", 8), lo=1),
+            rounds=rounds,
             local_steps=check_int("algorithm.local_steps", algo.get("local_steps", 25), lo=1),
             local_solver=check_choice(
                 "algorithm.local_solver",
@@ -225,7 +242,7 @@ def run_config(cfg: GraphLearnConfig, out: Path) -> dict[str, Any]:
         federated_graph_learning,
         independent_graph_learning,
     )
-    from pgfl.graphlearn.privacy import calibrate_noise, privacy_report
+    from pgfl.graphlearn.privacy import calibrate_noise, privacy_report, privatize_statistic
     from pgfl.rng import stream
 
     out = check_output_folder(out)
@@ -255,8 +272,9 @@ def run_config(cfg: GraphLearnConfig, out: Path) -> dict[str, Any]:
             dp=dp,
             clip=pv.get("clip", 25.0),
             seed=cfg.seed,
-            sensitivity=pv.get("sensitivity", "paper"),
+            sensitivity=pv.get("sensitivity", "rigorous"),
             dp_step=pv.get("dp_step", 5e-4),
+            mechanisms=(pv.get("mechanism", "statistic"),),
         )
         curves = []
         for k, v in res.items():
@@ -306,17 +324,24 @@ def run_config(cfg: GraphLearnConfig, out: Path) -> dict[str, Any]:
                 counts,
                 clip,
                 sensitivity=cfg.privacy["sensitivity"],
+                mechanism=cfg.privacy["mechanism"],
             )
-            dpres = federated_graph_learning(
-                Zc,
-                rho=p.rho,
-                lam=p.lam,
-                noise_std=cal.sigma,
-                rng=stream(cfg.seed, "graphlearn/run-dp"),
-                dp_step=cfg.privacy["dp_step"],
-                **kw,
-                **solver,
-            )
+            rng = stream(cfg.seed, "graphlearn/run-dp")
+            if cal.mechanism == "statistic":  # one noisy z̄ per client; the run post-processes it
+                dpres = federated_graph_learning(
+                    privatize_statistic(Zc, cal, rng), rho=p.rho, lam=p.lam, **kw, **solver
+                )
+            else:
+                dpres = federated_graph_learning(
+                    Zc,
+                    rho=p.rho,
+                    lam=p.lam,
+                    noise_std=cal.sigma,
+                    rng=rng,
+                    dp_step=cfg.privacy["dp_step"],
+                    **kw,
+                    **solver,
+                )
             graphs["fedgl_local_dp"] = dpres.w_local
             graphs["fedgl_consensus_dp"] = dpres.w_con
             summary["privacy"] = privacy_report(cal)

@@ -17,6 +17,7 @@ draws (stream ``"tune"``), never the evaluation draws.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,7 @@ from pgfl.graphlearn.generators import (
     smooth_signals,
 )
 from pgfl.graphlearn.metrics import DEFAULT_THRESHOLD, mcc, relative_error
-from pgfl.graphlearn.privacy import calibrate_noise, privacy_report
+from pgfl.graphlearn.privacy import calibrate_noise, privacy_report, privatize_statistic
 from pgfl.rng import stream
 
 __all__ = [
@@ -198,15 +199,19 @@ def evaluate(
     seed: int = 0,
     per_client: bool = False,
     keep_graphs: bool = False,
-    sensitivity: str = "paper",
+    sensitivity: str = "rigorous",
     dp_step: float | None = 5e-4,
+    mechanisms: Sequence[str] = ("last_step",),
 ) -> dict[str, Any]:
     """Run IGL, FedAvg, Algorithm 1 (and DP runs for each ``(ε̄, δ̄)`` in ``dp``) on all reps.
 
     Returns a dict ``label -> {"mcc", "relative_error", ...}`` with means over repetitions
     (and clients for personalized graphs; with ``per_client`` the per-client means over
-    repetitions instead, shape ``[I]``). DP entries are keyed ``fedgl_local_dp@ε̄`` and
-    carry ``epsilon`` and the privacy report.
+    repetitions instead, shape ``[I]``). DP runs, one per ``(ε̄, δ̄)`` and mechanism of
+    :mod:`pgfl.graphlearn.privacy` (``last_step``: the paper's noisy last local step;
+    ``statistic``: Algorithm 1 on each client's once-privatized ``z̄_i``), are keyed
+    ``fedgl_local_dp@ε̄`` and ``fedgl_local_dp_statistic@ε̄`` and carry ``epsilon``,
+    ``mechanism`` and the privacy report.
     """
     Z, gt, con, thr = draws.zbar, draws.w_clients, draws.w_con, params.threshold
     axes = 0 if per_client else None
@@ -257,31 +262,36 @@ def evaluate(
         }
     if dp:
         Zc = draws.clipped(clip)
-        for k, (eps_bar, delta_bar) in enumerate(dp):
-            cal = calibrate_noise(
-                eps_bar, delta_bar, params.rounds, draws.counts, clip, sensitivity=sensitivity
-            )
-            res = federated_graph_learning(
-                Zc,
-                alpha=params.alpha,
-                beta=params.beta,
-                rho=params.rho,
-                lam=params.lam,
-                rounds=params.rounds,
-                local_steps=params.local_steps,
-                noise_std=cal.sigma,
-                rng=stream(seed, "graphlearn/dp-noise", k),
-                dp_step=dp_step,
-                **solver,
-            )
-            put(
-                f"fedgl_local_dp@{eps_bar:g}",
-                res.w_local,
-                gt,
-                epsilon=eps_bar,
-                privacy=privacy_report(cal),
-            )
-            out["_convergence"][f"fedgl_dp@{eps_bar:g}"] = res.objective.mean(axis=1)
-            if keep_graphs:
-                out["_graphs"][f"fedgl_dp@{eps_bar:g}"] = res.w_local
+        for mech in mechanisms:
+            suffix = "" if mech == "last_step" else f"_{mech}"
+            for k, (eps_bar, delta_bar) in enumerate(dp):
+                cal = calibrate_noise(
+                    eps_bar, delta_bar, params.rounds, draws.counts, clip,
+                    sensitivity=sensitivity, mechanism=mech,
+                )  # fmt: skip
+                if mech == "statistic":  # one noisy z̄ per client; the run is post-processing
+                    noisy = privatize_statistic(Zc, cal, stream(seed, "graphlearn/dp-statistic", k))
+                    res = federated_graph_learning(
+                        noisy, alpha=params.alpha, beta=params.beta, rho=params.rho,
+                        lam=params.lam, rounds=params.rounds, local_steps=params.local_steps,
+                        **solver,
+                    )  # fmt: skip
+                else:
+                    res = federated_graph_learning(
+                        Zc, alpha=params.alpha, beta=params.beta, rho=params.rho,
+                        lam=params.lam, rounds=params.rounds, local_steps=params.local_steps,
+                        noise_std=cal.sigma, rng=stream(seed, "graphlearn/dp-noise", k),
+                        dp_step=dp_step, **solver,
+                    )  # fmt: skip
+                put(
+                    f"fedgl_local_dp{suffix}@{eps_bar:g}",
+                    res.w_local,
+                    gt,
+                    epsilon=eps_bar,
+                    mechanism=mech,
+                    privacy=privacy_report(cal),
+                )
+                out["_convergence"][f"fedgl_dp{suffix}@{eps_bar:g}"] = res.objective.mean(axis=1)
+                if keep_graphs:
+                    out["_graphs"][f"fedgl_dp{suffix}@{eps_bar:g}"] = res.w_local
     return out

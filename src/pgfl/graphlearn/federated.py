@@ -14,12 +14,15 @@ starting from where it stopped in the previous round (momentum carries over, lin
 The server forms ``w_con = prox_{μ‖·‖₁}(Σ γ_i w_i / Σ γ_i)`` with ``μ = λ/(ρ Σ γ_i)``
 (eq. 19) and ``γ_i = 1/(‖w_i − w_con‖ + ε_γ)`` (eq. 20); ``γ_i⁰ = 1/I``.
 
-**DP variant** (eqs. 25–28): in each client's last local step of every round Gaussian
-noise ``s_i^t ~ N(0, σ_i² I_p)`` is added to ``∇g_i`` (eq. 26); with clipping the data
-term uses clipped distance vectors ``z̃_{i,n}`` (pass the clipped ``zbar``). The
-client sends the unprojected ``w̃``; the server projects it (eq. 28), which equals the
-client's projected state, so the code keeps one array. The noise scale comes from
-:mod:`pgfl.graphlearn.privacy` (Theorem 3).
+**DP variants** (:mod:`pgfl.graphlearn.privacy`). The paper's (eqs. 25–28,
+``noise_std``): in each client's last local step of every round Gaussian noise
+``s_i^t ~ N(0, σ_i² I_p)`` is added to ``∇g_i`` (eq. 26); with clipping the data term
+uses clipped distance vectors ``z̃_{i,n}`` (pass the clipped ``zbar``). The client sends
+the unprojected ``w̃``; the server projects it (eq. 28), which equals the client's
+projected state, so the code keeps one array. Its ε does not cover the first ``K_i − 1``
+steps. The rigorous one needs nothing here: run this function, without ``noise_std``, on
+the once-privatized statistic ``privatize_statistic(zbar, ...)`` — every step is then
+post-processing.
 
 **Starting point.** Every graph starts at the data-independent zero-data optimum
 ``sqrt(α/(2β(d−1))) 1`` (Theorem 3 needs a starting point independent of the data).

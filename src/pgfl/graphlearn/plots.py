@@ -45,8 +45,11 @@ def _style(label: str, curve: Mapping[str, Any], dp_rank: float = 1.0):
     if label in _STYLE:
         return _STYLE[label]
     if label.startswith("fedgl_local_dp"):
+        if curve.get("mechanism") == "statistic":
+            color = _plt().get_cmap("Greens")(0.45 + 0.5 * dp_rank)
+            return (f"FedGL-DP noisy z̄ ε̄={curve.get('epsilon')}", color, "s")
         color = _plt().get_cmap("Purples")(0.45 + 0.5 * dp_rank)
-        return (f"FedGL-DP ε̄={curve.get('epsilon')}", color, "x")
+        return (f"FedGL-DP last step ε̄={curve.get('epsilon')}", color, "x")
     return (label, None, ".")
 
 

@@ -51,7 +51,8 @@ ClientsOpt = Annotated[
     int,
     typer.Option(
         "--clients-per-round",
-        help="L, clients a server aggregates per iteration (random scheme: sensitivity 2 mu B/L).",
+        help="L, the fewest clients a server averages per iteration (with secure aggregation "
+        "its threshold t); random scheme: sensitivity 2 mu B/L.",
     ),
 ]
 PaperOpt = Annotated[

@@ -1,35 +1,31 @@
 """ε(i) over the iterations of a privatized GFL curve, and noise calibration to a target ε.
 
-Engine-facing API (see the package docstring for the contract):
+Two layers:
 
-* :func:`epsilon_curve` — for one privatized curve's settings, ε(i) for i = 1..T by every
-  applicable accountant, as an :class:`EpsilonCurve` (a read-only mapping
-  accountant → array of shape (T,), plus ``delta``, ``reason`` and ``notes``).
-* :func:`calibrate` — the smallest noise σ whose ε after T iterations meets a target.
-
-Both rest on :func:`releases_for`, which turns the settings into the per-iteration
-releases the adversary of the scheme observes (see ``docs/privacy.md``).
+* generic, on top of any :class:`~.accountants.Accountant`: :func:`accountant_curve`
+  (the one incremental loop: compose iteration by iteration, read ε at checkpoints) and
+  :func:`calibrate_releases` (bracketing, then root-finding on the accountant's own ε);
+* GFL-specific: :func:`releases_for` turns a curve's settings into the per-iteration
+  releases its adversary observes (``docs/privacy.md``), :func:`epsilon_curve` gives
+  ε(i) by every requested accountant as an :class:`EpsilonCurve`, and :func:`calibrate`
+  the smallest noise σ whose ε after T iterations meets a target.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import dp_accounting
 import numpy as np
-from dp_accounting import mechanism_calibration
-from dp_accounting.pld import privacy_loss_distribution as pld_lib
-from dp_accounting.rdp import RdpAccountant
-from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon as rdp_compute_epsilon
 
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
-from .composition import ACCOUNTANTS, GaussianRelease, LaplaceRelease, Release
-from .mechanisms import kairouz_epsilon, kairouz_optimal_epsilon
+from .accountants import ACCOUNTANTS, Accountant, PaperAccountant, PldAccountant, make_accountant
 from .papers import SCHEMES, gfl_sensitivities
+from .releases import GaussianRelease, LaplaceRelease, Release, VectorLaplaceRelease
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -37,19 +33,20 @@ __all__ = [
     "SCOPES",
     "TIGHT_ACCOUNTANT",
     "EpsilonCurve",
+    "accountant_curve",
     "calibrate",
+    "calibrate_releases",
     "default_accountants",
     "epsilon_curve",
+    "final_epsilon",
     "releases_for",
 ]
 
 DISTRIBUTIONS = ("laplace", "gaussian")
 #: The accountant pgfl calls "the tight one".
 TIGHT_ACCOUNTANT = "pld"
-#: Support size the adaptive PLD grid aims at (≈ 2·Σε / interval); see :func:`_pld_interval`.
+#: Support size the PLD grid aims at (≈ 2·Σε / interval); see :func:`pld_interval`.
 _PLD_TARGET_POINTS = 2e4
-#: Above this basic-composition ε the Laplace "pld" curve is the RDP one (grid > 1 needed).
-_PLD_MAX_BASIC = 1e4
 
 #: What each scheme's ε covers and against whom (docs/privacy.md has the full story).
 SCOPES = {
@@ -84,23 +81,6 @@ FLOATING_POINT_CAVEAT = (
     "leaks through the low-order bits (Mironov 2012): a simulation figure, not a deployment "
     "guarantee (docs/privacy.md)"
 )
-
-_NOTES = {
-    "paper": (
-        "as published: Laplace epsilon = sensitivity/b with the l2 sensitivity "
-        "(preprint Thm 2 / book Thm 11.1 for server-level noise; per-round sum, book Lemma 11.2, "
-        "for client-level noise, for which the papers give no closed form)"
-    ),
-    "paper_gaussian": (
-        "classic Gaussian bound per iteration (valid only below 1) composed by eq. 32 "
-        "(graph-topology paper Thm 3), delta split evenly"
-    ),
-    "basic": "sum of per-iteration epsilons (book Lemma 11.2), rigorous sensitivities",
-    "advanced": "Dwork-Rothblum-Vadhan advanced composition (heterogeneous form)",
-    "kairouz": "Kairouz-Oh-Viswanath: Thm 3.3 for equal steps, Thm 3.5 (eq. 32) otherwise",
-    "pld": "privacy-loss distributions (dp_accounting), tight up to pessimistic discretization",
-    "rdp": "Renyi DP (dp_accounting)",
-}
 
 
 def default_accountants(distribution: str) -> tuple[str, ...]:
@@ -183,7 +163,184 @@ class EpsilonCurve(Mapping[str, np.ndarray]):
         ]
 
 
-# -------------------------------------------------------------------------------- inputs
+# ------------------------------------------------------------- generic, any accountant
+def _checkpoints(t: int, n: int | None) -> np.ndarray:
+    """Iterations (1-based) where ε is read: all (``None``), T only (1), or ≤ n log-spaced."""
+    if n is None or t <= n:
+        return np.arange(1, t + 1)
+    if n == 1:
+        return np.array([t])
+    return np.unique(np.round(np.geomspace(1, t, n)).astype(int))
+
+
+def pld_interval(releases: Sequence[Release]) -> float:
+    """PLD grid for composing ``releases``: in [1e-4, 1], coarsened to ~2·10⁴ support points.
+
+    The grid is 2·Σε₀/2·10⁴ (the composed support spans ±Σε₀). The accountant rounds
+    pessimistically, so a coarser grid only loosens the bound; on the reference cases
+    the coarsening moves ε by < 0.1 % (tests compare with a fine numerical reference).
+    Beyond Σε₀ = 10⁴ the PLD accountant stops building its PLD anyway.
+    """
+    total = sum(r.count * r.epsilon0 for r in releases if not isinstance(r, GaussianRelease))
+    return min(1.0, max(1e-4, 2.0 * total / _PLD_TARGET_POINTS))
+
+
+def _accountant_for(name: str, releases: Sequence[Release]) -> Accountant:
+    if name == "pld":
+        return PldAccountant(pld_interval(releases))
+    return make_accountant(name)
+
+
+def accountant_curve(
+    accountant: Accountant,
+    releases: Sequence[Release],
+    delta: float,
+    *,
+    checkpoints: int | None = None,
+) -> np.ndarray:
+    """ε(i), i = 1..T, of composing ``releases[0..i-1]`` onto ``accountant``: the one loop.
+
+    ``releases[j]`` is what iteration j + 1 publishes. Runs of identical releases between
+    two read-outs are composed in one call (a PLD self-composes them). ε is read at every
+    iteration (``checkpoints=None``) or at up to ``checkpoints`` log-spaced iterations
+    including 1 and T (1: T only); in between, each iteration gets the next read-out's
+    value, an upper bound since ε(i) never decreases. The result is made non-decreasing.
+
+    Args:
+        accountant: any accountant (its earlier releases, if any, are kept).
+        releases: one release per iteration, T ≥ 1 of them.
+        delta: δ in (0, 1).
+        checkpoints: ``None`` or the number of read-outs ≥ 1.
+
+    Returns:
+        Array of shape (T,).
+
+    >>> from .accountants import BasicAccountant
+    >>> accountant_curve(BasicAccountant(), [LaplaceRelease(1.0, 2.0)] * 3, 1e-5).tolist()
+    [0.5, 1.0, 1.5]
+
+    """
+    t = len(releases)
+    if t == 0:
+        raise ConfigError("releases must hold at least one release; got none")
+    check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    n = None if checkpoints is None else check_int("checkpoints", checkpoints, lo=1)
+    at = _checkpoints(t, n)
+    vals = np.empty(at.size)
+    done = 0
+    for c, k in enumerate(at):
+        while done < k:
+            run = done + 1
+            while run < k and releases[run] == releases[done]:
+                run += 1
+            accountant.compose(releases[done], run - done)
+            done = run
+        vals[c] = accountant.get_epsilon(delta)
+    filled = vals[np.searchsorted(at, np.arange(1, t + 1), side="left")]
+    return np.maximum.accumulate(filled)
+
+
+def final_epsilon(releases: Sequence[Release], delta: float, accountant: str = "pld") -> float:
+    """ε after all ``releases`` by the named accountant (PLD on the grid of :func:`pld_interval`).
+
+    >>> final_epsilon([LaplaceRelease(1.0, 10.0, count=100)], 1e-5, "basic")
+    10.0
+    """
+    return float(
+        accountant_curve(_accountant_for(accountant, releases), releases, delta, checkpoints=1)[-1]
+    )
+
+
+def calibrate_releases(
+    releases_at: Callable[[float], Sequence[Release]],
+    target_epsilon: float,
+    delta: float,
+    *,
+    accountant: str = TIGHT_ACCOUNTANT,
+    guess: float | None = None,
+    rtol: float = 1e-4,
+) -> float:
+    """Smallest noise scale s with ε(``releases_at(s)``) ≤ target, by the accountant's own ε.
+
+    ε decreases in the noise scale. From ``guess`` the bracket [lo, hi] with
+    ε(lo) > target ≥ ε(hi) is found by halving/doubling, then narrowed by secant steps
+    on (ln s, ln ε), each probing just across the estimated root so that a good estimate
+    closes the bracket at once (bisection where ε is infinite or the bracket stops
+    halving), until hi/lo ≤ 1 + ``rtol``. ``hi`` is returned: it meets the target, and
+    noise smaller by a factor 1 + ``rtol`` does not.
+
+    Args:
+        releases_at: the releases of a run at noise scale s > 0.
+        target_epsilon: ε* > 0.
+        delta: δ in (0, 1).
+        accountant: one of :data:`ACCOUNTANTS`.
+        guess: a starting scale (default 1).
+        rtol: relative width of the final bracket, in (0, 0.1].
+
+    Raises:
+        ConfigError: bad arguments, or no scale in [1e-300, 1e300] meets the target.
+
+    >>> s = calibrate_releases(lambda s: [LaplaceRelease(1.0, s, count=10)], 2.0, 1e-5,
+    ...                        accountant="basic")
+    >>> round(s, 3)                                  # 10 · 1/s = 2
+    5.0
+
+    """
+    eps_star = check_real("target_epsilon", target_epsilon, lo=0.0, lo_open=True)
+    dlt = check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    acc = check_choice("accountant", accountant, ACCOUNTANTS)
+    tol = check_real("rtol", rtol, lo=0.0, hi=0.1, lo_open=True)
+    s0 = 1.0 if guess is None else check_real("guess", guess, lo=0.0, lo_open=True)
+
+    # aim 1e-9 below the target: composing the same releases in another order (one
+    # iteration at a time in epsilon_curve) may round the last digit up
+    aim = eps_star * (1.0 - 1e-9)
+
+    def f(log_s: float) -> float:  # ln(ε/aim): > 0 where the noise is too small
+        e = final_epsilon(releases_at(math.exp(log_s)), dlt, acc)
+        return math.inf if e == math.inf else (math.log(e / aim) if e > 0 else -math.inf)
+
+    def grow_until(x: float, fx: float, direction: float) -> tuple[float, float, float, float]:
+        """Step ln s by ``direction`` until f changes sign; return the bracket (a, fa, b, fb)."""
+        while True:
+            y = x + direction
+            if abs(y) > 690:
+                what = "no" if direction > 0 else "every"
+                raise ConfigError(
+                    f"target_epsilon={eps_star:g}: {what} noise scale in [1e-300, 1e300] meets "
+                    f"it by {acc!r}"
+                )
+            fy = f(y)
+            if (fy > 0) != (fx > 0):
+                return (y, fy, x, fx) if direction < 0 else (x, fx, y, fy)
+            x, fx = y, fy
+
+    x0 = math.log(s0)
+    f0 = f(x0)
+    a, fa, b, fb = grow_until(x0, f0, -math.log(2.0) if f0 <= 0 else math.log(2.0))
+    hist = [(a, fa), (b, fb)]  # the two latest points drive the secant
+    stalled = 0
+    while b - a > math.log1p(tol) and fb != 0:
+        width, mid = b - a, 0.5 * (a + b)
+        (x1, f1), (x2, f2) = hist[-2:]
+        c = mid
+        if stalled < 2 and math.isfinite(f1) and math.isfinite(f2) and f1 != f2:
+            root = x2 - f2 * (x2 - x1) / (f2 - f1)
+            if a < root < b:  # probe just across the estimated root from the nearer end
+                hedge = 0.45 * math.log1p(tol)
+                c = root - hedge if b - root < root - a else root + hedge
+                c = min(max(c, a + 0.01 * width), b - 0.01 * width)
+        fc = f(c)
+        hist.append((c, fc))
+        if fc > 0:
+            a, fa = c, fc
+        else:
+            b, fb = c, fc
+        stalled = 0 if b - a <= 0.5 * width else stalled + 1
+    return math.exp(b)
+
+
+# ------------------------------------------------------------------------ GFL settings
 @dataclasses.dataclass(frozen=True)
 class _Settings:
     scheme: str
@@ -197,6 +354,7 @@ class _Settings:
     observed_links: int
     rigorous: bool
     clients_per_round: int = 1
+    aggregation_error: float = 0.0
 
 
 def _settings(
@@ -212,6 +370,7 @@ def _settings(
     observed_links: int,
     rigorous: bool,
     clients_per_round: int = 1,
+    aggregation_error: float = 0.0,
 ) -> _Settings:
     sch = check_choice("scheme", scheme, SCHEMES)
     dist = check_choice("distribution", distribution, DISTRIBUTIONS)
@@ -226,7 +385,8 @@ def _settings(
     if links > 1 and sch != "random_per_link":
         links = 1  # identical copies on every link: seeing more of them reveals nothing new
     n_l = check_int("clients_per_round", clients_per_round, lo=1)
-    return _Settings(sch, dist, s, m, c, d, t, dl, links, bool(rigorous), n_l)
+    err = check_real("aggregation_error", aggregation_error, lo=0.0)
+    return _Settings(sch, dist, s, m, c, d, t, dl, links, bool(rigorous), n_l, err)
 
 
 def releases_for(
@@ -241,16 +401,20 @@ def releases_for(
     observed_links: int = 1,
     rigorous: bool = True,
     clients_per_round: int = 1,
+    aggregation_error: float = 0.0,
 ) -> list[Release]:
     """List the releases the adversary of ``scheme`` observes, one per iteration j = 1..T.
 
-    Laplace noise of per-coordinate std σ has scale b = σ/√2 and is charged the ℓ₁
-    sensitivity √M Δ₂(j) (``rigorous=True``) or Δ₂(j) (the papers' reading); Gaussian
-    noise is charged Δ₂(j). For ``random_per_link`` an adversary on ``observed_links``
-    links sees that many independent copies per iteration (``count``).
+    Rigorous reading (default): Laplace noise of per-coordinate std σ (scale b = σ/√2)
+    is an M-dimensional :class:`~.releases.VectorLaplaceRelease` with the ℓ₂
+    sensitivity Δ₂(j) of :func:`~.papers.gfl_sensitivities`; Gaussian noise a
+    :class:`~.releases.GaussianRelease` with Δ₂(j). The papers' reading
+    (``rigorous=False``): a 1-D :class:`~.releases.LaplaceRelease` charged Δ₂(j) of the
+    papers' rule. For ``random_per_link`` an adversary on ``observed_links`` links sees
+    that many independent copies per iteration (``count``).
 
     >>> rel = releases_for(scheme="updates", sigma=math.sqrt(2), mu=0.1, clip=1.0, iterations=2)
-    >>> [round(r.epsilon0, 12) for r in rel]   # Δ₁ = 2B = 2, b = σ/√2 = 1
+    >>> [round(r.epsilon0, 12) for r in rel]   # Δ₂ = 2B = 2, b = σ/√2 = 1
     [2.0, 2.0]
     """
     st = _settings(
@@ -265,295 +429,52 @@ def releases_for(
         observed_links=observed_links,
         rigorous=rigorous,
         clients_per_round=clients_per_round,
+        aggregation_error=aggregation_error,
     )
     if st.clip is None:
         raise ConfigError("clip must be a real number in [0, inf); got None")
     if st.sigma <= 0:
         raise ConfigError(f"sigma must be a real number in (0, inf); got {sigma!r}")
-    return _releases(st)
+    return _releases(st, paper=not st.rigorous)
 
 
-def _releases(st: _Settings) -> list[Release]:
+def _releases(st: _Settings, *, paper: bool) -> list[Release]:
+    """Per-iteration releases by the papers' rule and reading (``paper``) or the rigorous one."""
     if st.clip is None:  # callers return epsilon = inf before getting here
         raise RuntimeError("releases need a clipping bound; callers must check clip first")
-    rule = "rigorous" if st.rigorous else "paper"
-    if st.distribution == "laplace":
-        norm = "l1" if st.rigorous else "l2"
-        sens = gfl_sensitivities(
-            st.iterations, scheme=st.scheme, mu=st.mu, clip=st.clip, dim=st.dim, norm=norm,
-            rule=rule, clients_per_round=st.clients_per_round,
-        )  # fmt: skip
-        b = st.sigma / math.sqrt(2.0)
-        return [LaplaceRelease(float(s), b, st.observed_links) for s in sens]
     sens = gfl_sensitivities(
-        st.iterations, scheme=st.scheme, mu=st.mu, clip=st.clip, rule=rule,
-        clients_per_round=st.clients_per_round,
+        st.iterations, scheme=st.scheme, mu=st.mu, clip=st.clip, dim=st.dim,
+        rule="paper" if paper else "rigorous", clients_per_round=st.clients_per_round,
+        aggregation_error=0.0 if paper else st.aggregation_error,
     )  # fmt: skip
-    return [GaussianRelease(float(s), st.sigma, st.observed_links) for s in sens]
+    links = st.observed_links
+    if st.distribution == "gaussian":
+        return [GaussianRelease(float(s), st.sigma, links) for s in sens]
+    b = st.sigma / math.sqrt(2.0)
+    if paper:
+        return [LaplaceRelease(float(s), b, links) for s in sens]
+    return [VectorLaplaceRelease(float(s), b, st.dim, links) for s in sens]
 
 
-# ------------------------------------------------------------------------- accountants
-def _checkpoints(t: int, n: int) -> np.ndarray:
-    """Up to n iterations (1-based, including 1 and T; n = 1: T only) where PLD is evaluated."""
-    if n == 1:
-        return np.array([t])
-    if t <= n:
-        return np.arange(1, t + 1)
-    return np.unique(np.round(np.geomspace(1, t, n)).astype(int))
-
-
-def _step_up(at: np.ndarray, values: np.ndarray, t: int) -> np.ndarray:
-    """Fill ε(i) for i = 1..T from checkpoints: the value at the next checkpoint ≥ i.
-
-    ε(i) is non-decreasing in i (more releases never cost less), so this is an upper
-    bound at every i and exact at the checkpoints.
-    """
-    idx = np.searchsorted(at, np.arange(1, t + 1), side="left")
-    return values[idx]
-
-
-def _pld_interval(basic_total: float) -> float:
-    """PLD grid: ≥ 1e-4, coarsened so the composed support stays around 2·10⁴ points.
-
-    The accountant rounds pessimistically, so a coarser grid only loosens the bound (by at
-    most one grid step per composed release); on the reference cases the coarsening moves ε
-    by < 0.1 %.
-    """
-    return max(1e-4, 2.0 * basic_total / _PLD_TARGET_POINTS)
-
-
-def _laplace_pld_curve(
-    releases: Sequence[LaplaceRelease], delta: float, checkpoints: int
-) -> np.ndarray:
-    """Laplace ε(i) by PLD at up to ``checkpoints`` iterations (1: the last one only).
-
-    Identical releases (client-level schemes) are composed by ``self_compose`` at each
-    checkpoint on a grid of ε₀/100; growing ones (server level) incrementally on a grid
-    sized to the basic-composition total (see :func:`_pld_interval`).
-    """
-    t = len(releases)
-    total = sum(r.epsilon0 * r.count for r in releases)
-    at = _checkpoints(t, checkpoints)
-    first = releases[0]
-    if all(r == first for r in releases):
-        if first.sensitivity_l1 == 0:
-            return np.zeros(t)
-        step = first.epsilon0 * first.count
-        vdi = max(1e-4, step / 100.0, 2.0 * total / 1e6)
-        single = pld_lib.from_laplace_mechanism(
-            first.scale / first.sensitivity_l1, value_discretization_interval=vdi
+def _notes(st: _Settings, accs: Sequence[str]) -> dict[str, str]:
+    notes = {}
+    for a in accs:
+        cls = type(make_accountant(a))
+        notes[a] = cls.note
+        if a == "paper" and st.distribution == "gaussian":
+            notes[a] = PaperAccountant.note_gaussian
+    if "pld" in notes and st.distribution == "gaussian":
+        notes["pld"] = "exact: composed Gaussians are one Gaussian (GDP); analytic Gaussian epsilon"
+    elif "pld" in notes and st.rigorous and st.dim > 1:
+        notes["pld"] += (
+            "; M-dimensional Laplace noise: the smaller of the PLD charged the l1 "
+            "sensitivity sqrt(M)*l2 and the Renyi bound of the worst (diagonal) direction"
         )
-        vals = []
-        for k in at:
-            with np.errstate(over="ignore", divide="ignore"):
-                vals.append(
-                    float(single.self_compose(int(k) * first.count).get_epsilon_for_delta(delta))
-                )
-        return _step_up(at, _repair(np.asarray(vals), at, releases, delta), t)
-    if total > _PLD_MAX_BASIC:
-        # A grid fine enough to matter would need > 10⁸ points: fall back to RDP, which is
-        # never below the PLD answer (so still a valid bound) and is tight at this scale.
-        return _rdp_curve(releases, delta, final_only=checkpoints == 1)
-    vdi = _pld_interval(total)
-    want = set(at.tolist())
-    vals = []
-    pld = None
-    for j, r in enumerate(releases, start=1):
-        if r.sensitivity_l1 > 0:
-            p = pld_lib.from_laplace_mechanism(
-                r.scale / r.sensitivity_l1, value_discretization_interval=vdi
-            )
-            if r.count > 1:
-                p = p.self_compose(r.count)
-            pld = p if pld is None else pld.compose(p)
-        if j in want:
-            with np.errstate(over="ignore", divide="ignore"):
-                vals.append(0.0 if pld is None else float(pld.get_epsilon_for_delta(delta)))
-    return _step_up(at, _repair(np.asarray(vals), at, releases, delta), t)
-
-
-def _repair(
-    vals: np.ndarray, at: np.ndarray, releases: Sequence[Release], delta: float
-) -> np.ndarray:
-    """Replace non-finite PLD values by the RDP bound at the same iteration; make monotone.
-
-    ``dp_accounting`` 0.6 can return ∞ from ``get_epsilon_for_delta`` when the lower mass
-    underflows to a subnormal (losses of several hundred); RDP is a valid bound there.
-    """
-    bad = ~np.isfinite(vals)
-    if np.any(bad):
-        rdp = _rdp_curve(releases, delta)
-        vals = np.where(bad, rdp[at - 1], vals)
-    return np.maximum.accumulate(vals)
-
-
-def _gaussian_exact_curve(releases: Sequence[GaussianRelease], delta: float) -> np.ndarray:
-    """Exact ε(i) of composed Gaussian releases: one Gaussian of multiplier 1/√(Σ c_j Δ_j²/σ²).
-
-    Composition of Gaussian mechanisms is exactly a Gaussian mechanism (Dong, Roth & Su,
-    GDP Cor. 3.3); its (ε, δ) curve is the analytic one of Balle & Wang (2018, Thm 8),
-    ``dp_accounting.get_epsilon_gaussian`` — this *is* the PLD answer without discretization.
-    """
-    mu2 = np.cumsum([r.count * (r.sensitivity_l2 / r.sigma) ** 2 for r in releases])
-    out = np.empty(len(releases))
-    for k, m2 in enumerate(mu2):
-        out[k] = (
-            0.0
-            if m2 == 0
-            else float(dp_accounting.get_epsilon_gaussian(1.0 / math.sqrt(m2), delta))
-        )
-    return np.maximum.accumulate(out)
-
-
-def _rdp_curve(releases: Sequence[Release], delta: float, final_only: bool = False) -> np.ndarray:
-    """RDP ε(i) from cumulative per-order RDP (dp_accounting); final_only: ε(T) at every i."""
-    orders = None
-    per_step = []
-    cache: dict[tuple[type, float], np.ndarray] = {}
-    for r in releases:
-        if isinstance(r, LaplaceRelease):
-            key, z, sens = (
-                LaplaceRelease,
-                r.scale / r.sensitivity_l1 if r.sensitivity_l1 else 0.0,
-                r.sensitivity_l1,
-            )
-        else:
-            if not isinstance(r, GaussianRelease):
-                raise TypeError(f"expected a Laplace or Gaussian release; got {type(r).__name__}")
-            key, z, sens = (
-                GaussianRelease,
-                r.sigma / r.sensitivity_l2 if r.sensitivity_l2 else 0.0,
-                r.sensitivity_l2,
-            )
-        ck = (key, z)
-        if ck not in cache:
-            acc = RdpAccountant()
-            if sens > 0:
-                ev = (
-                    dp_accounting.LaplaceDpEvent(z)
-                    if key is LaplaceRelease
-                    else dp_accounting.GaussianDpEvent(z)
-                )
-                acc.compose(ev)
-            cache[ck] = acc.rdp
-            orders = acc.orders
-        per_step.append(cache[ck] * r.count)
-    cum = np.cumsum(np.asarray(per_step), axis=0)
-    if final_only:
-        row = cum[-1]
-        return np.full(
-            len(releases), rdp_compute_epsilon(orders, row, delta)[0] if np.any(row) else 0.0
-        )
-    out = np.array(
-        [0.0 if not np.any(row) else rdp_compute_epsilon(orders, row, delta)[0] for row in cum]
-    )
-    return np.maximum.accumulate(out)
-
-
-def _curve(st: _Settings, accountant: str, checkpoints: int) -> np.ndarray:
-    """ε(i), i = 1..T, of the settings by one accountant (finite noise and clip)."""
-    rel = _releases(st)
-    t = st.iterations
-    if st.distribution == "laplace":
-        eps_t = np.array([r.epsilon0 * r.count for r in rel])  # per-iteration pure ε
-        if accountant == "paper":
-            sens = gfl_sensitivities(
-                t, scheme=st.scheme, mu=st.mu, clip=st.clip, norm="l2", rule="paper"
-            )
-            return np.cumsum(sens * st.observed_links / (st.sigma / math.sqrt(2.0)))
-        if accountant == "basic":
-            return np.cumsum(eps_t)
-        steps = np.concatenate([np.full(r.count, r.epsilon0) for r in rel])
-        it_of_step = np.repeat(np.arange(t), [r.count for r in rel])
-        if accountant == "advanced":
-            vals = np.minimum(_advanced(steps, st.delta), np.cumsum(steps))
-            return np.maximum.accumulate(_last_per_iteration(vals, it_of_step, t))
-        if accountant == "kairouz":
-            return _kairouz_curve(steps, it_of_step, t, st.delta)
-        # Laplace steps are pure DP, so Σ ε_t (basic) bounds every prefix too: take the min
-        # (a coarse PLD grid rounds pessimistically and may overshoot it for huge ε).
-        if accountant == "pld":
-            return np.minimum(_laplace_pld_curve(rel, st.delta, checkpoints), np.cumsum(eps_t))  # type: ignore[arg-type]
-        return np.minimum(_rdp_curve(rel, st.delta, checkpoints == 1), np.cumsum(eps_t))
-    # gaussian
-    if accountant == "pld":
-        return _gaussian_exact_curve(rel, st.delta)  # type: ignore[arg-type]
-    if accountant == "rdp":
-        return _rdp_curve(rel, st.delta, checkpoints == 1)
-    return _gaussian_split_curve(rel, st.delta, accountant)
-
-
-def _gaussian_split_curve(releases: Sequence[Release], delta: float, accountant: str) -> np.ndarray:
-    """ε(i) of Gaussian releases by a pure-DP composition theorem, δ split over the T planned steps.
-
-    Each of the n planned steps gets δ_t = δ/n (``basic``) or δ/(2n) with δ/2 left for the
-    theorem (``paper``, ``advanced``, ``kairouz``), as the graph-topology paper splits its
-    budget across its T rounds; any prefix then uses at most δ. Step ε_t is the classic
-    bound for ``paper`` (∞ from the first step where it reaches 1) and the exact analytic
-    Gaussian ε otherwise. Equal to :func:`~.composition.epsilon` at i = T.
-    """
-    n = sum(r.count for r in releases)
-    t = len(releases)
-    counts = np.array([r.count for r in releases])
-    it_of_step = np.repeat(np.arange(t), counts)
-    delta_t = delta / n if accountant == "basic" else delta / (2.0 * n)
-    per = []
-    for r in releases:
-        if not isinstance(r, GaussianRelease):
-            raise TypeError(f"expected a Gaussian release; got {type(r).__name__}")
-        if r.sensitivity_l2 == 0:
-            per.append(0.0)
-        elif accountant == "paper":
-            per.append(r.sensitivity_l2 * math.sqrt(2.0 * math.log(1.25 / delta_t)) / r.sigma)
-        else:
-            per.append(
-                float(dp_accounting.get_epsilon_gaussian(r.sigma / r.sensitivity_l2, delta_t))
-            )
-    steps = np.repeat(np.asarray(per), counts)
-    if accountant == "basic":
-        return _last_per_iteration(np.cumsum(steps), it_of_step, t)
-    if accountant == "advanced":
-        vals = np.minimum(_advanced(steps, delta / 2.0), np.cumsum(steps))
-        return np.maximum.accumulate(_last_per_iteration(vals, it_of_step, t))
-    if accountant == "kairouz":
-        return _kairouz_curve(steps, it_of_step, t, delta / 2.0)
-    # paper: classic per-step bound, eq. (32) only
-    out = _kairouz_curve(steps, it_of_step, t, delta / 2.0, optimal=False)
-    bad = np.nonzero(np.asarray(per) >= 1.0)[0]
-    if bad.size:
-        out[bad[0] :] = math.inf
-    return out
-
-
-def _advanced(steps: np.ndarray, delta: float) -> np.ndarray:
-    """Heterogeneous DRV bound for every prefix: √(2 ln(1/δ) Σ ε_t²) + Σ ε_t (e^{ε_t} − 1)."""
-    with np.errstate(over="ignore"):  # huge ε_t: the bound is ∞ and the min with Σ ε_t wins
-        drift = np.cumsum(steps * np.expm1(steps))
-    return np.sqrt(2.0 * math.log(1.0 / delta) * np.cumsum(steps**2)) + drift
-
-
-def _last_per_iteration(vals: np.ndarray, it_of_step: np.ndarray, t: int) -> np.ndarray:
-    last = np.zeros(t, dtype=int)
-    last[it_of_step] = np.arange(it_of_step.size)  # later steps overwrite earlier ones
-    return vals[last]
-
-
-def _kairouz_curve(
-    steps: np.ndarray, it_of_step: np.ndarray, t: int, delta: float, *, optimal: bool = True
-) -> np.ndarray:
-    """Eq. (32) for every prefix (KOV Thm 3.5, cumulative sums); with equal steps also Thm 3.3."""
-    drift = np.cumsum(np.tanh(steps / 2.0) * steps)
-    sq = np.cumsum(steps**2)
-    total = np.cumsum(steps)
-    term2 = drift + np.sqrt(2.0 * sq * np.log(math.e + np.sqrt(sq) / delta))
-    term3 = drift + np.sqrt(2.0 * sq * math.log(1.0 / delta))
-    vals = np.minimum(np.minimum(total, term2), term3)
-    out = _last_per_iteration(vals, it_of_step, t)
-    if optimal and steps.size and np.all(steps == steps[0]) and steps[0] > 0:
-        k_at = _last_per_iteration(np.arange(1, steps.size + 1), it_of_step, t)
-        opt = np.array([kairouz_optimal_epsilon(float(steps[0]), int(k), delta) for k in k_at])
-        out = np.minimum(out, opt)
-    return np.maximum.accumulate(out)
+    if not st.rigorous:
+        for a in notes:
+            if a != "paper":
+                notes[a] += " [papers' reading: l2 sensitivity, eq. 52 growth for every scheme]"
+    return notes
 
 
 # ---------------------------------------------------------------------------- public API
@@ -570,6 +491,7 @@ def epsilon_curve(
     observed_links: int = 1,
     rigorous: bool = True,
     clients_per_round: int = 1,
+    aggregation_error: float = 0.0,
     accountants: Sequence[str] | None = None,
     checkpoints: int = 64,
 ) -> EpsilonCurve:
@@ -588,16 +510,21 @@ def epsilon_curve(
         iterations: T.
         delta: δ in (0, 1) for the approximate-DP accountants.
         distribution: ``laplace`` | ``gaussian``.
-        dim: model dimension M (Laplace, rigorous: Δ₁ = √M Δ₂).
+        dim: model dimension M (Laplace noise is M-dimensional, see
+            :class:`~.releases.VectorLaplaceRelease`).
         observed_links: links an adversary watches (``random_per_link`` only).
-        clients_per_round: L, clients a server aggregates per iteration; only the
-            ``random`` scheme uses it (rigorous sensitivity 2μB/L); 1 is always safe.
-        rigorous: charge Laplace noise the ℓ₁ sensitivity and use the rigorous message
-            sensitivities of :func:`~.papers.gfl_sensitivities` (default). ``paper`` always
-            uses the published ℓ₂ reading.
+        clients_per_round: the fewest clients a unit averages per iteration: L, or the
+            secure-aggregation threshold t (a unit then averages any n ≥ t survivors);
+            only the ``random`` scheme uses it (rigorous sensitivity 2μB/L); 1 is safe.
+        aggregation_error: per-coordinate bound on the error of a unit's aggregate
+            (secure aggregation's fixed-point rounding), added to every sensitivity.
+        rigorous: M-dimensional Laplace releases with the rigorous message sensitivities
+            of :func:`~.papers.gfl_sensitivities` (default); ``False``: the papers' 1-D
+            reading for every accountant. ``paper`` always uses the papers' reading.
         accountants: subset of :data:`ACCOUNTANTS`; default :func:`default_accountants`.
-        checkpoints: iterations at which the Laplace PLD is evaluated (log-spaced, incl.
-            T); in between, the next checkpoint's value (an upper bound) is reported.
+        checkpoints: iterations at which the PLD (and, for Gaussian noise, the basic,
+            advanced and Kairouz bounds) are read, log-spaced incl. T; in between, the
+            next read-out's value (an upper bound) is reported.
 
     Returns:
         An :class:`EpsilonCurve`; ``curve["pld"]`` is the tight ε(i), ``curve["paper"]`` the
@@ -624,6 +551,7 @@ def epsilon_curve(
         observed_links=observed_links,
         rigorous=rigorous,
         clients_per_round=clients_per_round,
+        aggregation_error=aggregation_error,
     )
     accs = default_accountants(st.distribution) if accountants is None else tuple(accountants)
     if not accs:
@@ -633,16 +561,7 @@ def epsilon_curve(
     for a in accs:
         check_choice("accountant", a, ACCOUNTANTS)
     ncp = check_int("checkpoints", checkpoints, lo=2)
-    notes = {
-        a: _NOTES["paper_gaussian" if (a == "paper" and st.distribution == "gaussian") else a]
-        for a in accs
-    }
-    if "pld" in notes and st.distribution == "gaussian":
-        notes["pld"] = "exact: composed Gaussians are one Gaussian (GDP); analytic Gaussian epsilon"
-    if not st.rigorous:
-        for a in notes:
-            if a != "paper":
-                notes[a] += " [papers' reading: l2 sensitivity, eq. 52 growth for every scheme]"
+    notes = _notes(st, accs)
     settings = dataclasses.asdict(st)
     reason = None
     if st.clip is None:
@@ -652,70 +571,21 @@ def epsilon_curve(
     if reason is not None:
         vals = {a: np.full(st.iterations, math.inf) for a in accs}
         return EpsilonCurve(vals, st.delta, reason, notes, settings)
-    vals = {a: _curve(st, a, ncp) for a in accs}
-    if "pld" in notes and st.distribution == "laplace":
-        if sum(r.epsilon0 * r.count for r in _releases(st)) > _PLD_MAX_BASIC:  # type: ignore[union-attr]
-            notes["pld"] += (
+    rigorous_rel = _releases(st, paper=not st.rigorous)
+    paper_rel = _releases(st, paper=True) if "paper" in accs else rigorous_rel
+    gaussian = st.distribution == "gaussian"
+    vals = {}
+    for a in accs:
+        rel = paper_rel if a == "paper" else rigorous_rel
+        acc = _accountant_for(a, rel)
+        sparse = a == "pld" or (gaussian and a in ("basic", "advanced", "kairouz"))
+        vals[a] = accountant_curve(acc, rel, st.delta, checkpoints=ncp if sparse else None)
+        if isinstance(acc, PldAccountant) and acc.dropped:
+            notes[a] += (
                 "; here basic composition exceeds 1e4, so the value is the RDP bound "
                 "(valid, never below PLD)"
             )
     return EpsilonCurve(vals, st.delta, None, notes, settings)
-
-
-def _final_epsilon(st: _Settings, accountant: str) -> float:
-    return float(_curve(st, accountant, checkpoints=1)[-1])
-
-
-def _calibration_guess(st1: _Settings, eps_star: float) -> float:
-    """A σ near the answer, from a closed form (settings ``st1`` at σ = 1)."""
-    rel = _releases(st1)
-    if st1.distribution == "gaussian":
-        total = sum(r.count * r.sensitivity_l2**2 for r in rel)  # type: ignore[union-attr]
-        return math.sqrt(total) * float(dp_accounting.get_sigma_gaussian(eps_star, st1.delta))
-    steps1 = np.concatenate([np.full(r.count, r.epsilon0) for r in rel])  # type: ignore[union-attr]
-    lo, hi = 1e-300, float(steps1.sum()) / eps_star  # basic composition: ε(hi) = ε*
-    lo = hi * 1e-6
-    for _ in range(100):  # bisection in log σ on the O(T) closed form
-        mid = math.sqrt(lo * hi)
-        if kairouz_epsilon(steps1 / mid, st1.delta) <= eps_star:
-            hi = mid
-        else:
-            lo = mid
-        if hi / lo < 1.0 + 1e-6:
-            break
-    return hi
-
-
-class _FinalEpsilonEvent(dp_accounting.DpEvent):
-    """A whole run at one noise level, for ``mechanism_calibration`` (internal)."""
-
-    def __init__(self, settings: _Settings, accountant: str) -> None:
-        object.__setattr__(self, "settings", settings)  # DpEvent subclasses are frozen attrs
-        object.__setattr__(self, "accountant", accountant)
-
-
-class _FinalEpsilonAccountant(dp_accounting.PrivacyAccountant):
-    """Adapter letting ``dp_accounting.mechanism_calibration`` bisect over pgfl's accountants."""
-
-    def __init__(self) -> None:
-        super().__init__(dp_accounting.NeighboringRelation.REPLACE_ONE)
-        self._event: _FinalEpsilonEvent | None = None
-
-    def _maybe_compose(self, event: dp_accounting.DpEvent, count: int, do_compose: bool) -> Any:
-        if not isinstance(event, _FinalEpsilonEvent):
-            from dp_accounting.privacy_accountant import CompositionErrorDetails
-
-            return CompositionErrorDetails(
-                invalid_event=event, error_message="pgfl run events only"
-            )
-        if do_compose:
-            self._event = event
-        return None
-
-    def get_epsilon(self, target_delta: float) -> float:
-        if self._event is None:  # set by compose() inside the calibration loop
-            raise RuntimeError("get_epsilon called before compose()")
-        return _final_epsilon(self._event.settings, self._event.accountant)
 
 
 def calibrate(
@@ -731,16 +601,16 @@ def calibrate(
     observed_links: int = 1,
     rigorous: bool = True,
     clients_per_round: int = 1,
+    aggregation_error: float = 0.0,
     accountant: str = TIGHT_ACCOUNTANT,
-    rtol: float = 1e-3,
+    rtol: float = 1e-4,
 ) -> float:
     """Smallest noise σ (per-coordinate std) with ε(T) ≤ target by ``accountant``.
 
-    ε(T) decreases in σ. Closed forms are inverted exactly: ``paper`` and ``basic`` for
-    Laplace (ε ∝ 1/σ) and the exact Gaussian ``pld`` (σ = √(Σ Δ_j²) · σ₁(ε, δ), with σ₁
-    the analytic single-Gaussian calibration). Everything else is bracketed and then
-    bisected by ``dp_accounting.mechanism_calibration.calibrate_dp_mechanism`` (Brent's
-    method, result guaranteed on the private side), to relative tolerance ``rtol``.
+    :func:`calibrate_releases` on the releases of :func:`epsilon_curve`, started from a
+    closed form: basic composition for Laplace (ε ∝ 1/σ, exact for ``paper`` and
+    ``basic``; for ``pld``, the cheaper ``rdp`` calibration from there, an upper end
+    since pld ≤ rdp), the exact composed Gaussian for Gaussian noise.
 
     Args:
         target_epsilon: ε* > 0.
@@ -753,16 +623,17 @@ def calibrate(
         dim: model dimension M.
         observed_links: links the adversary watches (``random_per_link``).
         rigorous: rigorous sensitivities (see :func:`epsilon_curve`).
-        clients_per_round: L (``random`` only, see :func:`epsilon_curve`).
+        clients_per_round: L or the secure-aggregation threshold t (``random`` only).
+        aggregation_error: see :func:`epsilon_curve`.
         accountant: one of :data:`ACCOUNTANTS` (default: the tight ``pld``).
-        rtol: relative tolerance on σ.
+        rtol: relative precision of σ: σ/(1 + rtol) misses the target.
 
     Returns:
         σ with ``epsilon_curve(..., sigma=σ)[accountant][-1] <= target_epsilon``.
 
     >>> s = calibrate(6.0, 1e-5, 3, scheme="graph_homomorphic", mu=0.5, clip=1.0,
     ...               accountant="paper")
-    >>> round(s, 12) == round(math.sqrt(2), 12)   # preprint Thm 2: σ_g = √2 μ B (1+i) i / ε
+    >>> abs(s / math.sqrt(2) - 1) < 1e-4    # preprint Thm 2: σ_g = √2 μ B (1+i) i / ε
     True
 
     """
@@ -773,7 +644,6 @@ def calibrate(
         )
     check_real("clip", clip, lo=0.0, lo_open=True)
     acc = check_choice("accountant", accountant, ACCOUNTANTS)
-    tol = check_real("rtol", rtol, lo=0.0, hi=0.1, lo_open=True)
     st = _settings(
         scheme=scheme,
         distribution=distribution,
@@ -786,51 +656,23 @@ def calibrate(
         observed_links=observed_links,
         rigorous=rigorous,
         clients_per_round=clients_per_round,
+        aggregation_error=aggregation_error,
     )
+    paper = acc == "paper" or not st.rigorous
 
-    def at(sigma: float) -> _Settings:
-        return dataclasses.replace(st, sigma=float(sigma))
+    def releases_at(sigma: float) -> list[Release]:
+        return _releases(dataclasses.replace(st, sigma=sigma), paper=paper)
 
-    def eps_of(sigma: float) -> float:
-        return _final_epsilon(at(sigma), acc)
-
-    # exact inversions
-    if (st.distribution == "laplace" and acc in ("paper", "basic")) or (
-        st.distribution == "gaussian" and acc == "pld"
-    ):
-        if st.distribution == "laplace":
-            sigma = eps_of(1.0) / eps_star  # ε(σ) = ε(1)/σ
-        else:
-            total = sum(r.count * r.sensitivity_l2**2 for r in _releases(at(1.0)))  # type: ignore[union-attr]
-            sigma = math.sqrt(total) * float(dp_accounting.get_sigma_gaussian(eps_star, st.delta))
-        for _ in range(8):  # guard against the last ulp
-            if eps_of(sigma) <= eps_star:
-                return sigma
-            sigma = math.nextafter(sigma, math.inf) * (1.0 + 1e-12)
-        return sigma
-
-    # bracket [lo, hi] with ε(lo) > ε* ≥ ε(hi), stepping by 25 % from a cheap guess:
-    # eq. (32) for Laplace (valid for any ε_t-DP steps, so at least the PLD/RDP answer),
-    # the exact Gaussian (never above RDP) for Gaussian noise.
-    guess = _calibration_guess(at(1.0), eps_star)
-    if eps_of(guess) <= eps_star:
-        hi, lo = guess, guess / 1.25
-        while eps_of(lo) <= eps_star:
-            hi, lo = lo, lo / 1.25
+    unit = releases_at(1.0)
+    if st.distribution == "laplace":
+        guess = sum(r.count * r.epsilon0 for r in unit) / eps_star
+        if acc == "pld":  # pld ≤ rdp: the cheap Rényi answer is an upper end to start from
+            guess = calibrate_releases(
+                releases_at, eps_star, st.delta, accountant="rdp", guess=guess, rtol=1e-3
+            )
     else:
-        lo, hi = guess, guess * 1.25
-        for _ in range(400):
-            if eps_of(hi) <= eps_star:
-                break
-            lo, hi = hi, hi * 1.25
-        else:  # pragma: no cover - ε(σ) → 0 as σ → ∞ for every accountant
-            raise ConfigError(f"target_epsilon={eps_star:g} cannot be reached by {acc!r}")
-    root = mechanism_calibration.calibrate_dp_mechanism(
-        _FinalEpsilonAccountant,
-        lambda s: _FinalEpsilonEvent(at(s), acc),
-        eps_star,
-        st.delta,
-        bracket_interval=mechanism_calibration.ExplicitBracketInterval(lo, hi),
-        tol=tol * hi,
+        total = sum(r.count * r.sensitivity_l2**2 for r in unit)  # type: ignore[union-attr]
+        guess = math.sqrt(total) * float(dp_accounting.get_sigma_gaussian(eps_star, st.delta))
+    return calibrate_releases(
+        releases_at, eps_star, st.delta, accountant=acc, guess=guess, rtol=rtol
     )
-    return float(root)

@@ -1,4 +1,4 @@
-"""Building blocks: single mechanisms and composition theorems (closed forms + ``dp_accounting``).
+"""Building blocks: single mechanisms and composition theorems in closed form.
 
 * :func:`laplace_epsilon` — Laplace mechanism, ε = Δ₁ / b (book Lemma 11.1).
 * :func:`randomized_response_epsilon` — randomized response, ε = ln 3 (book Example 11.2).
@@ -8,15 +8,12 @@
   graph-topology paper (= KOV 2015, Thm 3.5); :func:`kairouz_optimal_epsilon` — KOV
   Thm 3.3, the optimal composition of k ε₀-DP mechanisms.
 * :func:`gaussian_sigma` — the classic Gaussian mechanism σ = Δ₂ √(2 ln(1.25/δ)) / ε
-  (Dwork & Roth Thm A.1, proven only for ε < 1); :func:`gaussian_sigma_analytic` (exact).
-* :func:`gaussian_epsilon_pld`, :func:`laplace_epsilon_pld`, :func:`gaussian_epsilon_rdp`,
-  :func:`laplace_epsilon_rdp` — tight composition of identical steps via ``dp_accounting``.
+  (Dwork & Roth Thm A.1, proven only for ε < 1); :func:`gaussian_sigma_analytic` and
+  :func:`gaussian_epsilon_analytic` — the exact (analytic) Gaussian mechanism of Balle &
+  Wang (2018, Thm 8), the latter vectorized.
 
-Neighbouring relation. Every sensitivity in this package is for *replacing* one
-client's data set (the papers' Definition 1). ``dp_accounting`` describes a
-Laplace/Gaussian release by its noise multiplier (noise scale / sensitivity); the
-privacy-loss pair it analyses, (N(0, s²), N(1, s²)) resp. (Lap(0, s), Lap(1, s)), is
-symmetric, so it is exactly the pair of a replace-one release with that sensitivity.
+The accountants that compose releases (:mod:`.accountants`) are built on these; every
+sensitivity is for *replacing* one client's data (see :mod:`.releases`).
 """
 
 from __future__ import annotations
@@ -26,9 +23,7 @@ from collections.abc import Sequence
 
 import dp_accounting
 import numpy as np
-from dp_accounting.pld import PLDAccountant
-from dp_accounting.rdp import RdpAccountant
-from scipy.special import gammaln
+from scipy.special import gammaln, log_ndtr
 
 from pgfl.validation import ConfigError, check_int, check_real
 
@@ -36,16 +31,16 @@ __all__ = [
     "DEFAULT_VALUE_DISCRETIZATION_INTERVAL",
     "advanced_composition_epsilon",
     "basic_composition",
+    "gaussian_epsilon_analytic",
     "gaussian_epsilon_classic",
-    "gaussian_epsilon_pld",
-    "gaussian_epsilon_rdp",
     "gaussian_sigma",
     "gaussian_sigma_analytic",
     "kairouz_epsilon",
     "kairouz_optimal_epsilon",
+    "drv_from_sums",
+    "kov_from_sums",
     "laplace_epsilon",
-    "laplace_epsilon_pld",
-    "laplace_epsilon_rdp",
+    "laplace_hockey_stick",
     "laplace_scale",
     "randomized_response_epsilon",
 ]
@@ -192,6 +187,89 @@ def gaussian_sigma_analytic(epsilon: float, delta: float, sensitivity: float) ->
     return d2 * float(dp_accounting.get_sigma_gaussian(eps, dlt))
 
 
+def gaussian_epsilon_analytic(
+    noise_multiplier: float | np.ndarray, delta: float | np.ndarray
+) -> float | np.ndarray:
+    """Exact ε of the Gaussian mechanism at δ (Balle & Wang 2018, Thm 8), vectorized.
+
+    For noise N(0, σ² I) on a query of ℓ₂ sensitivity Δ₂ (noise multiplier z = σ/Δ₂) the
+    hockey-stick divergence of the shift pair is
+
+        δ(ε) = Φ(1/(2z) − εz) − e^ε Φ(−1/(2z) − εz),
+
+    decreasing in ε; this returns the ε ≥ 0 with δ(ε) = δ (0 when δ(0) ≤ δ), by bisection
+    on log δ(ε) evaluated in log space (``scipy.special.log_ndtr``), to full double
+    precision. k composed Gaussian releases are one with multiplier z/√k (Dong, Roth &
+    Su, GDP composition), so this also gives the exact ε of any Gaussian composition.
+
+    Args:
+        noise_multiplier: z = σ/Δ₂ > 0 (``inf``: no information, ε = 0); scalar or array.
+        delta: δ in (0, 1); scalar or array broadcast against ``noise_multiplier``.
+
+    Returns:
+        ε, a float for scalar inputs, else an array of the broadcast shape.
+
+    >>> round(gaussian_epsilon_analytic(0.1, 1e-5), 2)      # 100 steps of multiplier 1
+    91.82
+
+    """
+    z = np.asarray(noise_multiplier, dtype=float)
+    d = np.asarray(delta, dtype=float)
+    if np.any(~(z > 0)):  # also catches NaN
+        raise ConfigError(f"noise_multiplier must be real numbers in (0, inf]; got {z.min()!r}")
+    if np.any(~((d > 0) & (d < 1))):
+        raise ConfigError(f"delta must be a real number in (0, 1); got {delta!r}")
+    z, d = np.broadcast_arrays(z, d)
+    scalar = z.ndim == 0
+    z, log_d = z.reshape(-1), np.log(d.reshape(-1))
+    out = np.zeros(z.shape)
+    live = np.isfinite(z)
+    zl, ld = z[live], log_d[live]
+    half = 0.5 / zl
+
+    def log_delta(eps: np.ndarray) -> np.ndarray:
+        upper = log_ndtr(half - eps * zl)
+        lower = eps + log_ndtr(-half - eps * zl)
+        with np.errstate(divide="ignore"):
+            return upper + np.log(-np.expm1(np.minimum(lower - upper, 0.0)))
+
+    need = log_delta(np.zeros_like(zl)) > ld
+    lo, hi = np.zeros_like(zl), np.ones_like(zl)
+    for _ in range(2000):  # grow the bracket: δ(hi) ≤ δ
+        grow = need & (log_delta(hi) > ld)
+        if not grow.any():
+            break
+        lo, hi = np.where(grow, hi, lo), np.where(grow, 2.0 * hi, hi)
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        above = log_delta(mid) > ld
+        lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
+        if np.all(hi - lo <= 4e-16 * hi):
+            break
+    out[live] = np.where(need, hi, 0.0)
+    return float(out[0]) if scalar else out.reshape(d.shape)
+
+
+def laplace_hockey_stick(epsilon: float | np.ndarray, epsilon0: float) -> float | np.ndarray:
+    """δ(ε) of the Laplace shift pair (Lap(0, b), Lap(Δ, b)) with ε₀ = Δ/b, in closed form.
+
+    The privacy loss ln p/q at x is ε₀ for x ≤ 0, ε₀ − 2x/b on (0, Δ) and −ε₀ beyond, so
+
+        δ(ε) = 1 − e^{(ε − ε₀)/2}  for |ε| ≤ ε₀,   0 for ε ≥ ε₀,   1 − e^ε for ε ≤ −ε₀
+
+    (at ε = 0 the total variation 1 − e^{−ε₀/2}). The PLD accountant feeds these values on
+    its grid to ``dp_accounting``'s connect-the-dots constructor.
+
+    >>> float(laplace_hockey_stick(0.0, 2.0)) == 1 - math.exp(-1)
+    True
+    """
+    e = np.asarray(epsilon, dtype=float)
+    e0 = _check_nonneg("epsilon0", epsilon0)
+    with np.errstate(over="ignore"):
+        out = np.where(e >= e0, 0.0, np.where(e <= -e0, -np.expm1(e), -np.expm1((e - e0) / 2)))
+    return float(out) if out.ndim == 0 else out
+
+
 # ----------------------------------------------------------------------- composition
 def basic_composition(
     epsilons: float | Sequence[float] | np.ndarray,
@@ -235,8 +313,7 @@ def advanced_composition_epsilon(
     d0 = check_real("delta0", delta0, lo=0.0, hi=1.0, hi_open=True)
     kk = check_int("k", k, lo=1)
     dp = _check_delta("delta_prime", delta_prime)
-    eps = e0 * math.sqrt(2.0 * kk * math.log(1.0 / dp)) + kk * e0 * math.expm1(e0)
-    return eps, kk * d0 + dp
+    return drv_from_sums(kk * e0**2, kk * e0 * math.expm1(e0), dp), kk * d0 + dp
 
 
 def kairouz_epsilon(epsilons: float | Sequence[float] | np.ndarray, delta: float) -> float:
@@ -266,11 +343,22 @@ def kairouz_epsilon(epsilons: float | Sequence[float] | np.ndarray, delta: float
     """
     eps = _as_epsilons("epsilons", epsilons)
     dlt = _check_delta("delta", delta)
-    drift = float(np.sum(np.tanh(eps / 2.0) * eps))  # (e^ε − 1)/(e^ε + 1) = tanh(ε/2)
-    sq = float(np.sum(eps**2))
-    term2 = drift + math.sqrt(2.0 * sq * math.log(math.e + math.sqrt(sq) / dlt))
-    term3 = drift + math.sqrt(2.0 * sq * math.log(1.0 / dlt))
-    return float(min(math.fsum(eps), term2, term3))
+    # (e^ε − 1)/(e^ε + 1) = tanh(ε/2)
+    return kov_from_sums(
+        math.fsum(eps), float(np.sum(eps**2)), float(np.sum(np.tanh(eps / 2) * eps)), dlt
+    )
+
+
+def kov_from_sums(total: float, squares: float, drift: float, delta: float) -> float:
+    """Eq. (32) from the sums Σ ε_t, Σ ε_t² and Σ ε_t tanh(ε_t/2) (used by the accountants)."""
+    term2 = drift + math.sqrt(2.0 * squares * math.log(math.e + math.sqrt(squares) / delta))
+    term3 = drift + math.sqrt(2.0 * squares * math.log(1.0 / delta))
+    return float(min(total, term2, term3))
+
+
+def drv_from_sums(squares: float, drift: float, delta_prime: float) -> float:
+    """Dwork–Rothblum–Vadhan, heterogeneous: √(2 ln(1/δ′) Σ ε_t²) + Σ ε_t (e^{ε_t} − 1)."""
+    return math.sqrt(2.0 * math.log(1.0 / delta_prime) * squares) + drift
 
 
 def kairouz_optimal_epsilon(epsilon0: float, k: int, delta: float) -> float:
@@ -313,86 +401,3 @@ def _kov_corner_deltas(e0: float, k: int) -> np.ndarray:
     log_b = np.logaddexp.accumulate(log_w + (k + ll) * e0)
     i = ll + 1.0
     return np.exp(log_a) * -np.expm1(np.minimum(log_b - 2.0 * i * e0 - log_a, 0.0))
-
-
-# ------------------------------------------------------- tight accounting (dp_accounting)
-def _pld(vdi: float) -> PLDAccountant:
-    return PLDAccountant(
-        neighboring_relation=dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
-        value_discretization_interval=vdi,
-    )
-
-
-def gaussian_epsilon_pld(
-    noise_multiplier: float,
-    steps: int,
-    delta: float,
-    *,
-    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
-) -> float:
-    """ε of ``steps`` Gaussian releases, noise multiplier σ/Δ₂, by PLD (``dp_accounting``).
-
-    The composition of k Gaussian mechanisms of multiplier z is exactly one Gaussian
-    mechanism of multiplier z/√k (Dong, Roth & Su 2019, GDP composition), so the PLD
-    result equals ``dp_accounting.get_epsilon_gaussian(z/√k, δ)`` up to discretization.
-
-    >>> round(gaussian_epsilon_pld(1.0, 100, 1e-5), 2)
-    91.82
-    """
-    z = _check_positive("noise_multiplier", noise_multiplier)
-    k = check_int("steps", steps, lo=1)
-    dlt = _check_delta("delta", delta)
-    acc = _pld(_check_positive("value_discretization_interval", value_discretization_interval))
-    acc.compose(dp_accounting.GaussianDpEvent(z), k)
-    return float(acc.get_epsilon(dlt))
-
-
-def laplace_epsilon_pld(
-    noise_multiplier: float,
-    steps: int,
-    delta: float,
-    *,
-    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
-) -> float:
-    """ε of ``steps`` Laplace releases, noise multiplier b/Δ₁, by PLD (``dp_accounting``).
-
-    One step is exactly (Δ₁/b)-DP; the PLD accountant composes the exact privacy-loss
-    distribution (Koskela et al.; Meiser & Mohammadi), pessimistically discretized.
-
-    >>> round(laplace_epsilon_pld(10.0, 100, 1e-5), 2)
-    4.22
-    """
-    z = _check_positive("noise_multiplier", noise_multiplier)
-    k = check_int("steps", steps, lo=1)
-    dlt = _check_delta("delta", delta)
-    acc = _pld(_check_positive("value_discretization_interval", value_discretization_interval))
-    acc.compose(dp_accounting.LaplaceDpEvent(z), k)
-    return float(acc.get_epsilon(dlt))
-
-
-def gaussian_epsilon_rdp(noise_multiplier: float, steps: int, delta: float) -> float:
-    """ε of ``steps`` Gaussian releases by Rényi DP (``dp_accounting.rdp``; Mironov 2017).
-
-    >>> round(gaussian_epsilon_rdp(1.0, 100, 1e-5), 2)
-    96.12
-    """
-    z = _check_positive("noise_multiplier", noise_multiplier)
-    k = check_int("steps", steps, lo=1)
-    dlt = _check_delta("delta", delta)
-    acc = RdpAccountant()
-    acc.compose(dp_accounting.GaussianDpEvent(z), k)
-    return float(acc.get_epsilon(dlt))
-
-
-def laplace_epsilon_rdp(noise_multiplier: float, steps: int, delta: float) -> float:
-    """ε of ``steps`` Laplace releases by Rényi DP (``dp_accounting.rdp``; Mironov 2017, Prop. 6).
-
-    >>> round(laplace_epsilon_rdp(10.0, 100, 1e-5), 2)
-    4.53
-    """
-    z = _check_positive("noise_multiplier", noise_multiplier)
-    k = check_int("steps", steps, lo=1)
-    dlt = _check_delta("delta", delta)
-    acc = RdpAccountant()
-    acc.compose(dp_accounting.LaplaceDpEvent(z), k)
-    return float(acc.get_epsilon(dlt))

@@ -239,6 +239,7 @@ def gfl_sensitivities(
     norm: str = "l2",
     rule: str = "rigorous",
     clients_per_round: int = 1,
+    aggregation_error: float = 0.0,
 ) -> np.ndarray:
     """Sensitivity of the j-th noisy release, j = 1..T, for replacing one client's data.
 
@@ -252,14 +253,26 @@ def gfl_sensitivities(
     * ``updates`` (a client sends its averaged update): Δ₂ = 2B per round.
 
     ``rule="rigorous"`` is the same except for ``random``, where it is the constant
-    2μB/L (L = ``clients_per_round``). Analysed by the chain rule over the released
-    messages (condition on them and on all randomness independent of the client): in the
-    ``random`` scheme server p also feeds its own noisy message to itself, so its state
-    w_p = Σ_m a_pm y_m is the same in both runs, and ψ_{p,j} differs only through the
-    changed client's averaged clipped gradient, weighted 1/L. With ``graph_homomorphic``
-    noise the self-copy cancels the noise, w_p differs by exactly the difference of the
+    2μB/L. Analysed by the chain rule over the released messages (condition on them and
+    on all randomness independent of the client): in the ``random`` scheme server p also
+    feeds its own noisy message to itself, so its state w_p = Σ_m a_pm y_m is the same in
+    both runs, and ψ_{p,j} differs only through the changed client's averaged clipped
+    gradient, weighted 1/n when the unit averages n clients. L must therefore be the
+    *fewest* clients a unit can average: the number sampled, or with secure aggregation
+    and dropout its threshold t (the unit averages any n ≥ t survivors; an aborted round
+    keeps w_{p,i−1}, a function of earlier messages). With ``graph_homomorphic`` noise
+    the self-copy cancels the noise, w_p differs by exactly the difference of the
     message centres, and the differences accumulate: 2μBj is the honest bound there
-    (and for ``random_per_link``, whose self-copy carries its own independent noise).
+    (and for ``random_per_link``, whose self-copy carries its own independent noise);
+    it does not depend on how many clients are averaged.
+
+    ``aggregation_error`` e (rigorous rule only) is a per-coordinate bound on the error of
+    a unit's aggregate in each run — secure aggregation's fixed-point rounding,
+    2^-(f+1) on a mean of models, μ·2^-(f+1) on the models a mean of updates gives. Two
+    runs' aggregates then differ by up to 2√M e more in ℓ₂ per round, which is added to
+    every round's increment of the server-level schemes (2μB/L + 2√M e for ``random``,
+    j(2μB + 2√M e) for the accumulating ones). Client-level releases happen before any
+    aggregation and ignore it.
 
     At equal noise, shared updates cost 1/μ times more ε per round than shared models —
     the price of their O(μ) instead of O(μ⁻¹) effect on the MSD.
@@ -269,12 +282,13 @@ def gfl_sensitivities(
         scheme: one of :data:`SCHEMES`.
         mu: step size μ > 0.
         clip: B ≥ 0, the per-sample gradient clipping norm.
-        dim: model dimension M ≥ 1 (only for ``norm="l1"``).
+        dim: model dimension M ≥ 1.
         norm: ``"l2"`` (Δ₂, for Gaussian noise and for the papers' reading of Laplace) or
-            ``"l1"`` (Δ₁ = √M Δ₂, what per-coordinate Laplace noise needs).
+            ``"l1"`` (Δ₁ = √M Δ₂, the ℓ₁ charge of per-coordinate Laplace noise).
         rule: ``"rigorous"`` or ``"paper"``.
-        clients_per_round: L ≥ 1, clients each server aggregates per iteration (only
-            used by ``random`` under the rigorous rule; 1 is always safe).
+        clients_per_round: L ≥ 1, the fewest clients a server averages per iteration
+            (only used by ``random`` under the rigorous rule; 1 is always safe).
+        aggregation_error: e ≥ 0 (rigorous rule, server-level schemes), see above.
 
     Returns:
         Array of shape (T,).
@@ -297,11 +311,13 @@ def gfl_sensitivities(
     nrm = check_choice("norm", norm, ("l2", "l1"))
     rl = check_choice("rule", rule, ("rigorous", "paper"))
     n_l = check_int("clients_per_round", clients_per_round, lo=1)
+    err = check_real("aggregation_error", aggregation_error, lo=0.0)
+    slack = 2.0 * math.sqrt(d) * err if rl == "rigorous" else 0.0
     j = np.arange(1, t + 1, dtype=float)
     if sch == "random" and rl == "rigorous":
-        sens = np.full(t, 2.0 * m * b / n_l)
+        sens = np.full(t, 2.0 * m * b / n_l + slack)
     elif sch in SERVER_SCHEMES:
-        sens = 2.0 * m * b * j
+        sens = (2.0 * m * b + slack) * j
     elif sch == "models":
         sens = np.full(t, 2.0 * m * b)
     else:

@@ -1,0 +1,577 @@
+"""Accountants: one class per composition rule, as ``dp_accounting`` designs them.
+
+Every accountant starts empty, ``compose(release, count)`` adds ``count`` copies of a
+release (:mod:`.releases`), and ``get_epsilon(delta)`` is the ε at δ of everything composed
+so far; composing and querying interleave freely, which is what makes ε(i) over the
+iterations of a run one incremental loop (:func:`.curves.accountant_curve`).
+
+================ ==============================================================================
+``paper``        :class:`PaperAccountant` — the rule the papers use: pure-DP steps add up (book
+                 Lemma 11.2); Gaussian steps use the classic σ bound per step and eq. (32)
+                 (graph-topology paper, Thm 3), δ split evenly: δ/2 over the n steps, δ/2 for
+                 eq. (32); ∞ once a Gaussian step's classic ε reaches 1 (unproven there).
+``basic``        :class:`BasicAccountant` — Σ ε_t (+ Σ δ_t): Gaussian steps get their exact
+                 ε_t at δ_t = δ/n.
+``advanced``     :class:`AdvancedAccountant` — Dwork–Rothblum–Vadhan, heterogeneous form
+                 √(2 ln(1/δ′) Σ ε_t²) + Σ ε_t (e^{ε_t} − 1) (Dwork & Roth Thm 3.20), min Σ ε_t.
+``kairouz``      :class:`KairouzAccountant` — KOV Thm 3.3 (optimal, at its corner points) when
+                 all steps share one ε₀, and Thm 3.5 = eq. (32) always; the smaller.
+``pld``          :class:`PldAccountant` — privacy-loss distributions (``dp_accounting.pld``),
+                 tight up to a pessimistic discretization; Gaussian compositions exactly (one
+                 Gaussian, GDP); capped by the Rényi bound and, for pure steps, by Σ ε_t.
+``rdp``          :class:`RdpAccountant` — Rényi DP (``dp_accounting.rdp``), with the proven
+                 worst-case direction for vector Laplace noise; capped by Σ ε_t for pure steps.
+================ ==============================================================================
+
+With Gaussian steps, ``advanced``/``kairouz`` turn each into (ε_t, δ/(2n)) with the exact
+analytic ε and leave δ/2 for the theorem, so the total δ never exceeds the δ asked for.
+n is the number of steps composed *so far*: ε after i iterations is the ε of a run of i
+iterations. Every accountant states its sensitivities for the replace-one relation and
+passes ``dp_accounting`` only the two relations of :mod:`.releases`.
+
+>>> pld = PldAccountant().compose(LaplaceRelease(1.0, 10.0), count=100)
+>>> basic = BasicAccountant().compose(LaplaceRelease(1.0, 10.0), count=100)
+>>> round(pld.get_epsilon(1e-5), 2), round(basic.get_epsilon(1e-5), 6)
+(4.22, 10.0)
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+import dp_accounting
+import numpy as np
+from dp_accounting.pld import pld_pmf
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from dp_accounting.rdp import rdp_privacy_accountant as dp_rdp
+
+from pgfl.validation import ConfigError, check_choice, check_int, check_real
+
+from .mechanisms import (
+    DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
+    drv_from_sums,
+    gaussian_epsilon_analytic,
+    kairouz_optimal_epsilon,
+    kov_from_sums,
+    laplace_hockey_stick,
+)
+from .releases import (
+    RANDOMIZED_RESPONSE_RELATION,
+    SHIFT_PAIR,
+    GaussianRelease,
+    LaplaceRelease,
+    PureDpRelease,
+    Release,
+    VectorLaplaceRelease,
+    check_release,
+)
+
+__all__ = [
+    "ACCOUNTANTS",
+    "Accountant",
+    "AdvancedAccountant",
+    "BasicAccountant",
+    "KairouzAccountant",
+    "PaperAccountant",
+    "PldAccountant",
+    "RdpAccountant",
+    "epsilon",
+    "gaussian_epsilon_pld",
+    "gaussian_epsilon_rdp",
+    "laplace_epsilon_pld",
+    "laplace_epsilon_rdp",
+    "make_accountant",
+]
+
+#: A composed PLD whose pure-DP total exceeds this is not built: it would need a grid
+#: coarser than 1 to stay small, and the Rényi bound is valid and tight at that scale.
+MAX_PLD_PURE_TOTAL = 1e4
+
+
+def _check_delta(delta: float) -> float:
+    return check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+
+
+class Accountant(abc.ABC):
+    """Base class: ``compose(release, count)`` then ``get_epsilon(delta)``, any number of times.
+
+    Attributes:
+        name: the key of :data:`ACCOUNTANTS` (and of ``summary.json``'s ``"epsilon"``).
+        note: one line saying what the number is.
+
+    """
+
+    name: ClassVar[str]
+    note: ClassVar[str]
+
+    def __init__(self) -> None:
+        self._steps = 0
+
+    @property
+    def steps(self) -> int:
+        """Number of releases composed so far (counts included)."""
+        return self._steps
+
+    def compose(self, release: Release, count: int = 1) -> Accountant:
+        """Add ``count`` × ``release.count`` copies of ``release``; returns ``self``.
+
+        Raises:
+            ConfigError: not a release, or ``count`` < 1.
+
+        """
+        rel = check_release(release)
+        n = rel.count * check_int("count", count, lo=1)
+        self._compose(rel, n)
+        self._steps += n
+        return self
+
+    def get_epsilon(self, delta: float) -> float:
+        """ε at ``delta`` of everything composed so far (0 before any release).
+
+        Raises:
+            ConfigError: δ ∉ (0, 1).
+
+        """
+        dlt = _check_delta(delta)
+        return 0.0 if self._steps == 0 else float(self._epsilon(dlt))
+
+    @abc.abstractmethod
+    def _compose(self, release: Release, n: int) -> None: ...
+
+    @abc.abstractmethod
+    def _epsilon(self, delta: float) -> float: ...
+
+
+# --------------------------------------------------------------- pure-DP theorems
+class _StepLedger(Accountant):
+    """Per-step ε_t of pure-DP steps as running sums; Gaussian steps by noise multiplier.
+
+    Pure steps (Laplace, vector Laplace with its ℓ₁ charge, generic ε-DP) contribute
+    ε_t = ε₀; Gaussian steps are converted to (ε_t, δ_t) only when ε is asked for, since
+    δ_t depends on how many steps there are (:meth:`_gaussian_steps`).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._total = 0.0  # Σ ε_t      (pure steps)
+        self._squares = 0.0  # Σ ε_t²
+        self._tanh = 0.0  # Σ ε_t tanh(ε_t/2)            (KOV drift)
+        self._expm1 = 0.0  # Σ ε_t (e^{ε_t} − 1)         (DRV drift)
+        self._values: set[float] = set()  # distinct pure ε₀ (only "one or more" matters)
+        self._gauss: dict[float, int] = {}  # noise multiplier → number of steps
+
+    def _compose(self, release: Release, n: int) -> None:
+        if isinstance(release, GaussianRelease):
+            if release.sensitivity_l2 > 0:
+                z = release.noise_multiplier
+                self._gauss[z] = self._gauss.get(z, 0) + n
+            else:
+                self._values.add(0.0)
+            return
+        e0 = release.epsilon0
+        self._total += n * e0
+        self._squares += n * e0 * e0
+        self._tanh += n * e0 * math.tanh(e0 / 2.0)
+        self._expm1 += n * e0 * math.expm1(e0) if e0 < 700 else math.inf
+        if len(self._values) < 2:
+            self._values.add(e0)
+
+    def _gaussian_steps(
+        self, delta_t: float, classic: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(ε_t, counts) of the Gaussian steps at δ_t: exact analytic, or the classic bound."""
+        if not self._gauss:
+            return np.zeros(0), np.zeros(0)
+        z = np.fromiter(self._gauss, dtype=float)
+        counts = np.fromiter(self._gauss.values(), dtype=float)
+        if classic:
+            return np.sqrt(2.0 * math.log(1.25 / delta_t)) / z, counts
+        return np.asarray(gaussian_epsilon_analytic(z, delta_t)), counts
+
+    def _sums(self, eps_g: np.ndarray, counts: np.ndarray) -> tuple[float, float, float, float]:
+        """(Σ ε_t, Σ ε_t², Σ ε_t tanh(ε_t/2), Σ ε_t (e^{ε_t} − 1)) over all steps."""
+        with np.errstate(over="ignore"):
+            return (
+                self._total + float(np.dot(counts, eps_g)),
+                self._squares + float(np.dot(counts, eps_g**2)),
+                self._tanh + float(np.dot(counts, eps_g * np.tanh(eps_g / 2.0))),
+                self._expm1 + float(np.dot(counts, eps_g * np.expm1(eps_g))),
+            )
+
+    def _theorem_inputs(
+        self, delta: float
+    ) -> tuple[float, tuple[float, float, float, float], np.ndarray]:
+        """(slack δ′ for the theorem, :meth:`_sums`, Gaussian ε_t): ``advanced``, ``kairouz``.
+
+        Gaussian steps are converted at δ/(2n) and leave δ/2 for the theorem; without
+        them the whole δ is the slack.
+        """
+        eps_g, counts = self._gaussian_steps(delta / (2.0 * self._steps))
+        return (delta / 2.0 if self._gauss else delta), self._sums(eps_g, counts), eps_g
+
+    def _single_value(self, eps_g: np.ndarray) -> float | None:
+        """The common ε₀ when every step has the same one (else None)."""
+        values = self._values | set(eps_g.tolist())
+        return next(iter(values)) if len(values) == 1 else None
+
+
+class BasicAccountant(_StepLedger):
+    """Σ ε_t (book Lemma 11.2; Dwork & Roth Thm 3.16); a Gaussian step at δ_t = δ/n.
+
+    >>> BasicAccountant().compose(PureDpRelease(0.1), 100).get_epsilon(1e-5)
+    10.0
+    """
+
+    name = "basic"
+    note = "sum of per-iteration epsilons (book Lemma 11.2), rigorous sensitivities"
+
+    def _epsilon(self, delta: float) -> float:
+        eps_g, counts = self._gaussian_steps(delta / self._steps)
+        return self._sums(eps_g, counts)[0]
+
+
+class PaperAccountant(_StepLedger):
+    """The papers' rule: pure steps add up; Gaussian steps classic bound + eq. (32).
+
+    Laplace/pure-DP steps: Σ ε_t (book Lemma 11.2, preprint App. F eq. 86). With
+    Gaussian steps: classic ε_t = Δ₂ √(2 ln(1.25/δ_t))/σ at δ_t = δ/(2n) (Dwork & Roth
+    Thm A.1, valid only below 1: ∞ otherwise), composed by eq. (32) at δ/2
+    (graph-topology paper, Thm 3).
+    """
+
+    name = "paper"
+    note = (
+        "as published: Laplace epsilon = sensitivity/b with the l2 sensitivity "
+        "(preprint Thm 2 / book Thm 11.1 for server-level noise; per-round sum, book Lemma 11.2, "
+        "for client-level noise, for which the papers give no closed form)"
+    )
+    note_gaussian = (
+        "classic Gaussian bound per iteration (valid only below 1) composed by eq. 32 "
+        "(graph-topology paper Thm 3), delta split evenly"
+    )
+
+    def _epsilon(self, delta: float) -> float:
+        if not self._gauss:
+            return self._total
+        eps_g, counts = self._gaussian_steps(delta / (2.0 * self._steps), classic=True)
+        if np.any(eps_g >= 1.0):
+            return math.inf
+        total, squares, tanh, _ = self._sums(eps_g, counts)
+        return kov_from_sums(total, squares, tanh, delta / 2.0)
+
+
+class AdvancedAccountant(_StepLedger):
+    """Dwork–Rothblum–Vadhan, heterogeneous form (Dwork & Roth Thm 3.20), min Σ ε_t.
+
+    >>> round(AdvancedAccountant().compose(PureDpRelease(0.1), 100).get_epsilon(1e-5), 2)
+    5.85
+    """
+
+    name = "advanced"
+    note = "Dwork-Rothblum-Vadhan advanced composition (heterogeneous form)"
+
+    def _epsilon(self, delta: float) -> float:
+        slack, (total, squares, _, drift), _ = self._theorem_inputs(delta)
+        return min(drv_from_sums(squares, drift, slack), total)
+
+
+class KairouzAccountant(_StepLedger):
+    """KOV: Thm 3.3 (optimal corners) for equal steps, Thm 3.5 = eq. (32) always; the smaller.
+
+    >>> round(KairouzAccountant().compose(PureDpRelease(0.1), 100).get_epsilon(1e-5), 2)
+    4.4
+    """
+
+    name = "kairouz"
+    note = "Kairouz-Oh-Viswanath: Thm 3.3 for equal steps, Thm 3.5 (eq. 32) otherwise"
+
+    def _epsilon(self, delta: float) -> float:
+        slack, (total, squares, tanh, _), eps_g = self._theorem_inputs(delta)
+        out = kov_from_sums(total, squares, tanh, slack)
+        e0 = self._single_value(eps_g)
+        if e0 is not None and e0 > 0:
+            out = min(out, kairouz_optimal_epsilon(e0, self._steps, slack))
+        return out
+
+
+# --------------------------------------------------------------- dp_accounting-backed
+class RdpAccountant(Accountant):
+    """Rényi DP through ``dp_accounting.rdp`` (Mironov 2017), one ledger for every release.
+
+    Laplace: ``LaplaceDpEvent(b/Δ₁)``; vector Laplace: M × ``LaplaceDpEvent(b√M/Δ₂)``, the
+    diagonal shift, which is the worst one at every order (proof in
+    :class:`~.releases.VectorLaplaceRelease`); Gaussian: ``GaussianDpEvent(σ/Δ₂)``;
+    generic ε-DP: binary randomized response under ``REPLACE_ONE``. Orders: the library's.
+    When every step is pure DP, Σ ε_t is valid at every δ and caps the result.
+
+    >>> round(RdpAccountant().compose(GaussianRelease(1.0, 1.0), 100).get_epsilon(1e-5), 2)
+    96.12
+    """
+
+    name = "rdp"
+    note = "Renyi DP (dp_accounting); vector Laplace charged its worst (diagonal) direction"
+
+    def __init__(self, orders: Iterable[float] | None = None) -> None:
+        super().__init__()
+        self._rdp = dp_rdp.RdpAccountant(
+            None if orders is None else list(orders),
+            neighboring_relation=RANDOMIZED_RESPONSE_RELATION,  # shift pairs ignore it
+        )
+        self._pure_total = 0.0
+        self._gaussian = False
+
+    def _compose(self, release: Release, n: int) -> None:
+        if isinstance(release, GaussianRelease):
+            self._gaussian = True
+            if release.sensitivity_l2 > 0:
+                self._rdp.compose(dp_accounting.GaussianDpEvent(release.noise_multiplier), n)
+            return
+        self._pure_total += n * release.epsilon0
+        if release.epsilon0 == 0:
+            return
+        if isinstance(release, VectorLaplaceRelease):
+            event = dp_accounting.LaplaceDpEvent(release.diagonal_multiplier)
+            self._rdp.compose(event, n * release.dim)
+        elif isinstance(release, LaplaceRelease):
+            self._rdp.compose(dp_accounting.LaplaceDpEvent(1.0 / release.epsilon0), n)
+        else:
+            p = 2.0 / (1.0 + math.exp(release.epsilon))
+            self._rdp.compose(dp_accounting.RandomizedResponseDpEvent(p, num_buckets=2), n)
+
+    def _epsilon(self, delta: float) -> float:
+        eps = 0.0 if not np.any(self._rdp.rdp) else float(self._rdp.get_epsilon(delta))
+        return eps if self._gaussian else min(eps, self._pure_total)
+
+
+class PldAccountant(Accountant):
+    """Privacy-loss distributions (``dp_accounting.pld``), pessimistically discretized.
+
+    Laplace (and vector Laplace with its ℓ₁ charge) and generic ε-DP releases are
+    composed as ``dp_accounting`` PLDs on a grid of ``value_discretization_interval``
+    (Laplace: ``dp_accounting``'s pessimistic connect-the-dots PLD of the closed-form
+    hockey-stick curve :func:`~.mechanisms.laplace_hockey_stick`, as its
+    ``from_laplace_mechanism`` builds it; ε-DP: binary randomized response under
+    ``REPLACE_ONE``). Gaussian releases compose exactly into one Gaussian of multiplier
+    1/√(Σ (Δ₂/σ)²) (Dong, Roth & Su, GDP); alone they give the analytic ε
+    (:func:`~.mechanisms.gaussian_epsilon_analytic`), with other releases their PLD is
+    added at query time. The value reported is the smallest of three valid bounds on
+    the same composition: this PLD, the Rényi bound of :class:`RdpAccountant` (tighter
+    for vector Laplace noise, and a fallback where ``dp_accounting`` 0.6 returns ∞ from
+    an underflow), and Σ ε_t when every step is pure DP. Above a pure-DP total of
+    ``max_pure_total`` the PLD is dropped (``dropped`` is then true).
+
+    Args:
+        value_discretization_interval: PLD grid; coarser is faster and looser.
+        max_pure_total: Σ ε_t beyond which the PLD is not built.
+
+    """
+
+    name = "pld"
+    note = "privacy-loss distributions (dp_accounting), tight up to pessimistic discretization"
+
+    def __init__(
+        self,
+        value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
+        *,
+        max_pure_total: float = MAX_PLD_PURE_TOTAL,
+    ) -> None:
+        super().__init__()
+        self._vdi = check_real(
+            "value_discretization_interval", value_discretization_interval, lo=0.0, lo_open=True
+        )
+        self._max_total = check_real("max_pure_total", max_pure_total, lo=0.0, lo_open=True)
+        self._pld: Any = None
+        self._mu2 = 0.0  # Σ (Δ₂/σ)² of the Gaussian releases
+        self._pure_total = 0.0
+        self._gaussian = False
+        self._rdp = RdpAccountant()
+        self._singles: dict[tuple[type, float], Any] = {}
+        self.dropped = False
+
+    @property
+    def value_discretization_interval(self) -> float:
+        """The PLD grid."""
+        return self._vdi
+
+    def _single(self, release: Release) -> Any:
+        key = (type(release), release.epsilon0)
+        if key not in self._singles:
+            if isinstance(release, PureDpRelease):
+                self._singles[key] = pld_lib.from_randomized_response(
+                    noise_parameter=2.0 / (1.0 + math.exp(release.epsilon)),
+                    num_buckets=2,
+                    value_discretization_interval=self._vdi,
+                    neighboring_relation=RANDOMIZED_RESPONSE_RELATION,
+                )
+            else:  # Laplace, or vector Laplace charged ε₀ = √M Δ₂/b: connect the dots of
+                # the closed-form δ(ε) (what from_laplace_mechanism does, without scipy.stats)
+                e0, h = release.epsilon0, self._vdi
+                grid = np.arange(math.floor(-e0 / h), math.ceil(e0 / h) + 1)
+                with np.errstate(over="ignore"):  # a coarse grid: e^{h} − 1 may overflow to ∞
+                    pmf = pld_pmf.create_pmf_pessimistic_connect_dots(
+                        h, grid, laplace_hockey_stick(grid * h, e0)
+                    )
+                self._singles[key] = pld_lib.PrivacyLossDistribution(pmf)
+        return self._singles[key]
+
+    def _compose(self, release: Release, n: int) -> None:
+        self._rdp.compose(release, n // release.count)  # n counts release.count already
+        if isinstance(release, GaussianRelease):
+            self._gaussian = True
+            if release.sensitivity_l2 > 0:
+                self._mu2 += n / release.noise_multiplier**2
+            return
+        self._pure_total += n * release.epsilon0
+        if release.epsilon0 == 0 or self.dropped:
+            return
+        if self._pure_total > self._max_total:
+            self.dropped, self._pld = True, None
+            return
+        single = self._single(release)
+        part = single if n == 1 else single.self_compose(n)
+        self._pld = part if self._pld is None else self._pld.compose(part)
+
+    def _epsilon(self, delta: float) -> float:
+        bounds = [self._rdp.get_epsilon(delta)]
+        if not self._gaussian:
+            bounds.append(self._pure_total)
+        if not self.dropped:
+            with np.errstate(over="ignore", divide="ignore"):
+                if self._pld is None:
+                    bounds.append(
+                        0.0
+                        if self._mu2 == 0
+                        else float(gaussian_epsilon_analytic(1.0 / math.sqrt(self._mu2), delta))
+                    )
+                elif self._mu2 == 0:
+                    bounds.append(float(self._pld.get_epsilon_for_delta(delta)))
+                else:
+                    gauss = pld_lib.from_gaussian_mechanism(
+                        1.0 / math.sqrt(self._mu2),
+                        value_discretization_interval=self._vdi,
+                        neighboring_relation=SHIFT_PAIR,
+                    )
+                    bounds.append(float(self._pld.compose(gauss).get_epsilon_for_delta(delta)))
+        return min(bounds)
+
+
+#: Accountant classes by name (the keys of ``summary.json``'s ``"epsilon"``).
+_CLASSES: dict[str, type[Accountant]] = {
+    "paper": PaperAccountant,
+    "basic": BasicAccountant,
+    "advanced": AdvancedAccountant,
+    "kairouz": KairouzAccountant,
+    "pld": PldAccountant,
+    "rdp": RdpAccountant,
+}
+#: Names understood by :func:`make_accountant`, :func:`epsilon` and the curves.
+ACCOUNTANTS = tuple(_CLASSES)
+
+
+def make_accountant(name: str, **options: Any) -> Accountant:
+    """A fresh accountant by name; ``options`` go to its constructor (e.g. the PLD grid).
+
+    >>> type(make_accountant("kairouz")).__name__
+    'KairouzAccountant'
+    """
+    cls = _CLASSES[check_choice("accountant", name, ACCOUNTANTS)]
+    try:
+        return cls(**options)
+    except TypeError as exc:
+        raise ConfigError(f"accountant {name!r} does not take options {sorted(options)}") from exc
+
+
+def epsilon(
+    releases: Iterable[Release], delta: float, accountant: str = "pld", **options: Any
+) -> float:
+    """ε at ``delta`` of the adaptive composition of ``releases`` by one accountant.
+
+    Args:
+        releases: :mod:`.releases` objects (at least one).
+        delta: target δ in (0, 1).
+        accountant: one of :data:`ACCOUNTANTS`.
+        **options: constructor options, e.g. ``value_discretization_interval`` for ``pld``.
+
+    Raises:
+        ConfigError: unknown accountant, δ ∉ (0, 1), empty or malformed releases.
+
+    >>> round(epsilon([PureDpRelease(math.log(3))], 1e-5, "basic"), 6)  # randomized response
+    1.098612
+    >>> round(epsilon([GaussianRelease(1.0, 1.0, count=100)], 1e-5, "rdp"), 2)
+    96.12
+
+    """
+    acc = make_accountant(accountant, **options)
+    _check_delta(delta)
+    rel = [check_release(r) for r in releases]
+    if not rel:
+        raise ConfigError("releases must hold at least one release; got none")
+    for r in rel:
+        acc.compose(r)
+    return acc.get_epsilon(delta)
+
+
+# ------------------------------------------------- one mechanism, k identical steps
+def _identical(accountant: Accountant, release: Release, steps: int, delta: float) -> float:
+    return accountant.compose(release, check_int("steps", steps, lo=1)).get_epsilon(delta)
+
+
+def _multiplier(value: float) -> float:
+    return check_real("noise_multiplier", value, lo=0.0, lo_open=True)
+
+
+def gaussian_epsilon_pld(
+    noise_multiplier: float,
+    steps: int,
+    delta: float,
+    *,
+    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
+) -> float:
+    """ε of ``steps`` Gaussian releases of noise multiplier σ/Δ₂ by :class:`PldAccountant`.
+
+    Exact: k Gaussian releases of multiplier z are one of multiplier z/√k (GDP).
+
+    >>> round(gaussian_epsilon_pld(1.0, 100, 1e-5), 2)
+    91.82
+    """
+    acc = PldAccountant(value_discretization_interval)
+    return _identical(acc, GaussianRelease(1.0, _multiplier(noise_multiplier)), steps, delta)
+
+
+def laplace_epsilon_pld(
+    noise_multiplier: float,
+    steps: int,
+    delta: float,
+    *,
+    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
+) -> float:
+    """ε of ``steps`` Laplace releases of noise multiplier b/Δ₁ by :class:`PldAccountant`.
+
+    >>> round(laplace_epsilon_pld(10.0, 100, 1e-5), 2)
+    4.22
+    """
+    acc = PldAccountant(value_discretization_interval)
+    return _identical(acc, LaplaceRelease(1.0, _multiplier(noise_multiplier)), steps, delta)
+
+
+def gaussian_epsilon_rdp(noise_multiplier: float, steps: int, delta: float) -> float:
+    """ε of ``steps`` Gaussian releases by :class:`RdpAccountant` (Mironov 2017).
+
+    >>> round(gaussian_epsilon_rdp(1.0, 100, 1e-5), 2)
+    96.12
+    """
+    acc = RdpAccountant()
+    return _identical(acc, GaussianRelease(1.0, _multiplier(noise_multiplier)), steps, delta)
+
+
+def laplace_epsilon_rdp(noise_multiplier: float, steps: int, delta: float) -> float:
+    """ε of ``steps`` Laplace releases by :class:`RdpAccountant` (Mironov 2017, Prop. 6).
+
+    >>> round(laplace_epsilon_rdp(10.0, 100, 1e-5), 2)
+    4.53
+    """
+    acc = RdpAccountant()
+    return _identical(acc, LaplaceRelease(1.0, _multiplier(noise_multiplier)), steps, delta)

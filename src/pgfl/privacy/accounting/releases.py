@@ -1,0 +1,226 @@
+"""Releases: small frozen descriptions of what one noisy publication reveals.
+
+A release says which mechanism was applied, with which sensitivity and noise, and how
+many identical copies were published (``count``), as a ``dp_accounting.DpEvent`` does.
+Accountants (:mod:`.accountants`) compose them.
+
+**Neighbouring relation: replace-one, everywhere.** Two runs are neighbours if one unit
+of privacy is *replaced* (GFL: one client's whole data set, the papers' Definition 1;
+graph learning: one signal of one client). Every sensitivity in this package is the
+largest change of the released quantity over such pairs, ``Δ = max ‖f(D) − f(D′)‖``.
+An additive-noise release of sensitivity Δ is then dominated by the *shift pair*
+(noise, noise + Δ e). In ``dp_accounting``'s vocabulary that pair is a Laplace or
+Gaussian event of noise multiplier scale/Δ analysed under ``ADD_OR_REMOVE_ONE`` (its
+``REPLACE_SPECIAL`` gives the same pair); its ``REPLACE_ONE`` would mean "every record
+has norm ≤ Δ", a shift by 2Δ, and would double-count a sensitivity that already is a
+replacement sensitivity. A generic ε-DP release is accounted as its worst case, binary
+randomized response, whose ``REPLACE_ONE`` pair (input x vs x′) is exactly ε-DP.
+:data:`SHIFT_PAIR` and :data:`RANDOMIZED_RESPONSE_RELATION` are the only two relations
+pgfl ever passes to ``dp_accounting``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import dp_accounting
+
+from pgfl.validation import ConfigError, check_int, check_real
+
+__all__ = [
+    "RANDOMIZED_RESPONSE_RELATION",
+    "SHIFT_PAIR",
+    "GaussianRelease",
+    "LaplaceRelease",
+    "PureDpRelease",
+    "Release",
+    "VectorLaplaceRelease",
+    "check_release",
+    "to_dp_event",
+]
+
+#: ``dp_accounting`` relation whose Laplace/Gaussian pair is the shift by one sensitivity.
+SHIFT_PAIR = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+#: ``dp_accounting`` relation of randomized response with input x replaced by x′.
+RANDOMIZED_RESPONSE_RELATION = dp_accounting.NeighboringRelation.REPLACE_ONE
+
+
+@dataclasses.dataclass(frozen=True)
+class LaplaceRelease:
+    """``count`` releases of a query with ℓ₁ sensitivity Δ₁ plus i.i.d. Laplace(0, b) noise.
+
+    Each release is exactly (Δ₁/b)-DP (book Lemma 11.1).
+
+    Attributes:
+        sensitivity_l1: Δ₁ ≥ 0 for replacing one unit of privacy.
+        scale: b > 0 (per-coordinate standard deviation √2·b).
+        count: number of identical releases ≥ 1.
+
+    """
+
+    sensitivity_l1: float
+    scale: float
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        check_real("sensitivity_l1", self.sensitivity_l1, lo=0.0)
+        check_real("scale", self.scale, lo=0.0, lo_open=True)
+        check_int("count", self.count, lo=1)
+
+    @property
+    def epsilon0(self) -> float:
+        """Pure ε of one release, Δ₁ / b."""
+        return float(self.sensitivity_l1) / float(self.scale)
+
+
+@dataclasses.dataclass(frozen=True)
+class VectorLaplaceRelease:
+    """``count`` releases of an M-vector with ℓ₂ sensitivity Δ₂ plus i.i.d. Laplace(0, b) noise.
+
+    The shift v between neighbours can be any vector with ‖v‖₂ ≤ Δ₂ (clipped gradients
+    bound the ℓ₂ norm, not the direction). One release is exactly (√M Δ₂/b)-DP: the
+    privacy loss is at most ‖v‖₁/b and ‖v‖₁ ≤ √M ‖v‖₂, attained on the diagonal. Under
+    composition the direction matters, and the accountants use what is proven:
+
+    * pure-DP theorems and the PLD charge every release its ε₀ = √M Δ₂/b (the ℓ₁
+      charge: a 1-D Laplace of scale b and sensitivity √M Δ₂, exact for one release);
+    * Rényi DP charges the **diagonal** v = (Δ₂/√M)(±1, …, ±1), which is the worst
+      shift on the ℓ₂ ball at every order α ≥ 1. Proof: per coordinate the Rényi
+      divergence of Laplace with shift s (units of b) is
+      f_α(s) = h(s)/(α − 1), h(s) = ln(A e^{(α−1)s} + B e^{−αs}), A = α/(2α−1),
+      B = (α−1)/(2α−1) (Mironov 2017, Prop. 6). Then h′(s) = (2α−1)(σ(cs + d) − σ(d))
+      with σ the logistic function, c = 2α − 1 and d = ln(A/B) > 0, so f′(s)/s is a
+      secant slope of σ from d, which decreases because σ is concave on [0, ∞). Hence
+      g(u) = f_α(√u) is increasing and concave, and Σ_j f_α(|v_j|) = Σ_j g(v_j²) ≤
+      M g(Δ₂²/M) for every ‖v‖₂ ≤ Δ₂ (Jensen). Rényi divergences of an adaptive
+      composition add up with each round's worst case (Mironov 2017, Prop. 1), so M
+      Laplace releases of shift Δ₂/√M per round bound every adaptive sequence of
+      directions. For privacy-loss distributions no single direction is worst (for one
+      release the axis has the larger δ(ε) at small ε and the diagonal at large ε;
+      tests check both), so the PLD accountant reports the smaller of its ℓ₁-charged
+      PLD and this Rényi bound — both valid.
+
+    Attributes:
+        sensitivity_l2: Δ₂ ≥ 0 for replacing one unit of privacy.
+        scale: b > 0, per coordinate.
+        dim: M ≥ 1 (M = 1 is :class:`LaplaceRelease` with Δ₁ = Δ₂).
+        count: number of identical releases ≥ 1.
+
+    >>> VectorLaplaceRelease(1.0, 10.0, dim=4).epsilon0
+    0.2
+
+    """
+
+    sensitivity_l2: float
+    scale: float
+    dim: int
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        check_real("sensitivity_l2", self.sensitivity_l2, lo=0.0)
+        check_real("scale", self.scale, lo=0.0, lo_open=True)
+        check_int("dim", self.dim, lo=1)
+        check_int("count", self.count, lo=1)
+
+    @property
+    def epsilon0(self) -> float:
+        """Pure ε of one release, √M Δ₂ / b (the ℓ₁ charge)."""
+        return math.sqrt(self.dim) * float(self.sensitivity_l2) / float(self.scale)
+
+    @property
+    def diagonal_multiplier(self) -> float:
+        """Noise multiplier b / (Δ₂/√M) of each coordinate of the worst (diagonal) shift."""
+        return float(self.scale) * math.sqrt(self.dim) / float(self.sensitivity_l2)
+
+
+@dataclasses.dataclass(frozen=True)
+class GaussianRelease:
+    """``count`` releases of a query with ℓ₂ sensitivity Δ₂ plus N(0, σ² I) noise.
+
+    Attributes:
+        sensitivity_l2: Δ₂ ≥ 0 for replacing one unit of privacy.
+        sigma: σ > 0, the per-coordinate standard deviation.
+        count: number of identical releases ≥ 1.
+
+    """
+
+    sensitivity_l2: float
+    sigma: float
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        check_real("sensitivity_l2", self.sensitivity_l2, lo=0.0)
+        check_real("sigma", self.sigma, lo=0.0, lo_open=True)
+        check_int("count", self.count, lo=1)
+
+    @property
+    def noise_multiplier(self) -> float:
+        """σ / Δ₂ (``inf`` for a zero sensitivity)."""
+        return math.inf if self.sensitivity_l2 == 0 else self.sigma / self.sensitivity_l2
+
+
+@dataclasses.dataclass(frozen=True)
+class PureDpRelease:
+    """``count`` releases of any ε-DP mechanism (e.g. randomized response: ε = ln 3).
+
+    Attributes:
+        epsilon: ε ≥ 0 of one release.
+        count: number of identical releases ≥ 1.
+
+    """
+
+    epsilon: float
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        check_real("epsilon", self.epsilon, lo=0.0)
+        check_int("count", self.count, lo=1)
+
+    @property
+    def epsilon0(self) -> float:
+        """Pure ε of one release."""
+        return float(self.epsilon)
+
+
+Release = LaplaceRelease | VectorLaplaceRelease | GaussianRelease | PureDpRelease
+_RELEASE_TYPES = (LaplaceRelease, VectorLaplaceRelease, GaussianRelease, PureDpRelease)
+
+
+def check_release(release: object) -> Release:
+    """Return ``release`` if it is one of the release classes, else raise ConfigError."""
+    if not isinstance(release, _RELEASE_TYPES):
+        raise ConfigError(
+            "release must be a LaplaceRelease, VectorLaplaceRelease, GaussianRelease or "
+            f"PureDpRelease; got {release!r}"
+        )
+    return release
+
+
+def to_dp_event(release: Release) -> dp_accounting.DpEvent:
+    """Describe a release as a ``dp_accounting`` event (for use with its accountants).
+
+    Laplace → ``LaplaceDpEvent(b/Δ₁)``; vector Laplace → the same with its ℓ₁ charge
+    Δ₁ = √M Δ₂ (valid for every ``dp_accounting`` accountant; pgfl's Rényi accountant is
+    tighter, see :class:`VectorLaplaceRelease`); Gaussian → ``GaussianDpEvent(σ/Δ₂)``;
+    generic ε-DP → binary ``RandomizedResponseDpEvent`` with noise p = 2/(1 + e^ε). Use
+    :data:`SHIFT_PAIR` for the first three and :data:`RANDOMIZED_RESPONSE_RELATION` for
+    the last. A zero sensitivity gives a ``NoOpDpEvent``.
+
+    >>> to_dp_event(LaplaceRelease(2.0, 10.0, count=3))
+    SelfComposedDpEvent(event=LaplaceDpEvent(noise_multiplier=5.0), count=3)
+    """
+    check_release(release)
+    if isinstance(release, GaussianRelease):
+        if release.sensitivity_l2 == 0:
+            return dp_accounting.NoOpDpEvent()
+        event: dp_accounting.DpEvent = dp_accounting.GaussianDpEvent(release.noise_multiplier)
+    elif release.epsilon0 == 0:
+        return dp_accounting.NoOpDpEvent()
+    elif isinstance(release, PureDpRelease):
+        event = dp_accounting.RandomizedResponseDpEvent(
+            noise_parameter=2.0 / (1.0 + math.exp(release.epsilon)), num_buckets=2
+        )
+    else:
+        event = dp_accounting.LaplaceDpEvent(1.0 / release.epsilon0)
+    return event if release.count == 1 else dp_accounting.SelfComposedDpEvent(event, release.count)
