@@ -9,10 +9,11 @@ import math
 import numpy as np
 import pytest
 
-from pgfl.engine import CurveSettings, RoundDraws, secure_aggregate
+from pgfl.engine import RoundContext
 from pgfl.experiments.config import parse_config
 from pgfl.experiments.results import read_csv
 from pgfl.experiments.runner import run_experiment
+from pgfl.privacy.schemes import SecureAggregationScheme
 from pgfl.privacy.secagg import SecAggConfig
 from pgfl.validation import ConfigError
 
@@ -137,27 +138,33 @@ def test_random_noise_is_accounted_with_l_clients_and_client_level_epsilon_is_ad
     assert client["basic"] == pytest.approx(_basic(np.full(T, 2 * MU * B), math.sqrt(0.2)))
 
 
-def test_server_noise_of_variance_zero_keeps_the_client_level_epsilon(tmp_path):
-    s = _run(
-        tmp_path,
-        privacy={"accountants": ACCOUNTANTS},
-        curves=[
-            {
-                "label": "client_only",
-                "privacy": {
-                    "server_noise": "random",
-                    "server_variance": 0.0,
-                    "client_noise": "laplace",
-                    "client_variance": 0.2,
-                },
-            },  # fmt: skip
-            {"label": "clear", "privacy": {"server_noise": "random", "server_variance": 0.0}},
-        ],
-    )
-    c = s["client_only"]
-    assert c["epsilon"]["basic"] == pytest.approx(_basic(np.full(T, 2 * MU * B), math.sqrt(0.2)))
-    assert "honest-but-curious server" in c["epsilon_scope"]
-    assert s["clear"]["epsilon"]["pld"] == "inf" and "no noise" in s["clear"]["epsilon_reason"]
+def test_server_noise_of_variance_zero_keeps_the_client_level_epsilon():
+    from dataclasses import replace
+
+    from pgfl.experiments.runner import build_network, curve_epsilon
+
+    # a config cannot ask for it (a noisy link of variance 0 is refused at load) ...
+    raw = {**BASE, "privacy": {"server_noise": "random", "server_variance": 0.0}}
+    with pytest.raises(ConfigError, match="server_variance > 0"):
+        parse_config(raw)
+    # ... but a calibration or a library caller can reach server noise of std 0: the
+    # curve's epsilon is then the client level's, not dropped
+    raw = {
+        **BASE,
+        "privacy": {
+            "server_noise": "random",
+            "server_variance": 0.5,
+            "client_noise": "laplace",
+            "client_variance": 0.2,
+            "accountants": ACCOUNTANTS,
+        },
+    }
+    curve = parse_config(raw).curves[0]
+    net = build_network(curve, 0)
+    _, entry = curve_epsilon(curve, replace(curve.settings(), server_std=0.0), T, net)
+    expected = _basic(np.full(T, 2 * MU * B), math.sqrt(0.2))
+    assert entry["epsilon"]["basic"] == pytest.approx(expected)
+    assert "honest-but-curious server" in entry["epsilon_scope"]
 
 
 def test_per_link_noise_counts_every_outgoing_link_even_with_a_zero_diagonal(tmp_path):
@@ -200,8 +207,7 @@ def test_one_client_moves_a_securely_aggregated_unit_by_up_to_its_charged_sensit
     mu, bound, L, f = 0.4, 1.0, 6, 12
     cfg = SecAggConfig(frac_bits=f)
     t = cfg.threshold_for(L)  # 4
-    settings = CurveSettings(mu=mu, share=share, client_noise="secure_aggregation", dropout=0.5,
-                             secagg=cfg)  # fmt: skip
+    scheme = SecureAggregationScheme(cfg, dropout=0.5)
     rng = np.random.default_rng(3)
     W = rng.normal(size=(1, 1, M))
     Wk = W[:, :, None, :] + rng.normal(scale=0.1, size=(1, 1, L, M))
@@ -210,10 +216,21 @@ def test_one_client_moves_a_securely_aggregated_unit_by_up_to_its_charged_sensit
     Wk[0, 0, 0] = W[0, 0] - mu * bound * u  # each run's client 0 moved by μB, opposite ways
     Wk2[0, 0, 0] = W[0, 0] + mu * bound * u
     survive = np.zeros((1, 1, L))
-    survive[..., :t] = 1.0  # draws ≥ dropout survive: clients 0..t−1
-    draws = RoundDraws(np.arange(L)[None, None], None, {}, {}, {}, survive, 1)
-    psi = secure_aggregate(W, Wk, settings, draws)[0]
-    psi2 = secure_aggregate(W, Wk2, settings, draws)[0]
+    survive[..., :t] = 1.0  # dropout draws ≥ the dropout probability survive: clients 0..t−1
+
+    class FixedDropout:  # the round's draws, with the dropout pattern fixed
+        def uniform(self, stream, shape):
+            assert stream == "dropout"
+            return survive
+
+    def aggregate(local):
+        ctx = RoundContext(FixedDropout(), 0, 1)
+        up = np.array([share == "updates"])
+        return SecureAggregationScheme.aggregate(
+            [scheme], W[None], local[None], np.array([mu]), up, ctx
+        ).psi[0]
+
+    psi, psi2 = aggregate(Wk), aggregate(Wk2)
     moved = float(np.linalg.norm(psi - psi2))
     assert moved > 2 * mu * bound / L * 1.4  # the L-based charge is exceeded (L/t = 1.5)
     scale = mu if share == "updates" else 1.0

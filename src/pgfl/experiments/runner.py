@@ -201,8 +201,8 @@ def _epsilon_inputs(
         if priv.server_noise == "random_per_link":
             sends = (A != 0) & ~np.eye(A.shape[0], dtype=bool)  # m → p where a_pm ≠ 0
             args["observed_links"] = max(1, int(sends.sum(axis=0).max()))
-        if settings.client_noise == "secure_aggregation":
-            secagg = settings.secagg
+        if settings.client.name == "secure_aggregation":
+            secagg = settings.client.config
             scale = training.mu if training.share == "updates" else 1.0
             args["clients_per_round"] = secagg.threshold_for(training.L)
             args["aggregation_error"] = scale * secagg.quantization_bound
