@@ -411,7 +411,7 @@ def test_graph_learning_figure_has_one_legend_below_and_a_log_axis_over_a_decade
     assert all(ax.get_legend() is None for ax in axes)
     (legend,) = fig.legends
     names = [t.get_text() for t in legend.get_texts()]
-    assert names == ["IGL", "FedGL-Local", "FedGL-DP ε̄=0.3", "FedGL-DP ε̄=2.0"]
+    assert names == ["IGL", "FedGL-Local", "FedGL-DP last step ε̄=0.3", "FedGL-DP last step ε̄=2.0"]
     fig.canvas.draw()
     assert legend.get_window_extent().y1 <= min(ax.get_window_extent().y0 for ax in axes)
     dp = [ln for ln in axes[0].lines if ln.get_label().startswith("FedGL-DP")]
