@@ -213,8 +213,14 @@ def test_the_table_is_every_field_of_the_config_dataclasses():
     for section, cls in config.SECTIONS.items():
         fields = {f"{section}.{f.name}" for f in dataclasses.fields(cls)}
         assert fields == {p.name for p in params.section_params(section)}
-    top = {f.name for f in dataclasses.fields(config.ExperimentConfig)} - {"curves", "source"}
+    top = {f.name for f in dataclasses.fields(config.ExperimentConfig)} - {
+        "curves",
+        "source",
+        "run",
+    }
     assert top == {p.name for p in params.section_params("")}
+    run = {f"run.{f.name}" for f in dataclasses.fields(config.RunConfig)}
+    assert run == {p.name for p in params.section_params("run")}
 
 
 def test_choices_agree_with_the_modules_that_use_them():

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from pgfl.data.synthetic import client_schedule, regression_data
+from pgfl.data.synthetic import client_schedule, logistic_data, regression_data
 from pgfl.engine import CurveSettings, Network, simulate
-from pgfl.problems import LeastSquares
+from pgfl.problems import LeastSquares, Logistic
 from pgfl.rng import stream
 from pgfl.topology import build_graph, combination_matrix
 from pgfl.validation import check_choice
@@ -45,8 +45,8 @@ def _peak_rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
-def bench_case(name: str, seconds: float = 3.0) -> dict[str, Any]:
-    """Time the engine on case ``name`` of :data:`CASES` for about ``seconds``."""
+def bench_network(name: str) -> tuple[Network, list[CurveSettings], int, np.ndarray]:
+    """Network, curves, repetitions and ``w°`` of case ``name`` of :data:`CASES`."""
     P, K, N, M, L, R, C = CASES[name]
     data = regression_data(stream(0, "data"), P=P, K=K, N=N, M=M)
     E, B = client_schedule(stream(0, "schedule"), P, K)
@@ -54,7 +54,14 @@ def bench_case(name: str, seconds: float = 3.0) -> dict[str, Any]:
     net = Network(data, LeastSquares(0.1), A, L, E, B)
     noise = ("none", "graph_homomorphic", "random")
     curves = [CurveSettings(mu=0.7, server_noise=noise[c % 3], server_std=0.3) for c in range(C)]
-    w_opt = net.problem.optimum(data)
+    return net, curves, R, net.problem.optimum(data)
+
+
+def bench_case(name: str, seconds: float = 3.0) -> dict[str, Any]:
+    """Time the engine on case ``name`` of :data:`CASES` for about ``seconds``."""
+    P, K, N, M, L, R, C = CASES[name]
+    net, curves, R, w_opt = bench_network(name)
+    simulate(net, curves, iterations=1, repetitions=R, w_opt=w_opt)  # compile / load kernels
     iterations, elapsed = 1, 0.0
     while True:
         start = time.perf_counter()
@@ -101,6 +108,117 @@ def run_bench(
         "client_updates_per_s": head["client_updates_per_s"],
         "rounds_per_s": head["rounds_per_s"],
         "cases": cases,
+        "machine": f"{platform.machine()} {os.cpu_count()} cpus, "
+        f"python {platform.python_version()}, numpy {np.__version__}",
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+#: ``pgfl bench --compare`` workloads: name -> (P, K, N, M, L, epochs, batch, loss).
+#: ``flower`` is the Flower simulation harness's workload (one unit, 1,000 clients of 50
+#: samples, 100 sampled per round, 5 local steps of 10 samples, logistic regression, d = 20).
+COMPARE: dict[str, tuple[int, int, int, int, int, Any, Any, str]] = {
+    "paper": (10, 100, 100, 2, 11, (1, 10), (5, 10), "least_squares"),
+    "flower": (1, 1000, 50, 20, 100, 5, 10, "logistic"),
+}
+
+
+def compare_network(name: str) -> Network:
+    """The network of workload ``name`` of :data:`COMPARE` (ring graph; one unit: ``A = [1]``)."""
+    P, K, N, M, L, epochs, batch, loss = COMPARE[name]
+    if loss == "logistic":
+        data, problem = logistic_data(stream(0, "data"), P=P, K=K, N=N, M=M), Logistic(0.01)
+    else:
+        data, problem = regression_data(stream(0, "data"), P=P, K=K, N=N, M=M), LeastSquares(0.1)
+    E, B = client_schedule(stream(0, "schedule"), P, K, epochs=epochs, batch=batch)
+    A = np.ones((1, 1)) if P == 1 else combination_matrix(build_graph("ring", P))
+    return Network(data, problem, A, L, E, B)
+
+
+def loop_round(W: np.ndarray, net: Network, mu: float, rng: np.random.Generator) -> np.ndarray:
+    """One GFL round the plain way: a Python loop over units, clients and epochs (numpy).
+
+    The baseline of ``pgfl bench --compare``: the same work as the engine's round (eqs. 3,
+    7, 8 of arXiv:2203.07105 with no privacy noise): each unit samples ``L`` clients
+    without replacement, each runs ``E_pk`` steps of size ``μ/E_pk`` on ``B_pk`` samples
+    drawn with replacement (all its samples for full batches), the unit averages the local
+    models and the servers combine, ``W ← A W``. ``W[P, M]``; draws from ``rng``.
+    """
+    data, problem = net.data, net.problem
+    P, K = data.counts.shape
+    psi = np.empty_like(W)
+    for p in range(P):
+        total = np.zeros(W.shape[1])
+        for k in rng.choice(K, net.L, replace=False):
+            w, n, E = W[p].copy(), data.counts[p, k], net.epochs[p, k]
+            for _ in range(E):
+                idx = np.arange(n) if net.batch is None else rng.integers(0, n, net.batch[p, k])
+                U, d = data.X[p, k, idx], data.y[p, k, idx]
+                c = problem.residual_weight(U @ w, d)
+                w -= (mu / E) * (U.T @ c / len(idx) + 2.0 * problem.rho * w)
+            total += w
+        psi[p] = total / net.L
+    return net.A @ psi
+
+
+def _timed(step: Callable[[int], None], seconds: float) -> tuple[int, float]:
+    """Run ``step(n)`` (n rounds) with growing ``n`` until it takes ``seconds``."""
+    n = 1
+    while True:
+        start = time.perf_counter()
+        step(n)
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds or n >= 100_000:
+            return n, elapsed
+        n = max(n * 2, int(n * seconds / max(elapsed, 1e-3) * 1.1))
+
+
+def _compare_one(name: str, seconds: float) -> dict[str, Any]:
+    from pgfl.engine.compiled import local_phase_kind
+
+    net = compare_network(name)
+    P, L, M = net.data.shape[0], net.L, net.dim
+    curves = [CurveSettings(mu=0.5)]
+    w_opt = np.zeros(M)
+    simulate(net, curves, iterations=1, w_opt=w_opt)  # compile / warm up
+    n, t = _timed(lambda n: simulate(net, curves, iterations=n, w_opt=w_opt), seconds)
+    engine = n * P * L / t
+    rng = stream(0, "bench.loop")
+
+    def loop(n: int) -> None:
+        W = np.zeros((P, M))
+        for _ in range(n):
+            W = loop_round(W, net, 0.5, rng)
+
+    n_loop, t_loop = _timed(loop, seconds)
+    baseline = n_loop * P * L / t_loop
+    return {
+        "workload": name,
+        "P": P,
+        "K": int(net.data.shape[1]),
+        "M": M,
+        "L": L,
+        "loss": net.problem.name,
+        "local_phase": local_phase_kind(net.problem),
+        "pgfl_client_updates_per_s": engine,
+        "loop_client_updates_per_s": baseline,
+        "ratio": engine / baseline,
+    }
+
+
+def compare(seconds: float = 3.0, log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Pgfl against a per-client numpy loop (:func:`loop_round`) on the same work.
+
+    In one process, for each workload of :data:`COMPARE`: client updates per second of
+    :func:`pgfl.engine.simulate` (one trial, no noise) and of the loop, and their ratio.
+    """
+    rows = []
+    for name in COMPARE:
+        if log:
+            log(f"compare {name} ...")
+        rows.append(_compare_one(name, seconds))
+    return {
+        "compare": rows,
         "machine": f"{platform.machine()} {os.cpu_count()} cpus, "
         f"python {platform.python_version()}, numpy {np.__version__}",
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),

@@ -4,8 +4,10 @@ Exit codes: 0 success; 2 bad input, told in one line ``error: ...`` naming the s
 file, its allowed range or problem and the value given (a :class:`ConfigError`, its
 :class:`~pgfl.files.FileError`, or a usage error), with nothing written; 1 an internal
 error (a bug: one line with a hint to report it; the traceback with ``pgfl --debug`` or
-``PGFL_DEBUG=1``); 130 interrupted (Ctrl-C keeps every finished curve on disk;
-``--resume`` continues). Warnings are one line ``warning: ...``.
+``PGFL_DEBUG=1``) or a run stopped by its backend (``run stopped: ...``, e.g. a Ray worker
+lost for good; the finished work is saved and ``--resume`` continues); 130 interrupted
+(Ctrl-C keeps every finished curve on disk; ``--resume`` continues). Warnings are one
+line ``warning: ...``.
 """
 
 from __future__ import annotations
@@ -75,6 +77,55 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print the summary JSON to
 ResumeOpt = Annotated[
     bool, typer.Option("--resume", help="Keep the curves an interrupted run saved in --out.")
 ]
+
+BackendOpt = Annotated[
+    str | None,
+    typer.Option("--backend", help="local (this process) or ray (default: the file's \\[run])."),
+]
+AddressOpt = Annotated[
+    str | None,
+    typer.Option("--address", help="Join the Ray cluster at this address (ray start --head)."),
+]
+WorkersOpt = Annotated[
+    int | None, typer.Option("--workers", help="CPUs of the local Ray (default: all).")
+]
+ModeOpt = Annotated[
+    str | None,
+    typer.Option("--mode", help="Ray: tasks (curves x repetition blocks) or actors (units)."),
+]
+ActorsOpt = Annotated[int | None, typer.Option("--actors", help="Ray actors (--mode actors).")]
+
+
+def _with_run_options(cfg: Any, **options: Any) -> Any:
+    """``cfg`` with its ``[run]`` table overridden by the command-line options given.
+
+    Each value is checked against its setting's range under the option's name; an option
+    that has no effect (``--workers`` without ``--backend ray`` or ``run.backend = "ray"``)
+    is refused in one line.
+    """
+    from dataclasses import replace
+
+    from pgfl.params import PARAMS
+
+    given = {k: v for k, v in options.items() if v is not None}
+    if not given:
+        return cfg
+    for key, value in given.items():
+        given[key] = replace(PARAMS[f"run.{key}"], name=f"--{key}").check(value)
+    merged = {**{k: getattr(cfg.run, k) for k in ("backend", "mode", "address")}, **given}
+    for key in given:
+        rule = PARAMS[f"run.{key}"].applies
+        ctx = {f"run.{k}": v for k, v in merged.items()}
+        if rule is not None and not rule.test(ctx):
+            needs = {"actors": "--mode actors", "workers": "--backend ray, no --address"}.get(
+                key, "--backend ray"
+            )
+            raise ConfigError(
+                f"--{key} has no effect: it applies only with {rule.text} (give {needs})"
+            )
+    if merged["backend"] != "ray":  # --backend local: the file's Ray settings do not apply
+        return replace(cfg, run=type(cfg.run)())
+    return replace(cfg, run=replace(cfg.run, **given))
 
 
 _HEADERS = {
@@ -189,9 +240,11 @@ def _fmt_eps(value: Any) -> str:
 
 
 def _run(cfg: Any, folder: Path, *, resume: bool, as_json: bool) -> None:
+    from pgfl.backends import make_backend
     from pgfl.experiments.runner import prepare_experiment, run_plan, saved_curves
 
     plan = prepare_experiment(cfg, folder, resume=resume)  # validates; writes nothing
+    backend = make_backend(cfg.run)  # a missing pgfl[ray]: one line, nothing written
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -210,12 +263,14 @@ def _run(cfg: Any, folder: Path, *, resume: bool, as_json: bool) -> None:
             bar.update(tasks[labels], completed=done)
 
         try:
-            summary = run_plan(plan, on_progress=on_progress)
+            summary = run_plan(plan, on_progress=on_progress, backend=backend)
         except KeyboardInterrupt:
             bar.stop()
+            tasks = len(list(folder.glob("partial/task-*.npz")))  # Ray sweeps' blocks
+            also = f" (and {tasks} Ray task(s))" if tasks else ""
             print(
-                f"interrupted: {saved_curves(cfg, folder)} of {len(cfg.curves)} curves saved "
-                f"in {folder}; rerun with --resume to continue",
+                f"interrupted: {saved_curves(cfg, folder)} of {len(cfg.curves)} curves{also} "
+                f"saved in {folder}; rerun with --resume to continue",
                 file=sys.stderr,
             )
             _state["told_interrupt"] = True
@@ -249,6 +304,11 @@ def run(
     ] = False,
     resume: ResumeOpt = False,
     as_json: JsonOpt = False,
+    backend: BackendOpt = None,
+    address: AddressOpt = None,
+    workers: WorkersOpt = None,
+    mode: ModeOpt = None,
+    actors: ActorsOpt = None,
 ) -> None:
     """Run the experiment described by CONFIG (TOML)."""
     from pgfl.experiments.config import parse_config, read_toml
@@ -257,6 +317,9 @@ def run(
     with reading(config, what="config file"):  # not UTF-8, unreadable: one line
         raw = read_toml(config)
     cfg = parse_config(raw, quick=quick)
+    cfg = _with_run_options(
+        cfg, backend=backend, address=address, workers=workers, mode=mode, actors=actors
+    )
     _run(cfg, out_dir or Path("runs") / cfg.name, resume=resume, as_json=as_json)
 
 
@@ -283,6 +346,11 @@ def reproduce(
     rows: Annotated[
         int | None, typer.Option("--rows", help="Training rows to read from --data.")
     ] = None,
+    backend: BackendOpt = None,
+    address: AddressOpt = None,
+    workers: WorkersOpt = None,
+    mode: ModeOpt = None,
+    actors: ActorsOpt = None,
 ) -> None:
     """Reproduce a figure of the papers with the papers' parameters."""
     from pgfl.experiments.presets import load_preset, preset_names, preset_text
@@ -298,7 +366,17 @@ def reproduce(
     seed = _seed(seed)
     folder = out_dir or Path("runs") / name
     if name in GRAPHLEARN:
-        given = {"--print-config": print_config, "--resume": resume, "--data": data, "--rows": rows}
+        given = {
+            "--print-config": print_config,
+            "--resume": resume,
+            "--data": data,
+            "--rows": rows,
+            "--backend": backend,
+            "--address": address,
+            "--workers": workers,
+            "--mode": mode,
+            "--actors": actors,
+        }
         unused = [opt for opt, value in given.items() if value not in (None, False)]
         if unused:
             raise ConfigError(
@@ -321,6 +399,9 @@ def reproduce(
     cfg = load_preset(name, quick=quick, seed=seed, data=overrides)
     if overrides and cfg.curves[0].data.kind != "classification":
         raise ConfigError(f"--data/--rows apply to real-data presets (fig7); got preset {name!r}")
+    cfg = _with_run_options(
+        cfg, backend=backend, address=address, workers=workers, mode=mode, actors=actors
+    )
     _run(cfg, folder, resume=resume, as_json=as_json)
 
 
@@ -331,26 +412,54 @@ def bench(
     seconds: Annotated[
         float, typer.Option("--seconds", help="Target time per case, in seconds (> 0).")
     ] = 3.0,
+    compare: Annotated[
+        bool,
+        typer.Option(
+            "--compare", help="pgfl vs a per-client numpy loop on the same work (paper, flower)."
+        ),
+    ] = False,
 ) -> None:
     """Measure engine throughput (client updates per second) at paper and larger scales."""
+    from pgfl.bench import compare as run_compare
     from pgfl.bench import run_bench
 
     seconds = check_real("--seconds", seconds, lo=0.0, lo_open=True)
-    result = run_bench(scale=scale, seconds=seconds, log=None if as_json else err.print)
+    log = None if as_json else err.print
+    result = run_compare(seconds, log) if compare else run_bench(scale, seconds, log)
     if as_json:
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
         return
-    table = Table(title="pgfl bench")
-    for col in ("case", "client_updates_per_s", "rounds_per_s", "trials", "peak_rss_gib"):
+    if compare:
+        title = "pgfl bench --compare (client updates per second)"
+        columns = ("workload", "pgfl", "per-client loop", "ratio", "local phase")
+        rows = [
+            (
+                r["workload"],
+                f"{r['pgfl_client_updates_per_s']:,.0f}",
+                f"{r['loop_client_updates_per_s']:,.0f}",
+                f"{r['ratio']:.1f}x",
+                r["local_phase"],
+            )
+            for r in result["compare"]
+        ]
+    else:
+        title = "pgfl bench"
+        columns = ("case", "client_updates_per_s", "rounds_per_s", "trials", "peak_rss_gib")
+        rows = [
+            (
+                c["case"],
+                f"{c['client_updates_per_s']:,.0f}",
+                f"{c['rounds_per_s']:,.1f}",
+                str(c["trials"]),
+                f"{c.get('peak_rss_gib', 0):.2f}",
+            )
+            for c in result["cases"]
+        ]
+    table = Table(title=title)
+    for col in columns:
         table.add_column(col, justify="right")
-    for case in result["cases"]:
-        table.add_row(
-            case["case"],
-            f"{case['client_updates_per_s']:,.0f}",
-            f"{case['rounds_per_s']:,.1f}",
-            str(case["trials"]),
-            f"{case.get('peak_rss_gib', 0):.2f}",
-        )
+    for row in rows:
+        table.add_row(*row)
     out.print(table)
 
 
@@ -381,6 +490,10 @@ def _exit_for(exc: BaseException) -> SystemExit:
         return SystemExit(130)
     if isinstance(exc, ConfigError):
         return _fail(2, str(exc) or type(exc).__name__)
+    from pgfl.backends import RunStopped
+
+    if isinstance(exc, RunStopped):  # finished work is saved; --resume continues
+        return _fail(1, f"run stopped: {exc}")
     if isinstance(exc, typer.TyperException):  # click's usage errors: exit 2
         message = _usage_message(exc)
         if not message.strip():  # no arguments: the help was shown

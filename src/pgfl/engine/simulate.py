@@ -87,13 +87,18 @@ class Trajectory:
         out = {}
         for f in fields(cls):
             values = [getattr(p, f.name) for p in parts]
-            if f.name == "abort_log":
-                out[f.name] = sorted(x for v in values for x in v)
+            if f.name == "abort_log":  # in the order of one run: iteration, curve, rep, unit
+                out[f.name] = sorted((x for v in values for x in v), key=_log_order)
             elif values[0] is None:
                 out[f.name] = None
             else:
                 out[f.name] = np.concatenate(values, axis=cls._REP_AXIS[f.name])
         return cls(**out)
+
+
+def _log_order(entry: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+    c, r, i, p = entry
+    return i, c, r, p
 
 
 def simulate(

@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from pgfl.engine import compiled
 from pgfl.engine.network import Links, Network, UnitBlock
 from pgfl.engine.schemes import RoundContext
 from pgfl.engine.settings import CurveBatch, CurveSettings
@@ -142,8 +143,10 @@ def local_phase(
     W: np.ndarray, block: UnitBlock, curves: CurveBatch, draws: KeyedDraws, iteration: int
 ) -> LocalResult:
     """Local SGD and the units' aggregates (eqs. 3 and 7) for one block; ``W[C, R, P_b, M]``."""
-    clients = draw_clients(block, draws)
-    local = local_models(W, block, curves, draws, clients)
+    # the one dispatch point: numba kernels for the built-in losses (pgfl.engine.compiled)
+    fused = compiled.local_phase_kind(block.problem) == "compiled"
+    clients = (compiled.draw_clients if fused else draw_clients)(block, draws)
+    local = (compiled.local_models if fused else local_models)(W, block, curves, draws, clients)
     C, R, P = W.shape[:3]
     psi = np.empty_like(W)
     aborted = np.zeros((C, R, P), dtype=bool)

@@ -56,6 +56,7 @@ __all__ = [
     "DataConfig",
     "ExperimentConfig",
     "PrivacyConfig",
+    "RunConfig",
     "TopologyConfig",
     "TrainingConfig",
     "load_config",
@@ -203,6 +204,43 @@ class PrivacyConfig(_Section):
         return None  # secure aggregation adds no DP noise: the server sees only the sum
 
 
+@dataclass(frozen=True)
+class RunConfig(_Section):
+    """Where the simulation runs: ``[run]`` (the CLI's ``--backend`` etc. override it).
+
+    Not part of the results: every backend gives the same bits, so the table is left out
+    of the configuration's fingerprint and a run can resume on another backend. A
+    setting given where it has no effect (``workers`` without ``backend = "ray"``) is
+    rejected.
+
+    >>> RunConfig(backend="ray", workers=2).mode
+    'tasks'
+    >>> RunConfig(workers=2)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: run.workers = 2 has no effect: it applies only with ...
+    """
+
+    SECTION: ClassVar[str] = "run"
+    backend: str = _default("run.backend")
+    address: str | None = _default("run.address")
+    workers: int | None = _default("run.workers")
+    mode: str = _default("run.mode")
+    actors: int | None = _default("run.actors")
+    checkpoint_every: int = _default("run.checkpoint_every")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        ctx = self.values()
+        for p in section_params(self.SECTION):
+            value = ctx[p.name]
+            if p.applies is not None and value != p.default and not p.applies.test(ctx):
+                raise ConfigError(
+                    f"{p.name} = {value!r} has no effect: it applies only with "
+                    f"{p.applies.text}; remove it"
+                )
+
+
 SECTIONS: dict[str, type] = {
     "topology": TopologyConfig,
     "data": DataConfig,
@@ -340,6 +378,7 @@ class ExperimentConfig:
     plot: tuple[str, ...] = _default("plot")
     title: str = _default("title")
     source: dict = field(default_factory=dict, compare=False, repr=False)
+    run: RunConfig = field(default_factory=lambda: RunConfig(), compare=False)
 
     def __post_init__(self) -> None:
         for p in section_params(""):
@@ -374,7 +413,7 @@ def _section(name: str, values: Any, base: Any = None) -> Any:
     return replace(base, **values) if base is not None else cls(**values)
 
 
-TOP_LEVEL = {p.name for p in section_params("")} | {"curves", "quick", *SECTIONS}
+TOP_LEVEL = {p.name for p in section_params("")} | {"curves", "quick", "run", *SECTIONS}
 
 
 def _no_effect(name: str, value: Any, ctxs: list[dict[str, Any]], where: str) -> str | None:
@@ -463,6 +502,8 @@ def parse_config(raw: Mapping[str, Any], *, quick: bool = False) -> ExperimentCo
         if key not in TOP_LEVEL:
             raise ConfigError(f"unknown setting {key!r}; allowed: {', '.join(sorted(TOP_LEVEL))}")
     raw = dict(raw)
+    run = _table("run", raw.pop("run", {}), [p.key for p in section_params("run")])
+    run_config = RunConfig(**run)
     q = _table("quick", raw.get("quick", {}), [p.key for p in section_params("quick")])
     q = {k: PARAMS[f"quick.{k}"].check(v) for k, v in q.items()}
     if quick:
@@ -488,7 +529,9 @@ def parse_config(raw: Mapping[str, Any], *, quick: bool = False) -> ExperimentCo
         curves.append(CurveConfig(label=label, **sections))
     _reject_settings_without_effect(raw, base, curve_specs, curves)
     top = {p.key: raw[p.key] for p in section_params("") if p.key in raw}
-    cfg = ExperimentConfig(curves=tuple(curves), source=_thaw(raw), **{**top, "name": name})
+    cfg = ExperimentConfig(
+        curves=tuple(curves), source=_thaw(raw), run=run_config, **{**top, "name": name}
+    )
     validate_experiment(cfg)
     return cfg
 

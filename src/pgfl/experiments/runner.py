@@ -33,10 +33,12 @@ from typing import Any
 
 import numpy as np
 
+from pgfl.backends import Backend, make_backend
 from pgfl.data.datasets import classification_federated_data
 from pgfl.data.federated import FederatedData
 from pgfl.data.synthetic import client_schedule, logistic_data, regression_data
-from pgfl.engine import CurveSettings, Network, Trajectory, simulate
+from pgfl.engine import CurveSettings, Network, Trajectory
+from pgfl.engine.compiled import local_phase_kind
 from pgfl.experiments.config import CurveConfig, ExperimentConfig
 from pgfl.experiments.results import _jsonable, read_json, write_atomic, write_csv, write_json
 from pgfl.files import FileError, check_output_folder, writing
@@ -176,7 +178,7 @@ def summarize_curve(label: str, m: dict[str, np.ndarray]) -> dict[str, Any]:
     return entry
 
 
-def _epsilon_inputs(
+def epsilon_inputs(
     cfg: CurveConfig, settings: CurveSettings, A: np.ndarray, level: str
 ) -> dict[str, Any] | None:
     """Arguments of the accountant for a curve's ``level`` (``server``/``client``) link.
@@ -235,7 +237,7 @@ def curve_settings(cfg: CurveConfig, iterations: int, net: Network) -> CurveSett
     if priv.target_epsilon is None:
         return settings
     level = _primary_level(cfg)
-    args = None if level is None else _epsilon_inputs(cfg, settings, net.A, level)
+    args = None if level is None else epsilon_inputs(cfg, settings, net.A, level)
     if args is None:
         raise ConfigError(
             "privacy.target_epsilon needs a privatized link (server_noise or client_noise); "
@@ -265,10 +267,10 @@ def curve_epsilon(
     A privatized link with variance 0 reports ε = ∞ and the reason.
     """
     level = _primary_level(cfg)
-    args = None if level is None else _epsilon_inputs(cfg, settings, net.A, level)
+    args = None if level is None else epsilon_inputs(cfg, settings, net.A, level)
     if args is None:
         return {}, {}
-    client = _epsilon_inputs(cfg, settings, net.A, "client") if level == "server" else None
+    client = epsilon_inputs(cfg, settings, net.A, "client") if level == "server" else None
     if args["sigma"] == 0 and client is not None and client["sigma"] > 0:
         args, client = client, None  # server-level noise of variance 0 protects nothing
     from pgfl.privacy.accounting import epsilon_curve
@@ -314,14 +316,42 @@ def _partial_path(out: Path, index: int) -> Path:
     return out / "partial" / f"curve-{index:03d}.npz"
 
 
+def write_partial(path: Path, fingerprint: str, arrays: dict[str, np.ndarray]) -> None:
+    """Write a partial-result file atomically (a ``.tmp`` file renamed over the old one)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.stem + ".tmp.npz")
+    np.savez(tmp, fingerprint=np.array(fingerprint), **arrays)
+    tmp.replace(path)
+
+
+def read_partial(path: Path, fingerprint: str, redo: str) -> dict[str, np.ndarray] | None:
+    """The arrays of a partial-result file of this configuration, or None.
+
+    None if the file is absent or was written by another configuration (its stored
+    fingerprint differs); an unreadable one (truncated, corrupt, pickled objects) is
+    ignored with a :class:`PartialResultWarning` naming it and what happens instead
+    (``redo``). Nothing is deleted: the file is replaced when its work is done again.
+    """
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            if "fingerprint" not in f.files or str(f["fingerprint"]) != fingerprint:
+                return None
+            return {k: f[k] for k in f.files if k != "fingerprint"}
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+        warnings.warn(
+            f"{path} is unreadable ({type(exc).__name__}: {exc}); {redo}",
+            PartialResultWarning,
+            stacklevel=3,
+        )
+        return None
+
+
 def _save_partial(
     out: Path, index: int, label: str, fingerprint: str, metrics: dict[str, np.ndarray]
 ) -> None:
-    path = _partial_path(out, index)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.stem + ".tmp.npz")
-    np.savez(tmp, label=np.array(label), fingerprint=np.array(fingerprint), **metrics)
-    tmp.replace(path)
+    write_partial(_partial_path(out, index), fingerprint, {"label": np.array(label), **metrics})
 
 
 def _load_partial(
@@ -334,22 +364,10 @@ def _load_partial(
     the curve is recomputed and its file replaced when done.
     """
     path = _partial_path(out, index)
-    if not path.is_file():
+    arrays = read_partial(path, fingerprint, f"recomputing curve {label!r}")
+    if arrays is None or str(arrays.pop("label", "")) != label:
         return None
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            if "fingerprint" not in f.files or str(f["fingerprint"]) != fingerprint:
-                return None
-            if str(f["label"]) != label:
-                return None
-            return {k: f[k] for k in f.files if k not in ("label", "fingerprint")}
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
-        warnings.warn(
-            f"{path} is unreadable ({type(exc).__name__}: {exc}); recomputing curve {label!r}",
-            PartialResultWarning,
-            stacklevel=2,
-        )
-        return None
+    return arrays
 
 
 class PartialResultWarning(UserWarning):
@@ -401,6 +419,7 @@ class Plan:
             every partial file.
         loaded: metrics of curves resumed from ``out/partial`` (by curve index).
         batches: the curves still to simulate, grouped by shared structure.
+        resume: whether a backend may reuse its own partial results in ``out/partial``.
 
     """
 
@@ -409,6 +428,7 @@ class Plan:
     fingerprint: str
     loaded: dict[int, dict[str, np.ndarray]]
     batches: tuple[Batch, ...]
+    resume: bool = False
 
 
 def check_batch(net: Network, settings: tuple[CurveSettings, ...]) -> None:
@@ -467,53 +487,72 @@ def prepare_experiment(cfg: ExperimentConfig, out: str | Path, *, resume: bool =
         settings = tuple(curve_settings(cfg.curves[i], cfg.iterations, net) for i in indices)
         check_batch(net, settings)
         batches.append(Batch(tuple(indices), net, settings))
-    return Plan(cfg, out, fingerprint, loaded, tuple(batches))
+    return Plan(cfg, out, fingerprint, loaded, tuple(batches), resume)
 
 
 def run_plan(
-    plan: Plan, *, on_progress: Callable[[str, int, int], None] | None = None
+    plan: Plan,
+    *,
+    on_progress: Callable[[str, int, int], None] | None = None,
+    backend: Backend | None = None,
 ) -> dict[str, Any]:
     """Simulate a prepared experiment, saving each batch in ``out/partial``; write results.
 
     ``config.json`` is written first; a partial file from an earlier run is replaced only
     when its curve finishes again, so an interrupted rerun never loses results.
+    ``backend`` simulates the batches (default: the one the configuration's ``[run]``
+    table names, :func:`~pgfl.backends.make_backend`; without it this process); every
+    backend gives the same bits. The privacy accounting of the curves (which does not
+    depend on the simulation) is computed once the backend has started, so it overlaps
+    a backend that works elsewhere (Ray).
     """
     cfg, out = plan.cfg, plan.out
+    backend = backend or make_backend(cfg.run)
+    start = getattr(backend, "start", None)
+    if start is not None and plan.batches:
+        start()  # e.g. join a Ray cluster: a bad address fails before anything is written
     with writing(out):
         out.mkdir(parents=True, exist_ok=True)
         write_json(out / "config.json", json.loads(plan.fingerprint))
     started = time.perf_counter()
     metrics = dict(plan.loaded)
     iota: dict[str, float] = {}
-    for batch in plan.batches:
-        net, settings = batch.net, batch.settings
-        iota[cfg.curves[batch.indices[0]].topology.kind] = net.iota2
-        labels = ", ".join(cfg.curves[i].label for i in batch.indices)
-        progress = None
-        if on_progress is not None:
+    progress = None
+    if on_progress is not None:
 
-            def progress(done: int, labels: str = labels) -> None:
-                on_progress(labels, done, cfg.iterations)
+        def progress(batch: Batch, done: int) -> None:
+            labels = ", ".join(cfg.curves[i].label for i in batch.indices)
+            on_progress(labels, done, cfg.iterations)
 
-        traj = simulate(
-            net,
-            list(settings),
-            iterations=cfg.iterations,
-            repetitions=cfg.repetitions,
-            seed=cfg.seed,
-            progress=progress,
-        )
-        for c, i in enumerate(batch.indices):
-            metrics[i] = curve_metrics(traj, c)
-            eps, entry = curve_epsilon(cfg.curves[i], settings[c], cfg.iterations, net)
-            metrics[i].update(eps)
-            if settings[c].client.name == "secure_aggregation":
-                entry["secure_aggregation"] = secagg_entry(settings[c], traj, c, net.L)
-            metrics[i]["privacy"] = np.array(json.dumps(_jsonable(entry)))
-            with writing(out):
-                _save_partial(out, i, cfg.curves[i].label, plan.fingerprint, metrics[i])
+    kinds: set[str] = set()
+    results = backend.trajectories(plan, progress)
+    try:
+        accounted = {
+            i: curve_epsilon(cfg.curves[i], batch.settings[c], cfg.iterations, batch.net)
+            for batch in plan.batches
+            for c, i in enumerate(batch.indices)
+        }
+        for batch, traj in results:
+            net, settings = batch.net, batch.settings
+            kinds.add(local_phase_kind(net.problem))
+            iota[cfg.curves[batch.indices[0]].topology.kind] = net.iota2
+            for c, i in enumerate(batch.indices):
+                metrics[i] = curve_metrics(traj, c)
+                eps, entry = accounted[i]
+                metrics[i].update(eps)
+                if settings[c].client.name == "secure_aggregation":
+                    entry["secure_aggregation"] = secagg_entry(settings[c], traj, c, net.L)
+                metrics[i]["privacy"] = np.array(json.dumps(_jsonable(entry)))
+                with writing(out):
+                    _save_partial(out, i, cfg.curves[i].label, plan.fingerprint, metrics[i])
+    finally:
+        close = getattr(results, "close", None)
+        if close is not None:
+            close()  # an interrupted backend stops its unfinished work
     with writing(out):
-        return write_results(cfg, out, metrics, elapsed=time.perf_counter() - started, iota2=iota)
+        elapsed = time.perf_counter() - started
+        engine = {"local_phase": "+".join(sorted(kinds)) or "none (all curves resumed)"}
+        return write_results(cfg, out, metrics, elapsed=elapsed, iota2=iota, engine=engine)
 
 
 def run_experiment(
@@ -522,15 +561,19 @@ def run_experiment(
     *,
     resume: bool = False,
     on_progress: Callable[[str, int, int], None] | None = None,
+    backend: Backend | None = None,
 ) -> dict[str, Any]:
     """Run every curve of ``cfg``, write the results into ``out``, return the summary.
 
     ``on_progress(batch_labels, done, total)`` is called after every iteration.
     With ``resume``, curves already saved in ``out/partial`` by an earlier run of the
     same configuration are loaded instead of recomputed. Everything is validated
-    (:func:`prepare_experiment`) before ``out`` is created or touched.
+    (:func:`prepare_experiment`) before ``out`` is created or touched. ``backend``
+    (default: the configuration's ``[run]`` table) simulates; e.g.
+    ``backend=pgfl.backends.ray_sweeps.RaySweeps(workers=2)`` runs on a local Ray.
     """
-    return run_plan(prepare_experiment(cfg, out, resume=resume), on_progress=on_progress)
+    plan = prepare_experiment(cfg, out, resume=resume)
+    return run_plan(plan, on_progress=on_progress, backend=backend)
 
 
 def write_results(
@@ -540,8 +583,13 @@ def write_results(
     *,
     elapsed: float,
     iota2: dict[str, float],
+    engine: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Write ``summary.json``, ``curves.csv`` and ``figure.png``; return the summary."""
+    """Write ``summary.json``, ``curves.csv`` and ``figure.png``; return the summary.
+
+    ``engine`` (e.g. ``{"local_phase": "compiled"}``, which local-phase implementation ran)
+    goes into the summary and the first line of ``run.log``.
+    """
     curves = [summarize_curve(c.label, metrics[i]) for i, c in enumerate(cfg.curves)]
     for entry, c in zip(curves, cfg.curves, strict=True):
         entry["settings"] = {
@@ -564,6 +612,8 @@ def write_results(
         "plot": list(cfg.plot),
         "curves": curves,
     }
+    if engine is not None:
+        summary["engine"] = engine
     rows = []
     for i, c in enumerate(cfg.curves):
         m = metrics[i]
@@ -585,7 +635,8 @@ def write_results(
                     row[key] = m[key][t]
             rows.append(row)
     write_csv(out / "curves.csv", rows)
-    log = [
+    log = [f"engine: {k}={v}" for k, v in (engine or {}).items()]
+    log += [
         f"{entry['label']}: {line}"
         for entry in curves
         for line in entry.get("secure_aggregation", {}).pop("log", [])

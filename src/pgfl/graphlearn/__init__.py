@@ -25,12 +25,6 @@ from pgfl.graphlearn.federated import (
 )
 from pgfl.graphlearn.generators import heterogeneous_graphs, rbf_graph, smooth_signals
 from pgfl.graphlearn.metrics import edge_support, mcc, relative_error
-from pgfl.graphlearn.privacy import (
-    DPCalibration,
-    calibrate_noise,
-    privacy_report,
-    privatize_statistic,
-)
 from pgfl.graphlearn.smoothness import (
     degree_adjoint,
     degree_operator,
@@ -72,3 +66,15 @@ __all__ = [
     "solve_apgd",
     "vec_to_mat",
 ]
+
+#: Imported on first use: pgfl.graphlearn.privacy loads dp_accounting (seconds), which
+#: ``pgfl --help`` and ``pgfl run`` without privacy do not need.
+_LAZY = {"DPCalibration", "calibrate_noise", "privacy_report", "privatize_statistic"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from pgfl.graphlearn import privacy
+
+        return getattr(privacy, name)
+    raise AttributeError(f"module 'pgfl.graphlearn' has no attribute {name!r}")

@@ -37,11 +37,13 @@ from pgfl.validation import ConfigError, check_choice, check_int, check_real, ch
 
 __all__ = [
     "ACCOUNTANTS",
+    "BACKENDS",
     "CLIENT_NOISE",
     "DATA_KINDS",
     "DISTRIBUTIONS",
     "METRICS",
     "PARAMS",
+    "RAY_MODES",
     "SECAGG_PROTOCOLS",
     "SECTIONS",
     "SERVER_NOISE",
@@ -73,7 +75,9 @@ ACCOUNTANTS = ("paper", "basic", "advanced", "kairouz", "pld", "rdp")
 TEST_METRICS = ("test_error", "test_log_loss", "server_test_error_mean")
 METRICS = ("centroid_msd_db", "individual_msd_db", "disagreement_db", *TEST_METRICS)
 #: Sections of a configuration, in the order of the reference; "" is the top level.
-SECTIONS = ("", "quick", "topology", "data", "training", "privacy")
+SECTIONS = ("", "quick", "topology", "data", "training", "privacy", "run")
+BACKENDS = ("local", "ray")
+RAY_MODES = ("tasks", "actors")
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,10 @@ DP_LINK = When(
     'privacy.server_noise other than "none" or privacy.client_noise = "laplace"/"gaussian"',
     _dp_link,
 )
+
+_RAY = When('run.backend = "ray"', lambda c: c["run.backend"] == "ray")
+_ACTORS = When('run.backend = "ray" and run.mode = "actors"',
+               lambda c: c["run.backend"] == "ray" and c["run.mode"] == "actors")  # fmt: skip
 
 
 def neighbourhood_size(L: int, neighbours: int | None) -> int:
@@ -529,6 +537,24 @@ _TABLE = (
     Param("privacy.secagg_neighbours", "int", None, "Degree of the SecAgg+ neighbour graph "
           "(unset, or ≥ L−1: complete graph).", lo=2, even=True, batched=True,
           applies=SECURE_AGGREGATION),
+    # [run]: where the simulation runs (not part of the results: a run resumes on any backend)
+    Param("run.backend", "choice", "local", "`local`: this process (the single-process "
+          "engine); `ray`: a Ray cluster, same bits (docs/ray.md).", choices=BACKENDS),
+    Param("run.address", "string", None, "Address of a running Ray cluster to join "
+          "(`ray start --head` prints it; unset: start a local Ray on this machine).",
+          nonempty=True, applies=_RAY),
+    Param("run.workers", "int", None, "CPUs of the local Ray started without "
+          "`run.address` (unset: every CPU of the machine).", lo=1,
+          applies=When('run.backend = "ray" without run.address',
+                       lambda c: c["run.backend"] == "ray" and c["run.address"] is None)),
+    Param("run.mode", "choice", "tasks", "`tasks`: curves × repetition blocks as Ray tasks "
+          "(sweeps); `actors`: one network's units held by Ray actors.", choices=RAY_MODES,
+          applies=_RAY),
+    Param("run.actors", "int", None, "Ray actors holding blocks of units (unset: one per "
+          "CPU of the cluster, at most P).", lo=1, applies=_ACTORS),
+    Param("run.checkpoint_every", "int", 16, "Rounds between checkpoints of each actor's "
+          "block state (a restarted actor replays from the last one).", lo=1,
+          applies=_ACTORS),
 )  # fmt: skip
 
 #: The table: dotted name → :class:`Param`, in the order of the reference.
@@ -591,6 +617,9 @@ CROSS_RULES = (
     "Secure aggregation: `privacy.secagg_threshold` ≤ the neighbourhood size (L, or "
     "`secagg_neighbours + 1` for SecAgg+), and `2^(k−1) > L · rint(secagg_clip · 2^f)` "
     "for k = `secagg_modulus_bits`, f = `secagg_frac_bits`.",
+    "`[run]` says where the simulation runs, not what it computes: it is left out of the "
+    "configuration's fingerprint (`config.json`), so `--resume` continues on any backend; "
+    "the command line (`--backend`, `--address`, ...) overrides it.",
     "The run must fit in memory: the loader estimates the peak memory of the simulation "
     "(data, per-iteration metrics [T, C, R], models, a round's working set, ε accounting) "
     "and refuses a configuration that needs more than the machine has available.",
@@ -603,6 +632,7 @@ _TITLES = {
     "data": "`[data]`: the federated data set",
     "training": "`[training]`: local training and aggregation",
     "privacy": "`[privacy]`: noise, secure aggregation and accounting",
+    "run": "`[run]`: where the simulation runs (overridden by `--backend` etc.)",
 }
 
 

@@ -3,6 +3,8 @@
 ``pgfl privacy epsilon --mu 0.7 --clip 10 --sigma 0.3162 --iterations 100`` prints ε(i) by
 every accountant (the papers' bound and the tight PLD one among them); ``--plot FILE``
 draws the curves, ``--json`` prints machine-readable output.
+``pgfl privacy audit fig2 --curve random --view message`` attacks one release of the
+real engine and prints an empirical lower bound on ε (:mod:`pgfl.privacy.audit`).
 ``pgfl privacy calibrate --target-epsilon 8 --iterations 100 --mu 0.7 --clip 10`` prints
 the per-coordinate noise std σ needed. Bad input raises :class:`~pgfl.validation.ConfigError`,
 which the ``pgfl`` entry point turns into one line on stderr and exit code 2.
@@ -366,3 +368,135 @@ def config_command(
         out.print(f"plot: {plot}", markup=False)
     elif plot is not None:
         out.print(f"plot: not written ({cfg.name} has no privatized curve)", markup=False)
+
+
+def _load_config(config: str, quick: bool) -> Any:
+    """A preset by name (unless a file of that name exists) or an experiment TOML file."""
+    from pgfl.experiments.config import parse_config, read_toml
+    from pgfl.experiments.presets import load_preset, preset_names
+
+    if config in preset_names() and not Path(config).is_file():
+        return load_preset(config, quick=quick)
+    with reading(config, what="config file"):  # not UTF-8, unreadable: one line
+        raw = read_toml(config)
+    return parse_config(raw, quick=quick)
+
+
+def _plot_audit(result: Any, path: Path) -> None:
+    """Empirical trade-off (FPR, FNR) of the attack vs the f-DP curve of each accountant."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from pgfl.privacy.audit import tradeoff_curve
+
+    fig, ax = plt.subplots(figsize=(5.2, 5.0))
+    alpha = np.linspace(0.0, 1.0, 401)
+    for name, eps in result.epsilon.items():
+        if math.isfinite(eps):
+            ax.plot(alpha, tradeoff_curve(eps, result.delta, alpha), label=f"{name}: eps={eps:.3g}")
+    fpr, tpr = result.roc
+    ax.plot(fpr, 1.0 - tpr, "k.", ms=3, label="attack (evaluation half)")
+    chosen = f"chosen test: eps >= {result.epsilon_lower:.3g}"
+    ax.plot([result.fpr], [1.0 - result.tpr], "r*", ms=10, label=chosen)
+    ax.plot(alpha, 1.0 - alpha, ":", color="grey", lw=0.8, label="random guess")
+    ax.set_xlabel("type I error (false positive rate)")
+    ax.set_ylabel("type II error (false negative rate)")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    state = "protected" if result.protected else "NOT protected"
+    title = f"audit: {result.curve}, {result.view} view, round {result.round} ({state})"
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+    ax.grid(True, alpha=0.3)
+    _save_plot(fig, path, dpi=110)
+
+
+@app.command("audit")
+def audit_command(
+    config: Annotated[
+        str, typer.Argument(help="Experiment TOML file, or the name of a preset (fig2, ...).")
+    ],
+    curve: Annotated[str, typer.Option("--curve", help="Label of the curve to audit.")],
+    view: Annotated[
+        str,
+        typer.Option("--view", help="message | server-model | centroid | client-update."),
+    ] = "message",
+    trials: Annotated[int, typer.Option("--trials", help="Trials per world (>= 200).")] = 20000,
+    round_: Annotated[int, typer.Option("--round", help="First audited iteration i.")] = 1,
+    rounds: Annotated[
+        int, typer.Option("--rounds", help="Consecutive rounds observed together.")
+    ] = 1,
+    confidence: Annotated[
+        float, typer.Option("--confidence", help="Confidence of the Clopper-Pearson bounds.")
+    ] = 0.95,
+    accountant: Annotated[
+        list[str] | None,
+        typer.Option("--accountant", help="Compare with these accountants (default: the curve's)."),
+    ] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Apply the \\[quick] table.")] = False,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Write the trade-off plot to this PNG.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Attack one release of the real engine: an empirical lower bound on epsilon.
+
+    Exit code 3 if the lower bound exceeds an accountant's epsilon (that accountant is wrong).
+    """
+    from pgfl.privacy.audit import audit
+
+    _check_plot(plot)
+    for name in accountant or ():
+        if name not in ACCOUNTANTS:
+            raise ConfigError(f"--accountant must be one of {', '.join(ACCOUNTANTS)}; got {name!r}")
+    cfg = _load_config(config, quick)
+    result = audit(
+        cfg, curve, view, trials=trials, round=round_, rounds=rounds, confidence=confidence,
+        accountants=accountant,
+    )  # fmt: skip
+    if plot is not None:
+        _plot_audit(result, plot)
+    if as_json:
+        out.print_json(json.dumps(_json_safe(result.to_json())))
+    else:
+        rounds_text = (
+            f"round {result.round}"
+            if result.rounds == 1
+            else f"rounds {result.round}..{result.round + result.rounds - 1}"
+        )
+        out.print(
+            f"[bold]audit[/bold] of curve {result.curve!r}, {result.view} view, {rounds_text}: "
+            f"{result.trials} trials per world, {result.attack} attack",
+            highlight=False,
+        )
+        out.print(
+            f"TPR = {result.tpr:.4f}, FPR = {result.fpr:.4f}, attack success (balanced accuracy) "
+            f"= {result.success:.4f}",
+            highlight=False,
+        )
+        out.print(
+            f"epsilon lower bound = {result.epsilon_lower:.4g} at {result.confidence:g} confidence "
+            f"(delta = {result.delta:g})",
+            highlight=False,
+        )
+        if not result.protected:
+            out.print(f"[bold]not protected[/bold]: {result.scope}", highlight=False)
+        else:
+            table = Table(title="accountants")
+            table.add_column("accountant")
+            table.add_column("epsilon", justify="right")
+            table.add_column("lower / epsilon", justify="right")
+            table.add_column("verdict")
+            for name, eps in result.epsilon.items():
+                verdict = "REFUTED" if name in result.refuted else "consistent"
+                table.add_row(name, _fmt(eps), _fmt(result.ratio[name]), verdict)
+            out.print(table)
+            out.print(f"[bold]scope[/bold]: {result.scope}", highlight=False)
+        for note in result.notes:
+            out.print(f"[dim]note: {note}[/dim]", highlight=False)
+        if plot is not None:
+            out.print(f"plot: {plot}", markup=False)
+    if result.refuted:
+        raise typer.Exit(3)

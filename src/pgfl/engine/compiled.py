@@ -1,0 +1,159 @@
+"""Compiled local phase (numba, extra ``fast``) for the built-in losses.
+
+Same computation as :func:`pgfl.engine.step.local_models` — clients' local SGD of
+"Privatized Graph Federated Learning" (Rizk, Vlaski & Sayed, arXiv:2203.07105), eq. 3:
+sampled client ``(p, k)`` runs ``E_pk`` steps ``w ← w − (μ/E_pk) ∇Q(w; batch)`` from
+``w_{p,i−1}`` — fused into one compiled loop per client: the epochs, the mini-batch
+gradient (least squares ``2(uᵀw − d)u + 2ρw``, logistic ``−d σ(−d uᵀw) u + 2ρw``), the
+per-sample clipping and the padding mask are inlined and the samples are read in place
+(no gathered copies). Work items (curve × repetition × unit × sampled client) run in
+parallel on all cores (``prange``).
+
+The mini-batch positions come from the same keyed SplitMix64 counters as
+:class:`pgfl.rng.KeyedDraws` (Steele, Lea & Flood, OOPSLA 2014): the uniform of slot
+``l``, epoch ``e``, position ``b`` of cell ``(r, p)`` is entry ``n = (l·E_max + e)·B_max + b``
+of the cell of stream ``batches``, ``u = (⌊mix64(key + (n + 1)·γ) / 2^11⌋ + ½)·2^-53``,
+and the sample is ``⌊u·N_pk⌋``. Only the ``E_pk·B_pk`` numbers a client uses are computed.
+Both paths therefore see the same samples; they differ only in the order of floating-point
+sums (≈ 1e-16 relative per step).
+
+Kernels are compiled on first use and cached on disk (``cache=True``), so later processes
+load them instead of compiling. ``PGFL_LOCAL_PHASE=numpy|compiled`` forces a path; by
+default the compiled path runs when numba is importable and the loss is
+:class:`~pgfl.problems.LeastSquares` or :class:`~pgfl.problems.Logistic` (exactly those
+classes: a subclass may change the gradient).
+
+>>> import numpy as np
+>>> from pgfl.problems import LeastSquares
+>>> local_phase_kind(LeastSquares(0.0)) in ("compiled", "numpy")
+True
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from pgfl.extras import available, require
+from pgfl.problems import LeastSquares, Logistic
+from pgfl.validation import ConfigError
+
+#: Environment variable that forces the local-phase implementation.
+ENV = "PGFL_LOCAL_PHASE"
+#: Rounds with less work than this (clients × epochs × batch × M, an upper bound) run on
+#: the calling thread: starting the worker threads would cost more than it saves.
+PARALLEL_WORK = 200_000
+_LOSS_CODE = {LeastSquares: 0, Logistic: 1}
+
+
+def local_phase_kind(problem: Any) -> str:
+    """``"compiled"`` or ``"numpy"``: the local phase that runs for ``problem``.
+
+    ``PGFL_LOCAL_PHASE=compiled`` raises :class:`~pgfl.validation.ConfigError` when the
+    compiled path cannot run (numba missing or a user-supplied loss).
+    """
+    forced = os.environ.get(ENV, "").strip().lower()
+    if forced not in ("", "numpy", "compiled"):
+        raise ConfigError(f"{ENV} must be 'numpy' or 'compiled' (or unset); got {forced!r}")
+    if forced == "numpy":
+        return "numpy"
+    supported = type(problem) in _LOSS_CODE
+    if forced == "compiled":
+        if not supported:
+            raise ConfigError(
+                f"{ENV}=compiled needs a built-in loss (least_squares, logistic); "
+                f"got {type(problem).__name__}"
+            )
+        require("numba", "fast", "the compiled local phase")
+        return "compiled"
+    return "compiled" if supported and _numba_available() else "numpy"
+
+
+@lru_cache(maxsize=1)
+def _numba_available() -> bool:
+    return available("numba")
+
+
+def draw_clients(block, draws) -> np.ndarray:
+    """Compiled :func:`pgfl.engine.step.draw_clients`: the sampled clients ``[R, P_b, L]``.
+
+    The same keyed uniforms (stream ``sampling``) and the same rule (the ``L`` smallest),
+    drawn and selected in one compiled loop.
+    """
+    K = block.data.X.shape[1]
+    R = draws.reps.size
+    if block.L == K:
+        return np.broadcast_to(np.arange(K), (R, block.size, K))
+    out = np.empty((R, block.size, block.L), dtype=np.int64)
+    _sampler()(np.ascontiguousarray(draws.keys("sampling")), K, out)
+    return out
+
+
+@lru_cache(maxsize=1)
+def _sampler():
+    require("numba", "fast", "the compiled local phase")
+    from pgfl.engine._kernels import sample_clients
+
+    return sample_clients
+
+
+def local_models(W, block, curves, draws, clients) -> np.ndarray:
+    """Compiled :func:`pgfl.engine.step.local_models` (same arguments, same result).
+
+    ``W[C, R, P_b, M]`` → local models ``[C, R, P_b, L, M]``.
+    """
+    data = block.data
+    C, R, P, M = W.shape
+    L = clients.shape[2]
+    Xy = np.ascontiguousarray(data.Xy)
+    W = np.ascontiguousarray(W, dtype=np.float64)
+    batch = block.batch
+    full = batch is None
+    if full:
+        batch = np.zeros((1, 1), dtype=np.int64)
+        keys = np.zeros((R, P), dtype=np.uint64)
+    else:
+        keys = np.ascontiguousarray(draws.keys("batches"))
+    clip = curves.clip
+    clipping = clip is not None
+    clip = np.full(C, np.inf) if clip is None else np.asarray(clip, dtype=np.float64)
+    out = np.empty((C, R, P, L, M))
+    per_client = (data.X.shape[2] if full else int(block.b_max)) * int(block.e_max)
+    parallel, serial = _kernels()
+    kernel = parallel if C * R * P * L * per_client * M >= PARALLEL_WORK else serial
+    kernel(
+        W,
+        Xy,
+        np.ascontiguousarray(clients, dtype=np.int64),
+        np.ascontiguousarray(block.epochs, dtype=np.int64),
+        np.ascontiguousarray(batch, dtype=np.int64),
+        np.ascontiguousarray(data.counts, dtype=np.int64),
+        keys,
+        np.asarray(curves.mu, dtype=np.float64),
+        clip,
+        float(block.problem.rho),
+        _LOSS_CODE[type(block.problem)],
+        full,
+        clipping,
+        int(block.e_max),
+        int(block.b_max),
+        out,
+    )
+    return out
+
+
+@lru_cache(maxsize=1)
+def _kernels():
+    """The parallel and serial kernels of :mod:`pgfl.engine._kernels` (numba imported here).
+
+    OpenMP worker threads sleep between parallel regions (``OMP_WAIT_POLICY=PASSIVE``
+    unless set): spinning threads cost a loaded or shared machine more than the wake-up.
+    """
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    require("numba", "fast", "the compiled local phase")
+    from pgfl.engine._kernels import local_sgd, local_sgd_serial
+
+    return local_sgd, local_sgd_serial

@@ -1,0 +1,535 @@
+"""Empirical privacy audit: attack the released objects of the real engine, bound ε from below.
+
+An accountant's ε is a claim; an audit tests it. Two neighbouring data sets D₀, D₁
+(replace-one: they differ in the data of one client, the *canary*) are run through the
+real engine (:func:`pgfl.engine.step.gfl_round`, vectorized over the repetition axis:
+one repetition is one trial), and a distinguisher decides from one party's view whether
+it saw D₀ or D₁. For any (ε, δ)-DP release and any test, the true and false positive
+rates satisfy ``TPR ≤ e^ε FPR + δ`` and ``1 − FPR ≤ e^ε (1 − TPR) + δ`` (Kairouz, Oh &
+Viswanath, "The Composition Theorem for Differential Privacy", arXiv:1311.0776, Thm 2.1),
+so with one-sided Clopper–Pearson bounds on the two rates (Bonferroni: the pair holds
+at the stated confidence)
+
+    ε ≥ ε_lower = max( ln((TPR_lo − δ)/FPR_hi), ln((TNR_lo − δ)/FNR_hi), 0 )
+
+(Jagielski, Ullman & Oprea, "Auditing Differentially Private Machine Learning",
+arXiv:2006.07709, §3; Nasr et al., "Adversary Instantiation", arXiv:2101.04535).
+**An audit gives a lower bound, never a proof**: ε_lower > ε of an accountant refutes
+that accountant (a bug); ε_lower ≪ ε proves nothing.
+
+Canary (worst case for the mechanism): client 0 of unit 0 holds only copies of one sample
+``(u, d) = (v, ±D)`` with D = 10⁹, so that every per-sample gradient ``2u(uᵀw − d)`` is
+clipped to norm B in direction ∓v in every epoch and mini-batch: its local model moves by
+±μBv and the two runs' aggregates differ by exactly 2μBv/n (n clients averaged), the
+replace-one sensitivity of the papers (Rizk, Vlaski & Sayed, "Privatized Graph Federated
+Learning", arXiv:2203.07105, eq. 52). ``v`` is the ℓ1-maximising diagonal (1, …, 1)/√M,
+the worst direction on the ℓ2 ball for per-coordinate Laplace noise (it reaches the ℓ1
+sensitivity √M·Δ₂); for Gaussian noise every direction is equivalent. (The construction
+saturates least squares; for the logistic loss the clipped gradient saturates on the
+first step only, and the audit is weaker but still a valid lower bound.)
+
+Attack:
+
+* ``round = 1``, ``rounds = 1`` (the default: one release): the adversary knows everything
+  but the noise and the bit (all other data, the seed of sampling and mini-batches — the
+  accountants' sensitivities hold for every such realization), so it computes both
+  noise-free centres c₀, c₁ of the view per trial (the same engine with the noise off:
+  common random numbers). Where the view carries one noise of known density (a message
+  under server noise, a client's message under client noise) the statistic is the
+  likelihood ratio, ``(‖y − c₀‖₁ − ‖y − c₁‖₁)/b`` for Laplace(b) and
+  ``(‖y − c₀‖² − ‖y − c₁‖²)/(2σ²)`` for Gaussian — the Neyman–Pearson optimal test of
+  the pair; elsewhere (a server's model, the centroid: sums of noises) the projection
+  ``⟨y − c₀, c₁ − c₀⟩``.
+* later rounds (``round > 1``) or several rounds (``rounds = T``): the earlier noise is
+  secret, so no per-trial centre is public; the statistic is the projection of the
+  concatenated views on the difference of the two worlds' mean views, estimated on the
+  first half of the trials. It is a weak, generic attack: for large T the bound falls far
+  below the composed ε.
+
+The threshold is chosen on the first half of each world's trials and evaluated on the
+second half (no selection bias). The accountant's ε compared with is ε(i) after the last
+audited round i (what pgfl reports for the curve at iteration i): every view of rounds
+≤ i is a function of the releases 1..i, so ε(i) bounds it by post-processing.
+
+>>> e = epsilon_lower_bound(9000, 10000, 3000, 10000, 0.95, 0.0)  # TPR 0.9, FPR 0.3
+>>> 1.85 < e < math.log(0.7 / 0.1)   # the (1 − FPR)/(1 − TPR) form, less the CI margin
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from pgfl.data.federated import FederatedData
+from pgfl.engine import CurveSettings, Network
+from pgfl.engine.schemes import ClientNoise, GraphHomomorphic, NoServerNoise
+from pgfl.engine.step import gfl_round
+from pgfl.validation import ConfigError, check_choice, check_int, check_real
+
+__all__ = [
+    "VIEWS",
+    "AuditResult",
+    "audit",
+    "canary_networks",
+    "clopper_pearson",
+    "coupled_message_gap",
+    "epsilon_lower_bound",
+    "tradeoff_curve",
+]
+
+#: The party views an audit can attack.
+VIEWS = ("message", "server-model", "centroid", "client-update")
+#: The canary's target magnitude D: |uᵀw| ≪ D, so its gradient is always clipped.
+CANARY_TARGET = 1e9
+#: Trials (repetitions) run by one engine call; bounds memory.
+CHUNK = 8192
+LOWER_BOUND_NOTE = (
+    "an audit gives a lower bound on epsilon, not a proof of privacy: a lower bound above an "
+    "accountant's epsilon refutes that accountant; one far below it proves nothing"
+)
+COMPOSITION_NOTE = (
+    "several rounds are attacked with a generic projection test: the lower bound will fall far "
+    "below the composed epsilon as T grows (the accountant composes worst cases the attack "
+    "cannot realise in one shot)"
+)
+
+
+# --------------------------------------------------------------------------- statistics
+def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
+    """One-sided Clopper–Pearson bounds of a binomial proportion: each holds w.p. ≥ 1 − α.
+
+    Returns ``(lower, upper)``: P(p < lower) ≤ α and P(p > upper) ≤ α.
+
+    >>> lo, hi = clopper_pearson(0, 100, 0.05)
+    >>> lo, round(hi, 4)               # 1 − 0.05^(1/100)
+    (0.0, 0.0295)
+    """
+    from scipy.stats import beta
+
+    k, n = int(k), int(n)
+    lo = 0.0 if k == 0 else float(beta.ppf(alpha, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1.0 - alpha, k + 1, n - k))
+    return lo, hi
+
+
+def epsilon_lower_bound(
+    tp: int, n1: int, fp: int, n0: int, confidence: float, delta: float
+) -> float:
+    """ε lower bound from a test's counts: tp of n1 positives, fp of n0 negatives flagged.
+
+    ``max(ln((TPR_lo − δ)/FPR_hi), ln((TNR_lo − δ)/FNR_hi), 0)`` with one-sided
+    Clopper–Pearson bounds at level (1 − confidence)/2 each (Bonferroni), so that the
+    bound holds with probability ≥ ``confidence``.
+
+    >>> epsilon_lower_bound(50, 100, 50, 100, 0.95, 0.0)     # a coin: nothing learned
+    0.0
+    """
+    alpha = (1.0 - confidence) / 2.0
+    tpr_lo = clopper_pearson(tp, n1, alpha)[0]
+    fpr_hi = clopper_pearson(fp, n0, alpha)[1]
+    tnr_lo = 1.0 - fpr_hi
+    fnr_hi = clopper_pearson(n1 - tp, n1, alpha)[1]
+    best = 0.0
+    for num, den in ((tpr_lo - delta, fpr_hi), (tnr_lo - delta, fnr_hi)):
+        if num > 0 and den > 0:
+            best = max(best, math.log(num / den))
+    return best
+
+
+def _rates(s0: np.ndarray, s1: np.ndarray, thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Counts flagged (score ≥ t) among negatives ``s0`` and positives ``s1``, per threshold."""
+    fp = s0.size - np.searchsorted(np.sort(s0), thresholds, side="left")
+    tp = s1.size - np.searchsorted(np.sort(s1), thresholds, side="left")
+    return tp, fp
+
+
+def _choose_threshold(s0: np.ndarray, s1: np.ndarray, confidence: float, delta: float) -> float:
+    """The threshold of the best lower bound on the selection half (≤ 512 candidates)."""
+    both = np.unique(np.concatenate([s0, s1]))
+    if both.size > 512:
+        both = np.unique(np.quantile(both, np.linspace(0, 1, 512), method="nearest"))
+    tp, fp = _rates(s0, s1, both)
+    n0, n1 = s0.size, s1.size
+    # cheap screen with the plug-in estimate, then the exact bound on the best few
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plug = np.maximum(
+            np.log((tp / n1 + 1.0 / n1) / (fp / n0 + 1.0 / n0)),
+            np.log(((n0 - fp) / n0 + 1.0 / n0) / ((n1 - tp) / n1 + 1.0 / n1)),
+        )
+    order = np.argsort(-plug)[:24]
+    bounds = [epsilon_lower_bound(tp[j], n1, fp[j], n0, confidence, delta) for j in order]
+    return float(both[order[int(np.argmax(bounds))]])
+
+
+def tradeoff_curve(epsilon: float, delta: float, alpha: np.ndarray) -> np.ndarray:
+    """The f-DP trade-off an (ε, δ)-DP claim implies: least type-II error at type-I error α.
+
+    ``f(α) = max(0, 1 − δ − e^ε α, e^{−ε}(1 − δ − α))`` (Dong, Roth & Su, "Gaussian
+    Differential Privacy", arXiv:1905.02383, Prop. 2.5).
+
+    >>> tradeoff_curve(0.0, 0.0, np.array([0.25])).tolist()
+    [0.75]
+    """
+    a = np.asarray(alpha, dtype=float)
+    return np.maximum.reduce(
+        [np.zeros_like(a), 1 - delta - math.exp(epsilon) * a, math.exp(-epsilon) * (1 - delta - a)]
+    )
+
+
+# ------------------------------------------------------------------------------ canary
+def canary_direction(dim: int) -> np.ndarray:
+    """The ℓ1-maximising unit direction (1, …, 1)/√M (worst for per-coordinate Laplace).
+
+    >>> canary_direction(4).tolist()
+    [0.5, 0.5, 0.5, 0.5]
+    """
+    return np.full(dim, 1.0 / math.sqrt(dim))
+
+
+def canary_networks(net: Network, direction: np.ndarray | None = None) -> tuple[Network, Network]:
+    """Two neighbouring networks: client 0 of unit 0 holds only the canary ``(v, ±D)``.
+
+    In ``D₀`` its target is +D (its clipped gradients push the model along +v), in ``D₁``
+    −D (along −v); every other client, the graph and the schedule are the same.
+    ``direction`` (unit vector, default :func:`canary_direction`) is ``v``.
+
+    >>> from pgfl.problems import LeastSquares
+    >>> data = FederatedData(np.zeros((1, 2, 3, 2)), np.zeros((1, 2, 3)), np.full((1, 2), 3))
+    >>> n0, n1 = canary_networks(Network(data, LeastSquares(0.0), np.ones((1, 1)), L=2,
+    ...                                  epochs=np.ones((1, 2), dtype=int), batch=None))
+    >>> n0.data.y[0, 0, 0], n1.data.y[0, 0, 0], n0.data.y[0, 1].tolist()
+    (np.float64(1000000000.0), np.float64(-1000000000.0), [0.0, 0.0, 0.0])
+    """
+    data = net.data
+    M = data.shape[-1]
+    v = canary_direction(M) if direction is None else np.asarray(direction, dtype=float)
+    if v.shape != (M,) or not math.isclose(float(np.linalg.norm(v)), 1.0, rel_tol=1e-9):
+        raise ConfigError(f"canary direction must be a unit vector of length M={M}")
+    out = []
+    for sign in (1.0, -1.0):
+        X, y = data.X.copy(), data.y.copy()
+        X[0, 0] = v
+        y[0, 0] = sign * CANARY_TARGET
+        new = FederatedData(X, y, data.counts, data.X_test, data.y_test, data.w_star)
+        out.append(Network(new, net.problem, net.A, net.L, net.epochs, net.batch))
+    return out[0], out[1]
+
+
+# ------------------------------------------------------------------------------- views
+def _neighbour(net: Network) -> int:
+    """The first server p ≠ 0 that receives unit 0's messages (a_p0 > 0)."""
+    rx = np.flatnonzero(net.A[:, 0] != 0)
+    rx = rx[rx != 0]
+    if rx.size == 0:
+        raise ConfigError(
+            "privacy audit of a message or server model needs a neighbour of unit 0 "
+            "(topology with P >= 2 and a_p0 > 0 for some p != 0)"
+        )
+    return int(rx[0])
+
+
+def _view_of(view: str, net: Network, out: Any) -> np.ndarray:
+    """One party's view of a round, ``[C, R, M]``."""
+    if view == "message":
+        p = _neighbour(net)
+        link = int(np.flatnonzero((net.links.src == 0) & (net.links.dst == p))[0])
+        return out.messages[:, :, link]
+    if view == "server-model":
+        return out.W[:, :, _neighbour(net)]
+    if view == "centroid":
+        return out.W.mean(axis=2)
+    # client-update with L = 1: the unit's aggregate is the client's message
+    return out.psi[:, :, 0]
+
+
+def _run_views(
+    net: Network,
+    curves: Sequence[CurveSettings],
+    view: str,
+    *,
+    seed: int,
+    reps: np.ndarray,
+    first: int,
+    last: int,
+) -> np.ndarray:
+    """Views of rounds ``first..last`` from w = 0, ``[C, R, T, M]`` (trials in chunks)."""
+    C, M, P = len(curves), net.dim, net.data.shape[0]
+    out = np.empty((C, reps.size, last - first + 1, M))
+    for lo in range(0, reps.size, CHUNK):
+        r = reps[lo : lo + CHUNK]
+        W = np.zeros((C, r.size, P, M))
+        for i in range(1, last + 1):
+            res = gfl_round(W, net, curves, seed=seed, iteration=i, reps=r, keep_local=False)
+            W = res.W
+            if i >= first:
+                out[:, lo : lo + r.size, i - first] = _view_of(view, net, res)
+    return out
+
+
+# ------------------------------------------------------------------------------ result
+@dataclasses.dataclass(frozen=True)
+class AuditResult:
+    """The outcome of :func:`audit`.
+
+    Attributes (the first nine are the ``--json`` contract):
+        view, trials (per world), tpr, fpr (evaluation half), epsilon_lower, confidence,
+        epsilon (accountant → ε(i) of the audited rounds; empty if not protected),
+        ratio (accountant → epsilon_lower/ε), protected.
+        curve, round, rounds, delta, attack ("likelihood_ratio" | "projection"), success
+        (balanced accuracy of the test), level (``server``/``client``/None), scope,
+        refuted (accountants whose ε the bound exceeds), notes, roc (FPR, TPR arrays of
+        the evaluation half).
+
+    """
+
+    view: str
+    trials: int
+    tpr: float
+    fpr: float
+    epsilon_lower: float
+    confidence: float
+    epsilon: dict[str, float]
+    ratio: dict[str, float]
+    protected: bool
+    curve: str = ""
+    round: int = 1
+    rounds: int = 1
+    delta: float = 1e-5
+    attack: str = "likelihood_ratio"
+    success: float = 0.5
+    level: str | None = None
+    scope: str = ""
+    refuted: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    roc: tuple[np.ndarray, np.ndarray] = dataclasses.field(default=(np.zeros(0), np.zeros(0)))
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` object: the contract's keys first, then the details."""
+        return {
+            "view": self.view,
+            "trials": self.trials,
+            "tpr": self.tpr,
+            "fpr": self.fpr,
+            "epsilon_lower": self.epsilon_lower,
+            "confidence": self.confidence,
+            "epsilon": dict(self.epsilon),
+            "ratio": dict(self.ratio),
+            "protected": self.protected,
+            "curve": self.curve,
+            "round": self.round,
+            "rounds": self.rounds,
+            "delta": self.delta,
+            "attack": self.attack,
+            "success": self.success,
+            "level": self.level,
+            "scope": self.scope,
+            "refuted": list(self.refuted),
+            "notes": list(self.notes),
+        }
+
+
+def _level(view: str, settings: CurveSettings) -> str | None:
+    """The privatized link whose ε covers ``view`` (None: the view is not protected)."""
+    client = isinstance(settings.client, ClientNoise) and settings.client.std > 0
+    server = not isinstance(settings.server, NoServerNoise) and settings.server.std > 0
+    if view == "client-update":
+        return "client" if client else None
+    if view == "centroid" and isinstance(settings.server, GraphHomomorphic):
+        server = False  # graph-homomorphic noise cancels in the centroid (eq. 46)
+    if server:
+        return "server"
+    return "client" if client else None
+
+
+def _density(view: str, settings: CurveSettings) -> tuple[str, float] | None:
+    """(distribution, per-coordinate std) of the one noise in a view, if it has a density."""
+    client = settings.client
+    if view == "message" and not isinstance(settings.server, NoServerNoise):
+        if isinstance(client, ClientNoise) and client.std > 0:
+            return None  # server noise + averaged client noise: no closed form used
+        return settings.server.distribution, settings.server.std
+    if view == "client-update" and isinstance(client, ClientNoise) and client.std > 0:
+        scale = settings.mu if settings.share == "updates" else 1.0
+        return client.distribution, client.std * scale
+    return None
+
+
+def _llr(y: np.ndarray, c0: np.ndarray, c1: np.ndarray, density: tuple[str, float]) -> np.ndarray:
+    dist, std = density
+    if dist == "laplace":
+        b = std / math.sqrt(2.0)
+        return (np.abs(y - c0).sum(-1) - np.abs(y - c1).sum(-1)) / b
+    return (((y - c0) ** 2).sum(-1) - ((y - c1) ** 2).sum(-1)) / (2.0 * std * std)
+
+
+def audit(
+    cfg: Any,
+    curve: str,
+    view: str,
+    *,
+    trials: int = 20000,
+    round: int = 1,
+    rounds: int = 1,
+    confidence: float = 0.95,
+    accountants: Sequence[str] | None = None,
+) -> AuditResult:
+    """Audit one curve of an experiment config: attack ``view`` over ``trials`` trials per world.
+
+    Args:
+        cfg: an :class:`pgfl.experiments.config.ExperimentConfig` (a preset or TOML file).
+        curve: the label of the curve to audit (its noise as run, ``target_epsilon``
+            calibrated over the config's iterations).
+        view: one of :data:`VIEWS`: ``message`` (unit 0 → its first neighbour p, what p or
+            an eavesdropper sees), ``server-model`` (p's model after the round),
+            ``centroid`` (the network average of the models), ``client-update`` (what the
+            canary client sends its server; needs ``training.L = 1``).
+        trials: trials per world (≥ 200; half select the threshold, half evaluate).
+        round: the first audited iteration i ≥ 1.
+        rounds: consecutive rounds T ≥ 1 observed together.
+        confidence: of the Clopper–Pearson bounds, in (0, 1).
+        accountants: compare with these (default: the curve's ``privacy.accountants``).
+
+    Returns:
+        An :class:`AuditResult`; ``result.refuted`` names the accountants whose ε the lower
+        bound exceeds (a bug, the CLI exits 3).
+
+    """
+    from pgfl.experiments.runner import build_network, curve_settings, epsilon_inputs
+
+    view = check_choice("--view", view, VIEWS)
+    n = check_int("--trials", trials, lo=200)
+    first = check_int("--round", round, lo=1)
+    T = check_int("--rounds", rounds, lo=1)
+    conf = check_real("--confidence", confidence, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    labels = [c.label for c in cfg.curves]
+    if curve not in labels:
+        raise ConfigError(f"--curve must be one of {', '.join(labels)}; got {curve!r}")
+    ccfg = cfg.curves[labels.index(curve)]
+    net = build_network(ccfg, cfg.seed)
+    settings = curve_settings(ccfg, cfg.iterations, net)
+    if view == "client-update" and net.L != 1:
+        raise ConfigError(
+            f"--view client-update needs training.L = 1 (the server's aggregate is then the "
+            f"client's message); got L={net.L}"
+        )
+    last = first + T - 1
+    delta = ccfg.privacy.delta
+    net0, net1 = canary_networks(net)
+    density = _density(view, settings) if (first == 1 and T == 1) else None
+    public_centres = first == 1 and T == 1
+    reps = np.arange(2 * n)
+    if public_centres:
+        clean = replace(settings, client_std=0.0, server_std=0.0)
+        kw = {"seed": cfg.seed, "reps": reps, "first": 1, "last": 1}
+        v0 = _run_views(net0, [settings, clean], view, **kw)[:, :, 0]
+        v1 = _run_views(net1, [settings, clean], view, **kw)[:, :, 0]
+        c0, c1 = v0[1], v1[1]
+        y0, y1 = v0[0, :n], v1[0, n:]  # disjoint repetitions: independent noise per world
+        if density is not None:
+            s0, s1 = _llr(y0, c0[:n], c1[:n], density), _llr(y1, c0[n:], c1[n:], density)
+        else:
+            d0, d1 = c1 - c0, c1 - c0
+            s0 = ((y0 - c0[:n]) * d0[:n]).sum(-1)
+            s1 = ((y1 - c0[n:]) * d1[n:]).sum(-1)
+        # the Laplace likelihood ratio has atoms at ±ε: round away float noise
+        s0, s1 = np.round(s0, 9), np.round(s1, 9)
+    else:
+        kw = {"seed": cfg.seed, "first": first, "last": last}
+        y0 = _run_views(net0, [settings], view, reps=reps[:n], **kw)[0].reshape(n, -1)
+        y1 = _run_views(net1, [settings], view, reps=reps[n:], **kw)[0].reshape(n, -1)
+        h = n // 2
+        direction = y1[:h].mean(0) - y0[:h].mean(0)
+        mid = 0.5 * (y1[:h].mean(0) + y0[:h].mean(0))
+        s0, s1 = (y0 - mid) @ direction, (y1 - mid) @ direction
+    h = n // 2
+    t = _choose_threshold(s0[:h], s1[:h], conf, delta)
+    e0, e1 = s0[h:], s1[h:]
+    tp, fp = int((e1 >= t).sum()), int((e0 >= t).sum())
+    n0, n1 = e0.size, e1.size
+    lower = epsilon_lower_bound(tp, n1, fp, n0, conf, delta)
+    grid = np.unique(np.quantile(np.concatenate([e0, e1]), np.linspace(0, 1, 201)))
+    tps, fps = _rates(e0, e1, grid)
+    roc = (np.concatenate([fps / n0, [0.0]]), np.concatenate([tps / n1, [0.0]]))
+    tpr, fpr = tp / n1, fp / n0
+
+    level = _level(view, settings)
+    eps: dict[str, float] = {}
+    scope = ""
+    args = None if level is None else epsilon_inputs(ccfg, settings, net.A, level)
+    if args is not None and args["clip"] is not None:
+        from pgfl.privacy.accounting import SCOPES, epsilon_curve
+
+        accs = list(accountants) if accountants else list(ccfg.privacy.accountants)
+        curve_eps = epsilon_curve(
+            **args, iterations=last, delta=delta, dim=net.data.shape[-1], accountants=accs
+        )
+        eps = {k: float(v[last - 1]) for k, v in curve_eps.items()}
+        scope = SCOPES[args["scheme"]]
+    elif args is not None:
+        scope = "no gradient bound (training.clip_norm): epsilon = inf"
+        eps = {a: math.inf for a in (accountants or ccfg.privacy.accountants)}
+    protected = level is not None
+    if not protected:
+        scope = f"the {view} view carries no differentially private noise in this scheme"
+    ratio = {k: (lower / v if v > 0 else math.inf) for k, v in eps.items()}
+    refuted = tuple(k for k, v in eps.items() if lower > v)
+    notes = [LOWER_BOUND_NOTE]
+    if T > 1 or first > 1:
+        notes.append(COMPOSITION_NOTE)
+    if refuted:
+        notes.append(
+            "the lower bound exceeds the epsilon of " + ", ".join(refuted) + ": that accountant "
+            "under-reports the privacy loss of this release (a bug, or a published bound refuted)"
+        )
+    return AuditResult(
+        view=view,
+        trials=n,
+        tpr=tpr,
+        fpr=fpr,
+        epsilon_lower=lower,
+        confidence=conf,
+        epsilon=eps,
+        ratio=ratio,
+        protected=protected,
+        curve=curve,
+        round=first,
+        rounds=T,
+        delta=delta,
+        attack="likelihood_ratio" if density is not None else "projection",
+        success=0.5 * (tpr + 1.0 - fpr),
+        level=level,
+        scope=scope,
+        refuted=refuted,
+        notes=tuple(notes),
+        roc=roc,
+    )
+
+
+def coupled_message_gap(
+    net: Network, settings: CurveSettings, *, seed: int, reps: np.ndarray, rounds: int = 1
+) -> np.ndarray:
+    """‖m₁ − m₀‖₂ of unit 0's aggregate ψ₀ in the canary worlds, per round and trial ``[T, R]``.
+
+    Both worlds run with the same seed and repetitions (coupled: every draw shared) and
+    the noise switched off, from the same w = 0; the largest gap is an empirical
+    sensitivity of the server-level release, never above the accountant's Δ₂ of round 1
+    (rounds after the first differ by the accumulated effect of the canary).
+    """
+    clean = replace(settings, client_std=0.0, server_std=0.0)
+    P, M = net.data.shape[0], net.dim
+    gaps = np.empty((rounds, reps.size))
+    W = [np.zeros((1, reps.size, P, M)) for _ in range(2)]
+    for i in range(1, rounds + 1):
+        outs = [
+            gfl_round(W[b], nb, [clean], seed=seed, iteration=i, reps=reps, keep_local=False)
+            for b, nb in enumerate(canary_networks(net))
+        ]
+        gaps[i - 1] = np.linalg.norm(outs[1].psi[0, :, 0] - outs[0].psi[0, :, 0], axis=-1)
+        W = [o.W for o in outs]
+    return gaps

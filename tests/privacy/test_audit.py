@@ -1,0 +1,252 @@
+"""The empirical privacy audit (pgfl.privacy.audit, `pgfl privacy audit`).
+
+References are independent of the code under test: the Laplace mechanism's ε in closed
+form (ℓ1 sensitivity √M·Δ₂ along the diagonal), scipy's exact binomial intervals, the
+accountant's sensitivity formula 2μB/t written out here, and the engine's own runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest
+
+from pgfl.experiments.config import parse_config
+from pgfl.experiments.runner import build_network, curve_settings
+from pgfl.privacy.audit import (
+    audit,
+    canary_networks,
+    clopper_pearson,
+    coupled_message_gap,
+    epsilon_lower_bound,
+    tradeoff_curve,
+)
+
+SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
+MU, B = 0.5, 1.0
+
+
+def _raw(server="random", client="none", *, L=1, K=1, M=2, target=1.0, extra=None):
+    privacy = {"server_noise": server, "client_noise": client, "target_epsilon": target}
+    privacy.update(extra or {})
+    return {
+        "name": "audit-test", "seed": 3, "iterations": 1, "repetitions": 1,
+        "topology": {"kind": "matrix", "P": 2, "matrix": [[0.5, 0.5], [0.5, 0.5]]},
+        "data": {"kind": "regression", "K": K, "N": 6, "M": M},
+        "training": {"mu": MU, "L": L, "epochs": [2, 3], "batch": [2, 3], "clip_norm": B,
+                     "rho": 0.0},
+        "privacy": privacy,
+        "curves": [{"label": "c"}],
+    }  # fmt: skip
+
+
+def _cfg(*args, **kw):
+    return parse_config(_raw(*args, **kw))
+
+
+# ----------------------------------------------------------------------- statistics
+@pytest.mark.parametrize(("k", "n"), [(0, 50), (7, 50), (50, 50), (4000, 10000)])
+def test_clopper_pearson_matches_scipys_exact_interval(k, n):
+    # a two-sided exact interval at level 1 − 2α has the one-sided bounds at α as its ends
+    ci = binomtest(k, n).proportion_ci(confidence_level=0.9, method="exact")
+    lo, hi = clopper_pearson(k, n, 0.05)
+    assert lo == pytest.approx(ci.low, abs=1e-12)
+    assert hi == pytest.approx(ci.high, abs=1e-12)
+
+
+def test_lower_bound_closed_form_and_no_signal():
+    lo, hi = clopper_pearson(800, 1000, 0.025)[0], clopper_pearson(100, 1000, 0.025)[1]
+    assert epsilon_lower_bound(800, 1000, 100, 1000, 0.95, 0.0) == pytest.approx(
+        max(math.log(lo / hi), math.log((1 - hi) / clopper_pearson(200, 1000, 0.025)[1]))
+    )
+    assert epsilon_lower_bound(500, 1000, 500, 1000, 0.95, 1e-5) == 0.0
+
+
+def test_tradeoff_curve_of_pure_dp_is_the_two_lines():
+    a = np.array([0.0, 0.1, 0.5, 1.0])
+    f = tradeoff_curve(1.0, 0.0, a)
+    assert f.tolist() == pytest.approx(
+        [max(0, 1 - math.e * x, (1 - x) / math.e) for x in a.tolist()]
+    )
+
+
+# -------------------------------------------------------------------------- canary
+def test_canary_saturates_the_clipping_bound_in_every_epoch_and_batch():
+    # through the real engine: the canary client's local model moves by exactly ±μB v
+    cfg = _cfg("none", "none", target=None)
+    net = build_network(cfg.curves[0], cfg.seed)
+    from pgfl.engine import CurveSettings
+    from pgfl.engine.step import gfl_round
+
+    v = np.full(2, 1 / math.sqrt(2))
+    for sign, world in zip((1, -1), canary_networks(net), strict=True):
+        r = gfl_round(np.zeros((1, 1, 2, 2)), world, [CurveSettings(mu=MU, clip_norm=B)],
+                      seed=0, iteration=1)  # fmt: skip
+        assert r.local[0, 0, 0, 0] == pytest.approx(sign * MU * B * v, rel=1e-8)
+
+
+# ---------------------------------------------------------------- audits vs accountants
+@pytest.mark.parametrize("server", ["random", "graph_homomorphic"])
+def test_one_laplace_message_is_audited_tightly(server):
+    # one client per unit: both schemes charge the first message 2μB (ℓ2), Laplace noise is
+    # calibrated to ε = 1 by the tight accountant, which is √M·Δ₂/b for a pure-DP release
+    r = audit(_cfg(server), "c", "message", trials=100_000, accountants=["pld", "basic"])
+    assert r.protected and r.attack == "likelihood_ratio"
+    assert r.epsilon["basic"] == pytest.approx(1.0, rel=1e-3)
+    for name in ("pld", "basic"):
+        assert r.epsilon_lower < r.epsilon[name]
+        assert r.ratio[name] >= 0.9
+    assert r.refuted == ()
+
+
+def test_one_gaussian_message_stays_below_the_accountant():
+    cfg = _cfg("random", extra={"server_distribution": "gaussian"})
+    r = audit(cfg, "c", "message", trials=40_000, accountants=["pld", "rdp"])
+    assert r.refuted == ()
+    assert 0.3 < r.ratio["pld"] < 1.0  # δ = 1e-5 is out of reach of 4·10⁴ trials
+
+
+def test_papers_l2_reading_of_laplace_sensitivity_is_refuted():
+    # regression: the papers charge M-dimensional Laplace noise its ℓ2 sensitivity, ε = Δ₂/b;
+    # the diagonal canary reaches √M·Δ₂/b = √2 times that
+    r = audit(_cfg("random"), "c", "message", trials=100_000, accountants=["paper", "pld"])
+    assert r.epsilon["paper"] == pytest.approx(r.epsilon["pld"] / math.sqrt(2), rel=1e-3)
+    assert r.epsilon_lower > r.epsilon["paper"]
+    assert r.refuted == ("paper",)
+
+
+def test_graph_homomorphic_centroid_is_not_protected_and_broken():
+    r = audit(_cfg("graph_homomorphic"), "c", "centroid", trials=2000)
+    assert not r.protected and r.epsilon == {} and r.ratio == {}
+    assert r.success >= 0.999 and r.tpr >= 0.999 and r.fpr <= 0.001
+
+
+def test_random_noise_centroid_is_protected_and_consistent():
+    r = audit(_cfg("random"), "c", "centroid", trials=20_000, accountants=["pld"])
+    assert r.protected and r.attack == "projection" and r.refuted == ()
+
+
+def test_client_update_view_needs_one_client_and_is_consistent():
+    cfg = _cfg("none", "laplace")
+    r = audit(cfg, "c", "client-update", trials=100_000, accountants=["pld"])
+    assert r.level == "client" and r.refuted == ()
+    assert r.ratio["pld"] >= 0.9
+    from pgfl.validation import ConfigError
+
+    with pytest.raises(ConfigError, match="training.L = 1"):
+        audit(_cfg("none", "laplace", L=2, K=2), "c", "client-update", trials=200)
+
+
+def test_several_rounds_say_the_bound_is_loose():
+    r = audit(_cfg("random", target=4.0), "c", "message", trials=4000, rounds=3,
+              accountants=["pld"])  # fmt: skip
+    assert r.attack == "projection" and r.refuted == ()
+    assert any("far below the composed epsilon" in n for n in r.notes)
+
+
+# ---------------------------------------------------------------- coupled sensitivity
+def test_coupled_runs_never_exceed_the_accountants_sensitivity_with_secagg_dropout():
+    # secure aggregation, L = 4 of K = 4, threshold t = 2, dropout 0.5, several epochs and
+    # mini-batches: a unit averages any n ≥ t survivors, so the canary moves the aggregate
+    # by 2μB/n ≤ 2μB/t (+ fixed-point rounding), more than the 2μB/L an L-based
+    # accountant would charge
+    f = 16
+    raw = _raw("random", "secure_aggregation", L=4, K=4, target=None,
+               extra={"server_variance": 0.1, "dropout": 0.5, "secagg_threshold": 2,
+                      "secagg_frac_bits": f, "secagg_neighbours": 4})  # fmt: skip
+    cfg = parse_config(raw)
+    ccfg = cfg.curves[0]
+    net = build_network(ccfg, cfg.seed)
+    settings = curve_settings(ccfg, 1, net)
+    gaps = coupled_message_gap(net, settings, seed=cfg.seed, reps=np.arange(4000))[0]
+    t, L = 2, 4
+    rounding = 2 * math.sqrt(2) * 2.0 ** -(f + 1)
+    from pgfl.experiments.runner import epsilon_inputs
+    from pgfl.privacy.accounting import gfl_sensitivities
+
+    args = epsilon_inputs(ccfg, settings, net.A, "server")
+    charged = gfl_sensitivities(1, scheme="random", mu=MU, clip=B, dim=2,
+                                clients_per_round=args["clients_per_round"],
+                                aggregation_error=args["aggregation_error"])[0]  # fmt: skip
+    assert charged == pytest.approx(2 * MU * B / t + rounding)
+    assert gaps.max() <= charged * (1 + 1e-9)
+    assert gaps.max() > 2 * MU * B / L * 1.5  # the L-based charge is exceeded: caught
+    assert gaps.max() >= 2 * MU * B / t - rounding  # n = t survivors with the canary occur
+
+
+# ----------------------------------------------------------------------------- CLI
+def _cli(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(SRC)}
+    return subprocess.run(
+        [sys.executable, "-m", "pgfl.cli", "privacy", "audit", *args],
+        capture_output=True, text=True, env=env, cwd=cwd, timeout=300,
+    )  # fmt: skip
+
+
+def _toml(tmp_path, server):
+    lines = [
+        'name = "t"', "seed = 3", "iterations = 1", "repetitions = 1",
+        "[topology]", 'kind = "matrix"', "P = 2", "matrix = [[0.5, 0.5], [0.5, 0.5]]",
+        "[data]", 'kind = "regression"', "K = 1", "N = 6", "M = 2",
+        "[training]", f"mu = {MU}", "L = 1", "epochs = [2, 3]", "batch = [2, 3]",
+        f"clip_norm = {B}", "rho = 0.0",
+        "[privacy]", "target_epsilon = 1.0", 'accountants = ["paper", "pld"]',
+        "[[curves]]", 'label = "c"', f'privacy = {{ server_noise = "{server}" }}',
+    ]  # fmt: skip
+    path = tmp_path / "t.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_cli_json_contract_and_exit_code_3_when_refuted(tmp_path):
+    path = _toml(tmp_path, "random")
+    p = _cli(str(path), "--curve", "c", "--view", "message", "--trials", "20000", "--json",
+             "--plot", str(tmp_path / "a.png"), cwd=tmp_path)  # fmt: skip
+    assert p.returncode == 3, p.stderr  # the papers' ℓ2 reading is refuted
+    out = json.loads(p.stdout)
+    assert list(out)[:9] == ["view", "trials", "tpr", "fpr", "epsilon_lower", "confidence",
+                             "epsilon", "ratio", "protected"]  # fmt: skip
+    assert out["view"] == "message" and out["trials"] == 20000 and out["protected"] is True
+    assert out["confidence"] == 0.95 and set(out["epsilon"]) == {"paper", "pld"}
+    assert out["ratio"]["pld"] == pytest.approx(out["epsilon_lower"] / out["epsilon"]["pld"])
+    assert out["epsilon_lower"] < out["epsilon"]["pld"]
+    assert (tmp_path / "a.png").stat().st_size > 0
+    # comparing with the tight accountant only: consistent, exit 0, text says "lower bound"
+    p = _cli(str(path), "--curve", "c", "--trials", "2000", "--accountant", "pld", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "lower bound" in p.stdout and "not a proof" in " ".join(p.stdout.split())
+
+
+def _main(args, capsys):
+    from pgfl.cli import main
+
+    code = 0
+    try:
+        main(["privacy", "audit", *args])
+    except SystemExit as exc:
+        code = exc.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_cli_unprotected_view_and_bad_input(tmp_path, capsys):
+    path = _toml(tmp_path, "graph_homomorphic")
+    code, stdout, _ = _main([str(path), "--curve", "c", "--view", "centroid", "--trials", "1000",
+                             "--json"], capsys)  # fmt: skip
+    assert code == 0
+    out = json.loads(stdout)
+    assert out["protected"] is False and out["epsilon"] == {} and out["ratio"] == {}
+    assert out["tpr"] == 1.0 and out["fpr"] == 0.0
+    for bad, what in ((["--view", "model"], "--view"), (["--trials", "10"], "--trials"),
+                      (["--confidence", "1.5"], "--confidence"),
+                      (["--accountant", "exact"], "--accountant")):  # fmt: skip
+        code, _, err = _main([str(path), "--curve", "c", *bad], capsys)
+        assert code == 2 and what in err and err.count("\n") == 1
+    code, _, err = _main([str(path), "--curve", "nope"], capsys)
+    assert code == 2 and "--curve must be one of c" in err
