@@ -1,0 +1,129 @@
+"""RayActors: a network's units held by Ray actors give the single-process engine's results."""
+
+import numpy as np
+import pytest
+
+from pgfl.backends.ray_actors import BlockActor, RayActors, plan_blocks
+from pgfl.data import synthetic
+from pgfl.engine import Trajectory, simulate
+from pgfl.engine.network import Links
+from pgfl.experiments.config import parse_config
+from pgfl.experiments.runner import build_block, build_network, curve_settings
+
+BASE = {
+    "name": "actors",
+    "iterations": 12,
+    "repetitions": 2,
+    "seed": 3,
+    "topology": {"kind": "ring", "P": 5},
+    "data": {"K": 5, "N": [4, 9]},
+    "training": {"L": 4, "mu": 0.4},
+}
+NOISY = {"server_variance": 0.05, "client_variance": 0.01}
+
+
+def _config(curves, **overrides):
+    return parse_config({**BASE, **overrides, "curves": curves})
+
+
+def _reference(cfg):
+    """The single-process engine on the whole network, and the batch's settings."""
+    curve = cfg.curves[0]
+    net = build_network(curve, cfg.seed)
+    settings = [curve_settings(c, cfg.iterations, net) for c in cfg.curves]
+    traj = simulate(net, settings, iterations=cfg.iterations, repetitions=cfg.repetitions,
+                    seed=cfg.seed)  # fmt: skip
+    return traj, settings
+
+
+def _on_actors(cfg, settings, backend):
+    return backend.simulate(cfg.curves[0], settings, iterations=cfg.iterations,
+                            repetitions=cfg.repetitions, seed=cfg.seed)  # fmt: skip
+
+
+def assert_equal_runs(actors: Trajectory, local: Trajectory) -> None:
+    """Models bit for bit; metrics to 1e-12 (sums over units in another order)."""
+    assert np.array_equal(actors.W, local.W, equal_nan=True)
+    for f in ("centroid_msd", "individual_msd", "disagreement", "test_error", "test_log_loss",
+              "server_test_error"):  # fmt: skip
+        a, b = getattr(actors, f), getattr(local, f)
+        if b is None:
+            assert a is None, f
+            continue
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-300, err_msg=f)
+    for f in ("diverged_at", "aborted", "clipped", "reps"):
+        assert np.array_equal(getattr(actors, f), getattr(local, f)), f
+    assert actors.abort_log == local.abort_log
+
+
+# ------------------------------------------------------------------ without Ray
+@pytest.mark.parametrize("units", [(0, 7), (2, 5), (6, 7)])
+@pytest.mark.parametrize("generator", ["regression", "logistic"])
+def test_a_block_of_synthetic_data_is_the_rows_of_the_whole(monkeypatch, generator, units):
+    monkeypatch.setattr(synthetic, "DRAW_CHUNK_BYTES", 200)  # many chunks per draw
+    make = getattr(synthetic, f"{generator}_data")
+    kw = {"P": 7, "K": 3, "N": (2, 9), "M": 3}
+    if generator == "logistic":
+        kw["test_size"] = 4
+    whole = make(np.random.default_rng(4), **kw)
+    part = make(np.random.default_rng(4), units=units, **kw)
+    a, b = units
+    for f in ("X", "y", "counts"):
+        assert np.array_equal(getattr(part, f), getattr(whole, f)[a:b]), f
+    if generator == "logistic":  # the test set comes after every unit's draws
+        assert np.array_equal(part.X_test, whole.X_test)
+
+
+def test_build_block_is_the_block_of_the_whole_network():
+    cfg = _config([{"label": "a"}], training={"L": 3, "mu": 0.4, "batch": [2, 4]})
+    net = build_network(cfg.curves[0], cfg.seed)
+    block, whole = build_block(cfg.curves[0], cfg.seed, 1, 4), net.block(1, 4)
+    for f in ("start", "L", "e_max", "b_max", "size"):
+        assert getattr(block, f) == getattr(whole, f), f
+    for f in ("epochs", "batch"):
+        assert np.array_equal(getattr(block, f), getattr(whole, f)), f
+    assert np.array_equal(block.data.Xy, whole.data.Xy)
+    outline = build_network(cfg.curves[0], cfg.seed, outline=True)
+    assert outline.data.shape == net.data.shape and not hasattr(outline.data, "X")
+
+
+def test_block_routes_carry_every_link_once_in_order():
+    A = np.array([[0.5, 0.5, 0, 0], [0.25, 0.25, 0.25, 0.25], [0, 0.5, 0.5, 0], [0, 0.5, 0, 0.5]])
+    links = Links.from_matrix(A)
+    plans = plan_blocks(links, 3)
+    assert [(p.start, p.stop) for p in plans] == [(0, 1), (1, 2), (2, 4)]
+    sent = {(p.index, r): p.out_links.src[pos].tolist() for p in plans for r, pos in p.sends}
+    got = {(q, p.index): p.in_links.src[pos].tolist() for p in plans for q, pos in p.receives}
+    assert sent == got  # what q sends to b is what b expects from q, link by link
+    assert sum(len(v) for v in sent.values()) == len(links.src)
+    # block 1 (unit 1) sends to every block; block 0 receives from blocks 0 and 1 only
+    assert plans[1].remote_sends == [0, 2] and plans[0].remote_receives == [1]
+
+
+def test_block_actors_in_one_process_give_the_engine_bits():
+    """The actor class without Ray: the driver's exchange done by hand, 3 blocks."""
+    cfg = _config([{"label": "per_link", "privacy": {"server_noise": "random_per_link"}}],
+                  privacy={"server_variance": 0.05})  # fmt: skip
+    local, settings = _reference(cfg)
+    net = build_network(cfg.curves[0], cfg.seed)
+    plans = plan_blocks(net.links, 3)
+    actors = [BlockActor(cfg.curves[0], cfg.seed, p, settings, cfg.repetitions) for p in plans]
+    for i in range(1, cfg.iterations + 1):
+        sent = [a.send(i) for a in actors]
+        sent = [s if p.remote_sends else (s,) for s, p in zip(sent, plans, strict=True)]
+        for a, p in zip(actors, plans, strict=True):
+            a.receive(i, *[sent[q][1 + plans[q].remote_sends.index(p.index)]
+                           for q in p.remote_receives])  # fmt: skip
+    W = np.concatenate([a.final() for a in actors], axis=2)
+    assert np.array_equal(W, local.W)
+
+
+# ------------------------------------------------------------------ on Ray
+@pytest.mark.ray
+def test_plain_scheme_on_actors_equals_the_engine(ray_local):
+    cfg = _config([{"label": "plain"}, {"label": "faster", "training": {"mu": 0.6}}])
+    local, settings = _reference(cfg)
+    backend = RayActors(actors=3, checkpoint_every=5)
+    assert_equal_runs(_on_actors(cfg, settings, backend), local)
+    # a ring of 5 units in blocks (0)(1 2)(3 4): links 0↔1, 2↔3, 4↔0 cross, each [C, R, M]
+    assert backend.message_bytes == 6 * 2 * 2 * 2 * 8
