@@ -121,9 +121,61 @@ def test_block_actors_in_one_process_give_the_engine_bits():
 # ------------------------------------------------------------------ on Ray
 @pytest.mark.ray
 def test_plain_scheme_on_actors_equals_the_engine(ray_local):
-    cfg = _config([{"label": "plain"}, {"label": "faster", "training": {"mu": 0.6}}])
+    cfg = _config([{"label": "plain"}, {"label": "diverges", "training": {"mu": 200.0}}])
     local, settings = _reference(cfg)
+    assert (local.diverged_at[1] > 0).all() and (local.diverged_at[0] < 0).all()
     backend = RayActors(actors=3, checkpoint_every=5)
     assert_equal_runs(_on_actors(cfg, settings, backend), local)
     # a ring of 5 units in blocks (0)(1 2)(3 4): links 0↔1, 2↔3, 4↔0 cross, each [C, R, M]
     assert backend.message_bytes == 6 * 2 * 2 * 2 * 8
+
+
+@pytest.mark.ray
+def test_noise_schemes_on_actors_equal_the_engine(ray_local):
+    """Client noise on models and updates, every server scheme: one batch, 3 actors."""
+    cfg = _config(
+        [
+            {"label": "laplace_models", "privacy": {"client_noise": "laplace"}},
+            {"label": "gauss_updates", "privacy": {"client_noise": "gaussian"},
+             "training": {"share": "updates"}},
+            {"label": "random", "privacy": {"server_noise": "random"}},
+            {"label": "gh", "privacy": {"server_noise": "graph_homomorphic",
+                                        "server_distribution": "gaussian"}},
+            {"label": "per_link", "privacy": {"server_noise": "random_per_link"}},
+        ],
+        privacy=NOISY,
+    )  # fmt: skip
+    local, settings = _reference(cfg)
+    assert_equal_runs(_on_actors(cfg, settings, RayActors(actors=3, checkpoint_every=5)), local)
+
+
+@pytest.mark.ray
+def test_secure_aggregation_with_dropout_on_actors_equals_the_engine(ray_local):
+    """Simulated and cryptographic protocols, dropout that aborts some unit-rounds."""
+    secagg = {"client_noise": "secure_aggregation", "dropout": 0.45, "secagg_threshold": 3}
+    cfg = _config(
+        [
+            {"label": "simulated", "privacy": secagg},
+            {"label": "crypto", "privacy": {**secagg, "secagg_protocol": "cryptographic"},
+             "training": {"share": "updates"}},
+        ],
+        iterations=6,
+        privacy={"secagg_clip": 64.0},
+    )  # fmt: skip
+    local, settings = _reference(cfg)
+    assert local.aborted.sum() > 0  # the test covers aborts
+    assert_equal_runs(_on_actors(cfg, settings, RayActors(actors=2, checkpoint_every=4)), local)
+
+
+@pytest.mark.ray
+def test_logistic_test_errors_on_actors_equal_the_engine(ray_local):
+    """Logistic data with a test set: w° by Newton's method over the blocks' terms."""
+    cfg = _config(
+        [{"label": "slow"}, {"label": "fast", "training": {"mu": 2.0}}],
+        data={"kind": "logistic", "K": 4, "N": [4, 9], "test_size": 20},
+        training={"L": 3, "mu": 0.4, "rho": 0.01},
+        iterations=9,
+    )
+    local, settings = _reference(cfg)
+    assert local.test_error is not None
+    assert_equal_runs(_on_actors(cfg, settings, RayActors(actors=3, checkpoint_every=4)), local)
