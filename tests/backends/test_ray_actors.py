@@ -179,3 +179,113 @@ def test_logistic_test_errors_on_actors_equal_the_engine(ray_local):
     local, settings = _reference(cfg)
     assert local.test_error is not None
     assert_equal_runs(_on_actors(cfg, settings, RayActors(actors=3, checkpoint_every=4)), local)
+
+
+@pytest.mark.ray
+def test_no_actor_receives_client_data_or_raw_noise(ray_local):
+    """Everything that reaches an actor, by kind and shape: the recipe, its routes, the
+    round number, divergence flags, and per sending block one array of messages ψ + g."""
+    cfg = _config(
+        [{"label": "both", "privacy": {"client_noise": "laplace", "server_noise": "random"}}],
+        privacy=NOISY, iterations=6,
+    )  # fmt: skip
+    local, settings = _reference(cfg)
+    backend = RayActors(actors=3, checkpoint_every=4, record=True)
+    assert_equal_runs(_on_actors(cfg, settings, backend), local)
+    C, R, M = 1, cfg.repetitions, 2
+    plans = plan_blocks(build_network(cfg.curves[0], cfg.seed, outline=True).links, 3)
+    for plan, log in zip(plans, backend.received, strict=True):
+        kinds = {(method, kind) for method, kind, _ in log}
+        assert kinds <= {
+            ("init", "CurveConfig"), ("init", "int"), ("init", "BlockPlan"), ("init", "tuple"),
+            ("optimum_terms", "NoneType"), ("send", "int"), ("send", "array"),
+            ("receive", "int"), ("receive", "array"), ("metrics", "int"), ("metrics", "array"),
+        }  # fmt: skip
+        sends = [shape for method, kind, shape in log if method == "send" and kind == "array"]
+        assert set(sends) == {(C, R)}  # only the other blocks' divergence flags
+        # per round, one message array from each sending block: its links into this block
+        expected = [(C, R, pos.size, M) for q, pos in plan.receives if q != plan.index]
+        got = [shape for method, kind, shape in log if method == "receive" and kind == "array"]
+        assert got == expected * cfg.iterations
+        metrics = {shape for method, kind, shape in log if method == "metrics" and kind == "array"}
+        assert metrics <= {(4, C, R, M), (2, C, R, M), (M,), (C, R)}  # centroids, w°, flags
+
+
+def _two_batches():
+    """Two networks (two batches): a ring and a full graph."""
+    return _config(
+        [{"label": "ring"}, {"label": "full", "topology": {"kind": "complete", "P": 4}}],
+        iterations=10,
+    )
+
+
+@pytest.mark.ray
+def test_a_killed_actor_restarts_from_its_checkpoint_with_the_same_numbers(ray_local):
+    cfg = _config([{"label": "noisy", "privacy": {"server_noise": "graph_homomorphic"}}],
+                  privacy={"server_variance": 0.05}, iterations=14)  # fmt: skip
+    local, settings = _reference(cfg)
+    killed = []
+
+    def kill(i, actors):
+        if i == 9 and not killed:  # mid-run, after the checkpoint of round 5
+            killed.append(ray_local.get(actors[1].pid.remote()))
+            ray_local.kill(actors[1])
+
+    backend = RayActors(actors=3, checkpoint_every=5, on_round=kill)
+    assert_equal_runs(_on_actors(cfg, settings, backend), local)
+    assert killed and backend.restarts == 1
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_run_whose_actors_keep_dying_stops_in_one_line_and_resumes(ray_local, tmp_path):
+    from pgfl.backends import LocalBackend, RunStopped
+    from pgfl.experiments.results import read_json
+    from pgfl.experiments.runner import prepare_experiment, run_plan
+
+    cfg = _two_batches()
+
+    first = []
+
+    def kill(i, actors):  # the second batch's actor 0 dies at round 7, again after its restart
+        first.append(first[0] if first else id(actors))
+        if i == 7 and id(actors) != first[0]:
+            ray_local.kill(actors[0])
+
+    out = tmp_path / "actors"
+    backend = RayActors(actors=2, checkpoint_every=4, on_round=kill, max_restarts=1)
+    with pytest.raises(RunStopped, match=r"^a Ray actor .* --resume to continue$"):
+        run_plan(prepare_experiment(cfg, out), backend=backend)
+    assert sorted(p.name for p in (out / "partial").glob("curve-*")) == ["curve-000.npz"]
+    resumed = run_plan(prepare_experiment(cfg, out, resume=True),
+                       backend=RayActors(actors=2, checkpoint_every=4))  # fmt: skip
+    local = run_plan(prepare_experiment(cfg, tmp_path / "local"), backend=LocalBackend())
+    for a, b in zip(resumed["curves"], local["curves"], strict=True):
+        for key in ("centroid_msd_db", "individual_msd_db", "disagreement_db"):
+            assert a[key] == pytest.approx(b[key], rel=1e-12, abs=1e-12), key
+    assert read_json(out / "summary.json")["curves"][0]["label"] == "ring"
+
+
+@pytest.mark.ray
+def test_cli_runs_with_actors_and_matches_local(ray_local, tmp_path, capsys):
+    from pgfl.cli import main
+    from pgfl.experiments.results import read_csv
+
+    config = tmp_path / "tiny.toml"
+    config.write_text(
+        'name = "tiny"\niterations = 8\nrepetitions = 2\n[topology]\nkind = "ring"\nP = 4\n'
+        "[data]\nK = 5\nN = 8\n[training]\nL = 2\n"
+    )
+    main(["run", str(config), "--out", str(tmp_path / "actors"), "--json", "--backend", "ray",
+          "--mode", "actors", "--actors", "2"])  # fmt: skip
+    main(["run", str(config), "--out", str(tmp_path / "local"), "--json"])
+    capsys.readouterr()
+    a, b = read_csv(tmp_path / "actors" / "curves.csv"), read_csv(tmp_path / "local" / "curves.csv")
+    assert len(a) == len(b) == 8
+    for x, y in zip(a, b, strict=True):
+        assert x.keys() == y.keys()
+        for k in x:
+            try:
+                assert float(x[k]) == pytest.approx(float(y[k]), rel=1e-12), k
+            except ValueError:
+                assert x[k] == y[k], k
