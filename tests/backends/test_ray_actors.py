@@ -289,3 +289,25 @@ def test_cli_runs_with_actors_and_matches_local(ray_local, tmp_path, capsys):
                 assert float(x[k]) == pytest.approx(float(y[k]), rel=1e-12), k
             except ValueError:
                 assert x[k] == y[k], k
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_network_larger_than_an_actors_memory_runs_on_actors(ray_local):
+    """76 MiB of client data; each actor may allocate at most 70 MiB (tracemalloc-traced
+    numpy and Python allocations): one actor cannot hold the network, four can, and give
+    the single-process engine's results."""
+    from pgfl.backends import RunStopped
+
+    cfg = _config([{"label": "big"}], data={"K": 25, "N": 1000, "M": 49},
+                  topology={"kind": "ring", "P": 8}, training={"L": 2, "mu": 0.3, "epochs": 1},
+                  iterations=3, repetitions=1)  # fmt: skip
+    limit = 70 << 20
+    local, settings = _reference(cfg)
+    data = build_network(cfg.curves[0], cfg.seed).data
+    assert data.X.nbytes + data.y.nbytes > limit
+    backend = RayActors(actors=4, checkpoint_every=2, memory_limit=limit)
+    assert_equal_runs(_on_actors(cfg, settings, backend), local)
+    assert len(backend.peak_memory) == 4 and max(backend.peak_memory) <= limit
+    with pytest.raises(RunStopped, match="MemoryError: the actor's allocations reached"):
+        _on_actors(cfg, settings, RayActors(actors=1, memory_limit=limit))

@@ -40,7 +40,7 @@ relative). See ``docs/ray.md``, "Units as actors", for who sees what.
 from __future__ import annotations
 
 import os
-import resource
+import tracemalloc
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -135,11 +135,23 @@ def _kind(x: Any) -> tuple[str, tuple[int, ...]]:
     return (type(x).__name__, ())
 
 
-def _limit_private_memory(extra: int) -> None:
-    """Cap this process's private data (``RLIMIT_DATA``) at its current size + ``extra`` bytes."""
-    with open("/proc/self/status") as f:
-        now = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmData:"))
-    resource.setrlimit(resource.RLIMIT_DATA, (now + extra, resource.RLIM_INFINITY))
+class _Budget:
+    """A cap on the peak of an actor's own allocations; over it, :class:`MemoryError`.
+
+    Traced by ``tracemalloc``: numpy arrays and Python objects, not Ray's runtime.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        tracemalloc.start()
+
+    def check(self, where: str) -> None:
+        peak = tracemalloc.get_traced_memory()[1]
+        if peak > self.limit:
+            raise MemoryError(
+                f"the actor's allocations reached {peak / 2**20:.1f} MiB {where}, over its "
+                f"limit of {self.limit / 2**20:.1f} MiB"
+            )
 
 
 class BlockActor:
@@ -155,8 +167,9 @@ class BlockActor:
         settings: the curves simulated together.
         repetitions: ``R``.
         record: keep the kind and shape of everything that reaches the actor (tests).
-        memory_limit: cap the actor's private memory at its size before the data is
-            built plus this many bytes (tests; ``RLIMIT_DATA``).
+        memory_limit: cap in bytes on the peak of the actor's own allocations (numpy
+            arrays and Python objects, traced by ``tracemalloc``; not Ray's runtime):
+            exceeding it raises :class:`MemoryError` (tests).
 
     """
 
@@ -172,11 +185,13 @@ class BlockActor:
     ) -> None:
         self.log: list[tuple[str, str, tuple[int, ...]]] | None = [] if record else None
         self._record("init", recipe, seed, plan, settings, repetitions)
-        if memory_limit is not None:
-            _limit_private_memory(memory_limit)
+        self.budget = None if memory_limit is None else _Budget(memory_limit)
         from pgfl.experiments.runner import build_block
 
         self.block = build_block(recipe, seed, plan.start, plan.stop)
+        if self.budget is not None:
+            self.block.data.Xy  # noqa: B018 - the features+target copy the rounds use
+            self.budget.check("building its block")
         self.plan, self.seed = plan, seed
         self.curves = CurveBatch.of(list(settings))
         self.reps = np.arange(repetitions)
@@ -197,6 +212,10 @@ class BlockActor:
     def received(self) -> list[tuple[str, str, tuple[int, ...]]]:
         """``(method, kind, shape)`` of every argument received (``record`` only)."""
         return list(self.log or [])
+
+    def peak_memory(self) -> int:
+        """Peak bytes of the actor's own allocations (with ``memory_limit``; else 0)."""
+        return 0 if self.budget is None else tracemalloc.get_traced_memory()[1]
 
     def pid(self) -> int:
         """The actor's process id."""
@@ -271,6 +290,8 @@ class BlockActor:
             bad = ~(np.abs(self.W).max(axis=(2, 3)) <= DIVERGENCE_BOUND)
         self.own, self.round = None, iteration
         self.history.append(self.W)
+        if self.budget is not None:
+            self.budget.check(f"in round {iteration}")
         return bad, self.W.sum(axis=2)
 
     def metrics(
@@ -330,7 +351,7 @@ class RayActors:
         max_restarts: actor failures a run survives before it stops (:class:`RunStopped`).
         cpus_per_actor: Ray CPUs reserved per actor (default ``min(1, CPUs / actors)``).
         record: actors keep what reaches them (:attr:`received`; tests of the trust boundary).
-        memory_limit: private memory cap per actor in bytes beyond its start-up size (tests).
+        memory_limit: cap on each actor's own allocations, bytes (:class:`BlockActor`; tests).
         on_round: ``on_round(iteration, actors)`` after each round is submitted (fault tests).
 
     >>> RayActors(actors=4).checkpoint_every
@@ -366,6 +387,8 @@ class RayActors:
         self.received: list[list[tuple[str, str, tuple[int, ...]]]] = []
         #: Bytes of messages passed between actors per round (last run).
         self.message_bytes = 0
+        #: ``memory_limit``: each actor's peak allocations in bytes (last run).
+        self.peak_memory: list[int] = []
 
     def start(self) -> None:
         """Start or join the Ray cluster (:func:`~pgfl.backends.ray_session`); idempotent."""
@@ -432,18 +455,21 @@ class RayActors:
             return run.go(actors, spawn, progress)
         finally:
             if self.record:
-                self.received = _logs(ray, actors)
+                self.received = _logs(ray, actors, "received")
+            if self.memory_limit is not None:
+                self.peak_memory = _logs(ray, actors, "peak_memory")
             for a in actors:
                 ray.kill(a)
 
 
-def _logs(ray: Any, actors: list[Any]) -> list[list[tuple[str, str, tuple[int, ...]]]]:
+def _logs(ray: Any, actors: list[Any], method: str) -> list[Any]:
+    """``method()`` of every actor still alive (``None`` for a dead one)."""
     out = []
     for a in actors:
         try:
-            out.append(ray.get(a.received.remote()))
+            out.append(ray.get(getattr(a, method).remote()))
         except ray.exceptions.RayError:
-            out.append([])
+            out.append(None)
     return out
 
 
@@ -496,8 +522,16 @@ class _Run:
 
     def go(self, actors: list[Any], spawn: Callable, progress: Callable | None) -> Trajectory:
         ray, net, C, R, T, P = self.ray, self.net, self.C, self.R, self.T, self.P
-        w_opt = self.optimum(actors)
-        test = ray.get(actors[0].test_set.remote())
+        try:
+            w_opt = self.optimum(actors)
+            test = ray.get(actors[0].test_set.remote())
+        except ray.exceptions.RayActorError as exc:  # e.g. its data does not fit
+            lines = [x.strip() for x in str(exc).splitlines() if "Error" in x]
+            reason = (lines[-1] if lines else type(exc).__name__)[:200]
+            raise RunStopped(
+                f"a Ray actor holding units could not build its block ({reason}); "
+                "use more actors (--actors) or machines with more memory"
+            ) from None
         has_test = test is not None and net.problem.name == "logistic"
         shape = (T, C, R)
         metrics = {k: np.empty(shape) for k in ("centroid", "individual", "disagreement")}

@@ -40,7 +40,7 @@ def _range(name: str, value: float | Sequence[float], *, lo: float, integer: boo
 
 
 #: Largest temporary array (bytes) of a draw over the units when only a block is kept.
-DRAW_CHUNK_BYTES = 1 << 23
+DRAW_CHUNK_BYTES = 1 << 20
 
 
 def _draw_units(draw, shape: tuple[int, ...], units: tuple[int, int] | None) -> np.ndarray:
@@ -55,14 +55,14 @@ def _draw_units(draw, shape: tuple[int, ...], units: tuple[int, int] | None) -> 
     start, stop = units
     row = 8 * int(np.prod(shape[1:], dtype=np.int64))
     step = max(1, DRAW_CHUNK_BYTES // max(row, 1))
-    kept = []
+    kept = np.empty((stop - start, *shape[1:]))
     for a in range(0, shape[0], step):
         b = min(a + step, shape[0])
         chunk = draw((b - a, *shape[1:]))
         lo, hi = max(a, start), min(b, stop)
         if lo < hi:
-            kept.append(chunk[lo - a : hi - a])
-    return np.concatenate(kept, axis=0)
+            kept[lo - start : hi - start] = chunk[lo - a : hi - a]
+    return kept
 
 
 def _check_units(units: tuple[int, int] | None, P: int) -> tuple[int, int] | None:
@@ -136,12 +136,14 @@ def regression_data(
     root = Q * np.sqrt(lam)[..., None, :]  # R = root root^T
     z = _draw_units(rng.standard_normal, (P, K, n_max, M), units)
     X = np.einsum("pkij,pknj->pkni", root, z)
+    del z  # the peak memory is two copies of the features
     sigma_v = np.sqrt(rng.uniform(nv_lo, nv_hi, size=(P, K)))[keep]
     v = _draw_units(rng.standard_normal, (P, K, n_max), units) * sigma_v[..., None]
     counts = counts[keep]
     mask = np.arange(n_max) < counts[..., None]
     y = (X @ w_star + v) * mask
-    return FederatedData(X * mask[..., None], y, counts, w_star=w_star)
+    X *= mask[..., None]
+    return FederatedData(X, y, counts, w_star=w_star)
 
 
 def logistic_data(
@@ -180,14 +182,16 @@ def logistic_data(
     gamma = np.where(_draw_units(rng.random, (P, K, n_max), units) < 0.5, -1.0, 1.0)
     sigma = np.sqrt(rng.uniform(fv_lo, fv_hi, size=(P, K)))[keep]
     z = _draw_units(rng.standard_normal, (P, K, n_max, M), units)
-    X = gamma[..., None] + sigma[..., None, None] * z
+    z *= sigma[..., None, None]
+    X = np.add(gamma[..., None], z, out=z)
+    X *= mask[..., None]
     extra: dict[str, np.ndarray] = {}
     if test_size:
         test_size = check_int("data.test_size", test_size, lo=1)
         g = np.where(rng.random(test_size) < 0.5, -1.0, 1.0)
         s = np.sqrt(0.5 * (fv_lo + fv_hi))
         extra = {"X_test": g[:, None] + s * rng.standard_normal((test_size, M)), "y_test": g}
-    return FederatedData(X * mask[..., None], gamma * mask, counts, **extra)
+    return FederatedData(X, gamma * mask, counts, **extra)
 
 
 def client_schedule(
