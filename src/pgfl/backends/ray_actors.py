@@ -40,6 +40,7 @@ relative). See ``docs/ray.md``, "Units as actors", for who sees what.
 from __future__ import annotations
 
 import os
+import time
 import tracemalloc
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -387,6 +388,8 @@ class RayActors:
         self.received: list[list[tuple[str, str, tuple[int, ...]]]] = []
         #: Bytes of messages passed between actors per round (last run).
         self.message_bytes = 0
+        #: Driver time spent submitting rounds (last run), seconds.
+        self.submit_seconds = 0.0
         #: ``memory_limit``: each actor's peak allocations in bytes (last run).
         self.peak_memory: list[int] = []
 
@@ -449,7 +452,7 @@ class RayActors:
                                  self.memory_limit)  # fmt: skip
 
         actors = [spawn(p) for p in plans]
-        self.restarts, self.received = 0, []
+        self.restarts, self.received, self.submit_seconds = 0, [], 0.0
         try:
             run = _Run(self, ray, net, plans, len(settings), repetitions, iterations, K)
             return run.go(actors, spawn, progress)
@@ -548,7 +551,9 @@ class _Run:
         while done < T:
             stop = min(done + self.b.checkpoint_every, T)
             try:
+                t0 = time.perf_counter()
                 submitted = self.rounds(actors, done, stop)
+                self.b.submit_seconds += time.perf_counter() - t0
                 reports = ray.get([r for sends, _ in submitted for r in sends])
                 results = ray.get([x for _, res in submitted for r in res for x in r])
                 div = diverged_at.copy()
