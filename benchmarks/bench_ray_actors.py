@@ -25,7 +25,7 @@ import platform
 import time
 
 
-def _config(P: int, K: int, rounds: int):
+def _config(P: int, K: int, rounds: int, M: int = 2):
     from pgfl.experiments.config import parse_config
 
     prob = 1.0 if P <= 3 else min(1.0, 2.0 * math.log(P) / P)
@@ -36,7 +36,7 @@ def _config(P: int, K: int, rounds: int):
             "repetitions": 1,
             "seed": 1,
             "topology": {"kind": "erdos_renyi", "P": P, "probability": prob},
-            "data": {"K": K, "N": 20, "M": 2},
+            "data": {"K": K, "N": 20, "M": M},
             "training": {"L": max(1, K // 2), "mu": 0.3, "epochs": 1, "batch": 5},
             "privacy": {"server_variance": 0.01},
             "curves": [{"label": "gh", "privacy": {"server_noise": "graph_homomorphic"}}],
@@ -52,6 +52,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", type=int, default=[10, 100, 1000])
     parser.add_argument("--clients", type=int, default=10, help="K, clients per unit")
+    parser.add_argument("--dim", type=int, default=2, help="M, model dimension")
     parser.add_argument("--actors", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument(
@@ -73,12 +74,14 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "workers": args.workers,
         "actors": args.actors,
+        "dim": args.dim,
+        "clients_per_unit": args.clients,
         "checkpoint_every": args.checkpoint_every,
         "sizes": {},
     }
     for P in args.sizes:
         T = args.checkpoint_every + args.rounds
-        cfg = _config(P, args.clients, T)
+        cfg = _config(P, args.clients, T, args.dim)
         curve = cfg.curves[0]
         net = build_network(curve, cfg.seed)
         settings = [curve_settings(curve, cfg.iterations, net)]
