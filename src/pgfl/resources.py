@@ -17,6 +17,9 @@ arrays a batched simulation holds at its peak (named by their shapes, the symbol
   sample indices ``[E, n, B]``, the gathered rows ``[E, n, B, M+1]``, the clients' models
   and gradients ``[n, M, C]``, margins and clipping scales ``[n, B, C]`` (``B = N`` for
   full batches);
+  this is the numpy local phase's working set; the compiled local phase
+  (:mod:`pgfl.engine.compiled`) reads samples in place and needs less, so the estimate
+  bounds both;
 * with a test set, the test margins of every kept server model
   ``[64, C, R, P, N_test]``;
 
