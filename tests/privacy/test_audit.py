@@ -270,3 +270,10 @@ def test_cli_text_says_not_protected_and_lower_bound(tmp_path, capsys):
     text = " ".join(stdout.split())
     assert code == 0 and "not protected" in text and "lower bound" in text
     assert (tmp_path / "c.png").stat().st_size > 0
+
+
+def test_server_model_view_is_covered_by_the_server_level_epsilon():
+    # a neighbour's model after the round is post-processing of the messages it received
+    r = audit(_cfg("random"), "c", "server-model", trials=20_000, accountants=["pld"])
+    assert r.protected and r.level == "server" and r.refuted == ()
+    assert r.attack == "projection" and 0 < r.epsilon_lower < r.epsilon["pld"]

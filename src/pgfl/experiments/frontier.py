@@ -351,7 +351,7 @@ _METRICS = (
 )
 
 
-def plot_frontier(summary: Mapping[str, Any], path: str | Path) -> Path:
+def plot_frontier(summary: Mapping[str, Any], path: str | Path, *, dpi: int = 90) -> Path:
     """Draw the frontier: one row per (set-up, T), one column per metric, a line per scheme.
 
     Points where a run diverged are drawn as ``x`` on the top edge; the non-private
@@ -429,7 +429,7 @@ def plot_frontier(summary: Mapping[str, Any], path: str | Path) -> Path:
     fig.tight_layout(rect=(0, 0.02 + 0.3 / len(rows), 1, 0.97))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
 
