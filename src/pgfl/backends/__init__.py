@@ -161,4 +161,9 @@ def make_backend(run: RunConfig | None) -> Backend:
         ) from None
     ray = ray_session(run.address, run.workers)
     actors = run.actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
-    return RayActors(actors=actors, checkpoint_every=run.checkpoint_every, address=run.address)
+    return RayActors(
+        actors=actors,
+        checkpoint_every=run.checkpoint_every,
+        address=run.address,
+        workers=run.workers,
+    )

@@ -35,10 +35,11 @@ import numpy as np
 
 from pgfl.backends import Backend, make_backend
 from pgfl.data.datasets import classification_federated_data
-from pgfl.data.federated import FederatedData
-from pgfl.data.synthetic import client_schedule, logistic_data, regression_data
+from pgfl.data.federated import DataOutline, FederatedData
+from pgfl.data.synthetic import client_schedule, logistic_data, regression_data, sample_counts
 from pgfl.engine import CurveSettings, Network, Trajectory
 from pgfl.engine.compiled import local_phase_kind
+from pgfl.engine.network import UnitBlock
 from pgfl.experiments.config import CurveConfig, ExperimentConfig
 from pgfl.experiments.results import _jsonable, read_json, write_atomic, write_csv, write_json
 from pgfl.files import FileError, check_output_folder, writing
@@ -79,8 +80,15 @@ def build_matrix(cfg: CurveConfig, seed: int) -> np.ndarray:
     return combination_matrix(graph, t.weights)
 
 
-def build_data(cfg: CurveConfig, seed: int) -> tuple[FederatedData, _Problem]:
-    """The federated data set and loss of a curve's data section."""
+def build_data(
+    cfg: CurveConfig, seed: int, units: tuple[int, int] | None = None
+) -> tuple[FederatedData, _Problem]:
+    """The federated data set and loss of a curve's data section.
+
+    ``units=(start, stop)``: only those units' clients, the same bits as the rows of the
+    whole data set (synthetic data is drawn in order and only the block kept; a data file
+    is read whole and the block copied out).
+    """
     d, P = cfg.data, cfg.topology.P
     rng = stream(seed, "data")
     if d.kind == "regression":
@@ -92,6 +100,7 @@ def build_data(cfg: CurveConfig, seed: int) -> tuple[FederatedData, _Problem]:
             M=d.M,
             eigenvalues=d.eigenvalues,
             noise_variance=d.noise_variance,
+            units=units,
         )
         return data, LeastSquares(cfg.training.rho)
     if d.kind == "logistic":
@@ -103,6 +112,7 @@ def build_data(cfg: CurveConfig, seed: int) -> tuple[FederatedData, _Problem]:
             M=d.M,
             feature_variance=d.feature_variance,
             test_size=d.test_size,
+            units=units,
         )
     else:
         data = classification_federated_data(
@@ -116,22 +126,67 @@ def build_data(cfg: CurveConfig, seed: int) -> tuple[FederatedData, _Problem]:
             label_skew=d.label_skew,
             seed=seed,
         )
+        if units is not None:
+            data = data.copy_units(*units)
     return data, Logistic(cfg.training.rho)
 
 
-def build_network(cfg: CurveConfig, seed: int) -> Network:
-    """Everything the curves of one batch share, built from the root seed."""
-    data, problem = build_data(cfg, seed)
-    P, K = cfg.topology.P, cfg.data.K
+def build_outline(cfg: CurveConfig, seed: int) -> tuple[DataOutline | FederatedData, _Problem]:
+    """The data section's sizes and loss without the samples (synthetic data).
+
+    Synthetic data draws its per-client sample counts first, so ``N_max`` needs only those
+    ``P × K`` integers; a data file is read to learn its sizes (the data set is returned
+    whole).
+    """
+    d, P = cfg.data, cfg.topology.P
+    if d.kind not in ("regression", "logistic"):
+        return build_data(cfg, seed)
+    N = int(sample_counts(stream(seed, "data"), P, d.K, d.N).max())
+    problem = LeastSquares if d.kind == "regression" else Logistic
+    return DataOutline((P, d.K, N, d.M)), problem(cfg.training.rho)
+
+
+def _schedule(cfg: CurveConfig, seed: int) -> tuple[np.ndarray, np.ndarray | None]:
     t = cfg.training
     E, B = client_schedule(
         stream(seed, "schedule"),
-        P,
-        K,
+        cfg.topology.P,
+        cfg.data.K,
         epochs=t.epochs,
         batch=(1, 1) if t.batch == "full" else t.batch,
     )
-    return Network(data, problem, build_matrix(cfg, seed), t.L, E, None if t.batch == "full" else B)
+    return E, None if t.batch == "full" else B
+
+
+def build_network(cfg: CurveConfig, seed: int, *, outline: bool = False) -> Network:
+    """Everything the curves of one batch share, built from the root seed.
+
+    ``outline``: without the clients' data (:func:`build_outline`): enough to validate,
+    plan and account a run whose units are held elsewhere (Ray actors), not to simulate.
+    """
+    data, problem = (build_outline if outline else build_data)(cfg, seed)
+    E, B = _schedule(cfg, seed)
+    return Network(data, problem, build_matrix(cfg, seed), cfg.training.L, E, B)
+
+
+def build_block(cfg: CurveConfig, seed: int, start: int, stop: int) -> UnitBlock:
+    """The :class:`~pgfl.engine.network.UnitBlock` of units ``start..stop-1``, from the recipe.
+
+    Only those units' clients' data is built (:func:`build_data` with ``units``): the same
+    bits as ``build_network(cfg, seed).block(start, stop)`` without the rest of the network.
+    """
+    data, problem = build_data(cfg, seed, (start, stop))
+    E, B = _schedule(cfg, seed)
+    return UnitBlock(
+        start=start,
+        data=data,
+        problem=problem,
+        L=cfg.training.L,
+        epochs=E[start:stop],
+        batch=None if B is None else B[start:stop],
+        e_max=int(E.max()),
+        b_max=1 if B is None else int(B.max()),
+    )
 
 
 def _db(x: np.ndarray) -> np.ndarray:
@@ -474,6 +529,8 @@ def prepare_experiment(cfg: ExperimentConfig, out: str | Path, *, resume: bool =
             metrics = _load_partial(out, i, c.label, fingerprint)
             if metrics is not None:
                 loaded[i] = metrics
+    # units held by Ray actors: the driver plans from an outline, never the clients' data
+    outline = cfg.run.backend == "ray" and cfg.run.mode == "actors"
     groups: dict[tuple, list[int]] = {}
     for i, c in enumerate(cfg.curves):
         groups.setdefault(c.structure(), []).append(i)
@@ -483,7 +540,7 @@ def prepare_experiment(cfg: ExperimentConfig, out: str | Path, *, resume: bool =
             continue
         for i in indices:  # a batch runs whole: the same bits as an uninterrupted run
             loaded.pop(i, None)
-        net = build_network(cfg.curves[indices[0]], cfg.seed)
+        net = build_network(cfg.curves[indices[0]], cfg.seed, outline=outline)
         settings = tuple(curve_settings(cfg.curves[i], cfg.iterations, net) for i in indices)
         check_batch(net, settings)
         batches.append(Batch(tuple(indices), net, settings))
