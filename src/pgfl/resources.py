@@ -274,7 +274,7 @@ def _curve_sizes(curve: Any, cfg: ExperimentConfig, C: int) -> dict[str, Any]:
         M, test = 64, d.test_size or 297
     else:
         N, M, test = high(d.N), d.M, d.test_size if d.kind == "logistic" else 0
-    if curve.model.kind != "none":
+    if curve.model.kind in ("softmax", "mlp", "cnn"):
         from pgfl.models.builtin import model_dim
 
         classes = 10 if d.kind == "digits" else 2

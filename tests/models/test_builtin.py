@@ -176,3 +176,53 @@ def test_digits_split_is_non_iid_and_unequal():
     iid = np.mean([unit_tv(digits_federated_data(5, 6, seed=s)) for s in range(3)])
     skew = np.mean([unit_tv(digits_federated_data(5, 6, seed=s, label_skew=0.3)) for s in range(3)])
     assert iid < 0.1 < 0.3 < skew
+
+
+CUSTOM = """
+import jax, jax.numpy as jnp, numpy as np
+
+def logits(p, x):
+    return x @ p["w"] + p["b"]
+
+def make(features, classes, rng):
+    params = {"w": rng.normal(0, 0.01, (features, classes)), "b": np.zeros(classes)}
+    loss = lambda p, x, y: jax.nn.logsumexp(logits(p, x)) - logits(p, x)[y.astype(int)]
+    return loss, params, logits
+
+def vector_loss(features, classes, rng):
+    return (lambda p, x, y: logits(p, x)), {"w": np.zeros((features, classes)),
+                                            "b": np.zeros(classes)}, logits
+
+def nan_params(features, classes, rng):
+    return make(features, classes, rng)[0], {"w": np.full((features, classes), np.nan),
+                                             "b": np.zeros(classes)}, logits
+"""
+
+
+def test_custom_jax_model_from_a_config(tmp_path):
+    path = tmp_path / "mymodel.py"
+    path.write_text(CUSTOM)
+    cfg = parse_config(_raw(model={"kind": "custom", "source": f"{path}:make"}))
+    net = build_network(cfg.curves[0], 0)
+    assert net.dim == 65 * 10 and net.problem.classifier
+    # the softmax model built in and the user's one give the same gradient at a point
+    ref = build_model("softmax", 64, 10, np.random.default_rng(0), rho=cfg.curves[0].training.rho)
+    rng = np.random.default_rng(1)
+    w = rng.normal(size=650)
+    X, y = rng.random((5, 64)), rng.integers(0, 10, 5).astype(float)
+    np.testing.assert_allclose(
+        net.problem.gradient(w[:, None], X, y, np.full(5, 0.2), 1.0),
+        ref.gradient(w[:, None], X, y, np.full(5, 0.2), 1.0),
+        rtol=0,
+        atol=1e-12,
+    )
+    for name, message in (
+        ("vector_loss", r"must return a scalar per sample; got shape \(10,\)"),
+        ("nan_params", "model initial parameters must be finite real numbers; got nan"),
+        ("missing", "has no function 'missing'"),
+    ):
+        cfg = parse_config(_raw(model={"kind": "custom", "source": f"{path}:{name}"}))
+        with pytest.raises(ConfigError, match=message):
+            build_network(cfg.curves[0], 0)
+    with pytest.raises(ConfigError, match="model.source is required when model.kind"):
+        parse_config(_raw(model={"kind": "custom"}))

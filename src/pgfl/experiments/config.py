@@ -154,6 +154,7 @@ class ModelConfig(_Section):
 
     SECTION: ClassVar[str] = "model"
     kind: str = _default("model.kind")
+    source: str | None = _default("model.source")
     hidden: tuple = _default("model.hidden")
     activation: str = _default("model.activation")
     channels: int = _default("model.channels")

@@ -88,7 +88,7 @@ def build_data(cfg: CurveConfig, seed: int) -> tuple[FederatedData, Any]:
     m = cfg.model
     if m.kind == "none":
         return data, problem
-    from pgfl.models.builtin import build_model, check_fits
+    from pgfl.models.builtin import build_model, check_fits, load_custom
 
     check_fits(m.kind, data.shape[-1])
     if cfg.data.kind == "digits":
@@ -97,6 +97,12 @@ def build_data(cfg: CurveConfig, seed: int) -> tuple[FederatedData, Any]:
         classes = 2
         y01 = lambda y: None if y is None else (y > 0).astype(np.float64)  # noqa: E731
         data = replace(data, y=y01(data.y), y_test=y01(data.y_test))
+    if m.kind == "custom":
+        model = load_custom(
+            m.source, data.shape[-1], classes, stream(seed, "model"), rho=cfg.training.rho
+        )
+        model.dim(data.shape[-1])  # a loss that is not a scalar per sample stops here
+        return data, model
     model = build_model(
         m.kind,
         data.shape[-1],
@@ -649,6 +655,8 @@ def write_results(
         }
         if c.model.kind != "none":
             entry["settings"]["model"] = c.model.kind
+        if c.privacy.target_epsilon is not None:
+            entry["target_epsilon"] = c.privacy.target_epsilon
     summary = {
         "experiment": cfg.name,
         "title": cfg.title,

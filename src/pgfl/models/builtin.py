@@ -24,7 +24,15 @@ import numpy as np
 from pgfl.models.jax_adapter import JaxProblem, jax_module
 from pgfl.validation import ConfigError
 
-__all__ = ["ACTIVATIONS", "MODEL_KINDS", "build_model", "init_params", "logits_fn", "model_dim"]
+__all__ = [
+    "ACTIVATIONS",
+    "MODEL_KINDS",
+    "build_model",
+    "init_params",
+    "load_custom",
+    "logits_fn",
+    "model_dim",
+]
 
 MODEL_KINDS = ("softmax", "mlp", "cnn")
 ACTIVATIONS = ("relu", "tanh", "sigmoid", "elu")
@@ -153,6 +161,45 @@ def cross_entropy(logits_of):
         return jax.nn.logsumexp(z) - jnp.dot(jax.nn.one_hot(y.astype(jnp.int32), z.shape[-1]), z)
 
     return loss
+
+
+def load_custom(
+    source: str, features: int, classes: int, rng: np.random.Generator, *, rho: float = 0.0
+) -> JaxProblem:
+    """The user's model of ``model.source = "FILE.py:FUNCTION"`` as a problem.
+
+    ``FUNCTION(features, classes, rng)`` returns ``(loss, params, predict)`` (``predict``
+    may be ``None``) or a :class:`JaxProblem`; ``rng`` is the run's ``model`` stream.
+    """
+    import importlib.util
+    from pathlib import Path
+
+    path, sep, name = source.rpartition(":")
+    if not sep or not path.endswith(".py") or not name.isidentifier():
+        raise ConfigError(f"model.source must read 'FILE.py:FUNCTION'; got {source!r}")
+    if not Path(path).is_file():
+        raise ConfigError(f"model.source: file not found: {path}")
+    spec = importlib.util.spec_from_file_location(f"pgfl_user_model_{Path(path).stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise ConfigError(
+            f"model.source: {path} fails to import: {type(exc).__name__}: {exc}"
+        ) from None
+    make = getattr(module, name, None)
+    if not callable(make):
+        raise ConfigError(f"model.source: {path} has no function {name!r}")
+    out = make(features, classes, rng)
+    if isinstance(out, JaxProblem):
+        return JaxProblem(out.loss, out._params, rho, predict=out.predict, name=out.name)
+    if not isinstance(out, tuple) or len(out) != 3:
+        raise ConfigError(
+            f"model.source: {name}(features, classes, rng) must return (loss, params, predict) "
+            f"or a JaxProblem; got {type(out).__name__}"
+        )
+    loss, params, predict = out
+    return JaxProblem(loss, params, rho, predict=predict, name=f"custom:{name}")
 
 
 def build_model(

@@ -72,7 +72,7 @@ SECAGG_PROTOCOLS = ("simulated", "cryptographic")
 DISTRIBUTIONS = ("laplace", "gaussian")
 SHARE = ("models", "updates")
 DATA_KINDS = ("regression", "logistic", "classification", "digits")
-MODEL_KINDS = ("none", "softmax", "mlp", "cnn")
+MODEL_KINDS = ("none", "softmax", "mlp", "cnn", "custom")
 ACTIVATIONS = ("relu", "tanh", "sigmoid", "elu")
 ACCOUNTANTS = ("paper", "basic", "advanced", "kairouz", "pld", "rdp")
 #: Metrics of the centroid and servers on a held-out test set (classification only).
@@ -492,7 +492,12 @@ _TABLE = (
     # [model]
     Param("model.kind", "choice", "none", "`none`: the loss of data.kind (least squares or "
           "logistic, closed form); `softmax`, `mlp` or `cnn` (8×8 images): multi-class "
-          "models through JAX (extra `pgfl[jax]`; docs/models.md).", choices=MODEL_KINDS),
+          "models through JAX (extra `pgfl[jax]`; docs/models.md); `custom`: your JAX "
+          "model from `model.source`.", choices=MODEL_KINDS),
+    Param("model.source", "string", None, "`FILE.py:FUNCTION`: your JAX model; "
+          "`FUNCTION(features, classes, rng)` returns `(loss, params, predict)` "
+          "(docs/models.md).", nonempty=True, applies=_kind_is("model", "custom"),
+          required=True),
     Param("model.hidden", "ints", (64,), "Widths of the MLP's hidden layers.", lo=1,
           applies=_kind_is("model", "mlp")),
     Param("model.activation", "choice", "relu", "Activation of the hidden layers.",
