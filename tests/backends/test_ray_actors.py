@@ -45,12 +45,12 @@ def assert_equal_runs(actors: Trajectory, local: Trajectory) -> None:
     """Models bit for bit; metrics to 1e-12 (sums over units in another order)."""
     assert np.array_equal(actors.W, local.W, equal_nan=True)
     for f in ("centroid_msd", "individual_msd", "disagreement", "test_error", "test_log_loss",
-              "server_test_error"):  # fmt: skip
+              "server_test_error", "server_test_loss"):  # fmt: skip
         a, b = getattr(actors, f), getattr(local, f)
         if b is None:
             assert a is None, f
             continue
-        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-300, err_msg=f)
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-300, equal_nan=True, err_msg=f)
     for f in ("diverged_at", "aborted", "clipped", "reps"):
         assert np.array_equal(getattr(actors, f), getattr(local, f)), f
     assert actors.abort_log == local.abort_log
@@ -179,6 +179,21 @@ def test_logistic_test_errors_on_actors_equal_the_engine(ray_local):
     local, settings = _reference(cfg)
     assert local.test_error is not None
     assert_equal_runs(_on_actors(cfg, settings, RayActors(actors=3, checkpoint_every=4)), local)
+
+
+@pytest.mark.ray
+def test_a_model_on_actors_equals_the_engine(ray_local):
+    """A [model] (MLP, random initial parameters, no closed-form optimum: MSDs are NaN)."""
+    cfg = _config(
+        [{"label": "mlp"}],
+        data={"kind": "logistic", "K": 4, "N": [4, 9], "M": 3, "test_size": 10},
+        model={"kind": "mlp", "hidden": [4]},
+        training={"L": 3, "mu": 0.4, "rho": 0.01},
+        iterations=5,
+    )
+    local, settings = _reference(cfg)
+    assert np.isnan(local.centroid_msd).all() and local.server_test_loss is not None
+    assert_equal_runs(_on_actors(cfg, settings, RayActors(actors=2, checkpoint_every=3)), local)
 
 
 @pytest.mark.ray

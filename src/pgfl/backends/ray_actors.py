@@ -198,6 +198,9 @@ class BlockActor:
         self.reps = np.arange(repetitions)
         M = self.block.problem.dim(self.block.data.X.shape[-1])
         self.W = np.zeros((len(settings), repetitions, self.block.size, M))
+        initial = getattr(self.block.problem, "initial", None)  # a [model]'s parameters
+        if initial is not None:
+            self.W += np.asarray(initial, float)
         self.round = 0
         self.history: list[np.ndarray] = []
         self.own: np.ndarray | None = None
@@ -307,7 +310,8 @@ class BlockActor:
 
         ``centroid[n, C, R, M]``: ``w_c,i`` of those rounds (from ``first``). Returns
         ``individual`` ``Σ_p ‖w_p − w°‖²`` and ``disagreement`` ``Σ_p ‖w_p − w_c‖²``
-        (``[n, C, R]``), and ``server_test_error`` ``[n, C, R, P_b]`` with a test set.
+        (``[n, C, R]``), and ``server_test_error``, ``server_test_loss`` ``[n, C, R, P_b]``
+        for a classifier with a test set (``test``).
         Repetitions that diverged are NaN from ``diverged_at`` on (the engine's freeze).
         """
         self._record("metrics", first, centroid, w_opt, diverged_at)
@@ -322,6 +326,7 @@ class BlockActor:
         }
         if test is not None:
             out["server_test_error"] = self.block.problem.test_error(Wh, *test)
+            out["server_test_loss"] = self.block.problem.test_loss(Wh, *test)
         return out
 
     def checkpoint(self) -> tuple[int, np.ndarray]:
@@ -485,9 +490,15 @@ class _Run:
         self.P = net.A.shape[0]
 
     def optimum(self, actors: list[Any]) -> np.ndarray:
-        """``w°`` from the blocks' terms (the formulas of ``problem.optimum``)."""
+        """``w°`` from the blocks' terms (the formulas of ``problem.optimum``).
+
+        Least squares and logistic regression; any other problem (a ``[model]``) has no
+        closed-form optimum, and the MSD metrics are NaN as in the engine.
+        """
         ray, problem, total = self.ray, self.net.problem, self.P * self.K
         M = self.net.dim
+        if problem.name not in ("least_squares", "logistic"):
+            return np.full(M, np.nan)
         if problem.name == "least_squares":
             terms = ray.get([a.optimum_terms.remote() for a in actors])
             R = sum(t[0] for t in terms) / total
@@ -535,13 +546,15 @@ class _Run:
                 f"a Ray actor holding units could not build its block ({reason}); "
                 "use more actors (--actors) or machines with more memory"
             ) from None
-        has_test = test is not None and net.problem.name == "logistic"
+        has_test = test is not None and getattr(net.problem, "classifier", False)
+        test = test if has_test else None
         shape = (T, C, R)
         metrics = {k: np.empty(shape) for k in ("centroid", "individual", "disagreement")}
         if has_test:
             for k in ("test_error", "test_log_loss"):
                 metrics[k] = np.empty(shape)
             metrics["server_test_error"] = np.empty((*shape, P))
+            metrics["server_test_loss"] = np.empty((*shape, P))
         diverged_at = np.full((C, R), -1)
         aborted = np.zeros((C, R), dtype=np.int64)
         clipped = np.zeros((C, R), dtype=np.int64)
@@ -595,9 +608,8 @@ class _Run:
                 X_test, y_test = test
                 metrics["test_error"][span] = net.problem.test_error(centroid, X_test, y_test)
                 metrics["test_log_loss"][span] = net.problem.test_loss(centroid, X_test, y_test)
-                metrics["server_test_error"][span] = np.concatenate(
-                    [p["server_test_error"] for p in parts], axis=-1
-                )
+                for k in ("server_test_error", "server_test_loss"):
+                    metrics[k][span] = np.concatenate([p[k] for p in parts], axis=-1)
             for k in range(n):
                 ab = np.concatenate([reports[A * k + b][0] for b in range(A)], axis=2)
                 clipped += sum(reports[A * k + b][1] for b in range(A))
@@ -612,18 +624,19 @@ class _Run:
         W = np.concatenate(ray.get([a.final.remote() for a in actors]), axis=2)
         W[diverged_at >= 0] = np.nan
         return Trajectory(
-            metrics["centroid"],
-            metrics["individual"],
-            metrics["disagreement"],
-            metrics.get("test_error"),
-            metrics.get("test_log_loss"),
-            metrics.get("server_test_error"),
-            diverged_at,
-            W,
-            aborted,
-            clipped,
-            abort_log,
-            np.arange(R),
+            centroid_msd=metrics["centroid"],
+            individual_msd=metrics["individual"],
+            disagreement=metrics["disagreement"],
+            test_error=metrics.get("test_error"),
+            test_log_loss=metrics.get("test_log_loss"),
+            server_test_error=metrics.get("server_test_error"),
+            diverged_at=diverged_at,
+            W=W,
+            aborted=aborted,
+            clipped=clipped,
+            abort_log=abort_log,
+            reps=np.arange(R),
+            server_test_loss=metrics.get("server_test_loss"),
         )
 
     def recover(self, actors: list[Any], ckpt: list[Any], spawn: Callable) -> list[Any]:
