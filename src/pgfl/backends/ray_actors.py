@@ -14,8 +14,9 @@ the messages ``ψ_m + g_pm`` of eq. 8 with their neighbours. Here a block of uni
   units' noise with the keyed draws (:class:`pgfl.rng.KeyedDraws`, keyed by unit, so the
   numbers are those of the single-process engine), and returns one array of messages
   ``ψ_m + g_pm`` per receiving block; the driver passes those *object references* on to
-  the receiving actors (the arrays go from actor to actor through Ray's object store,
-  not through the driver), which combine them, ``w_p = Σ_m a_pm (ψ_m + g_pm)`` (eq. 8,
+  the receiving actors (large arrays go between nodes through Ray's object store; Ray
+  relays return values under ~100 KiB through their owner, the driver's process), which
+  combine them, ``w_p = Σ_m a_pm (ψ_m + g_pm)`` (eq. 8,
   :func:`pgfl.engine.step.combine_phase`);
 * **metrics** without gathering models: each round an actor returns its block's sum
   ``Σ_{p∈b} w_p`` (``[C, R, M]``) and divergence flags (``[C, R]``); every
