@@ -118,6 +118,22 @@ def test_block_actors_in_one_process_give_the_engine_bits():
     assert np.array_equal(W, local.W)
 
 
+def test_a_repetition_that_diverged_in_any_block_is_frozen_in_every_block():
+    """The engine freezes a diverged repetition at NaN in every unit (simulate): an actor
+    applies the other blocks' flags before its next local phase."""
+    cfg = _config([{"label": "a"}, {"label": "b", "training": {"mu": 0.2}}])
+    net = build_network(cfg.curves[0], cfg.seed)
+    settings = [curve_settings(c, cfg.iterations, net) for c in cfg.curves]
+    plan = plan_blocks(net.links, 2)[1]
+    actor = BlockActor(cfg.curves[0], cfg.seed, plan, settings, cfg.repetitions)
+    other, mine = np.zeros((2, 2), bool), np.zeros((2, 2), bool)
+    other[1, 0] = True  # curve 1, repetition 0 diverged in the other block
+    actor.send(1, other, mine)
+    assert (
+        np.isnan(actor.W[1, 0]).all() and np.isfinite(np.delete(actor.W.reshape(4, -1), 2, 0)).all()
+    )
+
+
 # ------------------------------------------------------------------ on Ray
 @pytest.mark.ray
 def test_plain_scheme_on_actors_equals_the_engine(ray_local):
@@ -158,12 +174,15 @@ def test_secure_aggregation_with_dropout_on_actors_equals_the_engine(ray_local):
             {"label": "simulated", "privacy": secagg},
             {"label": "crypto", "privacy": {**secagg, "secagg_protocol": "cryptographic"},
              "training": {"share": "updates"}},
+            {"label": "diverges", "privacy": secagg, "training": {"mu": 30.0}},
         ],
         iterations=6,
         privacy={"secagg_clip": 64.0},
     )  # fmt: skip
     local, settings = _reference(cfg)
     assert local.aborted.sum() > 0  # the test covers aborts
+    # and repetitions that diverge when their models leave the protocol's range
+    assert (local.diverged_at[2] > 0).any() and local.clipped[2].sum() > 0
     assert_equal_runs(_on_actors(cfg, settings, RayActors(actors=2, checkpoint_every=4)), local)
 
 
