@@ -201,6 +201,7 @@ def test_logistic_test_errors_on_actors_equal_the_engine(ray_local):
 
 
 @pytest.mark.ray
+@pytest.mark.slow
 def test_a_model_on_actors_equals_the_engine(ray_local):
     """A [model] (MLP, random initial parameters, no closed-form optimum: MSDs are NaN)."""
     cfg = _config(
