@@ -450,7 +450,9 @@ class RayActors:
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         plans = plan_blocks(net.links, min(self.actors or cpus, P))
         per_actor = self.cpus_per_actor or min(1.0, cpus / len(plans))
-        remote = ray.remote(BlockActor).options(num_cpus=per_actor, max_restarts=0)
+        remote = ray.remote(BlockActor).options(  # blocks spread over the nodes (memory)
+            num_cpus=per_actor, max_restarts=0, scheduling_strategy="SPREAD"
+        )
         args = (recipe, seed)
 
         def spawn(p: BlockPlan) -> Any:
