@@ -140,8 +140,15 @@ def test_plain_scheme_on_actors_equals_the_engine(ray_local):
     cfg = _config([{"label": "plain"}, {"label": "diverges", "training": {"mu": 200.0}}])
     local, settings = _reference(cfg)
     assert (local.diverged_at[1] > 0).all() and (local.diverged_at[0] < 0).all()
-    backend = RayActors(actors=3, checkpoint_every=5)
+    backend = RayActors(actors=3, checkpoint_every=5, record=True)
     assert_equal_runs(_on_actors(cfg, settings, backend), local)
+    # the diverged repetitions (round 1) reach every local phase after it as flags,
+    # across checkpoints too (rounds 6 and 11 start a new chunk)
+    for log in backend.received:
+        sends = [k for k, (method, kind, _) in enumerate(log) if (method, kind) == ("send", "int")]
+        flags = [sum(1 for e in log[a + 1 : b] if e[:2] == ("send", "array"))
+                 for a, b in zip(sends, [*sends[1:], len(log)], strict=True)]  # fmt: skip
+        assert flags[0] == 0 and all(f >= 1 for f in flags[1:]), flags
     # a ring of 5 units in blocks (0)(1 2)(3 4): links 0↔1, 2↔3, 4↔0 cross, each [C, R, M]
     assert backend.message_bytes == 6 * 2 * 2 * 2 * 8
 

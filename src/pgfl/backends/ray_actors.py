@@ -517,9 +517,16 @@ class _Run:
             w = w - np.linalg.solve(H, g)
         raise RuntimeError("logistic optimum did not converge in 100 Newton steps")
 
-    def rounds(self, actors: list[Any], first: int, stop: int) -> list[tuple[list, list]]:
-        """Submit rounds ``first+1..stop``; per round the send reports and receive results."""
-        out, bad = [], []
+    def rounds(
+        self, actors: list[Any], first: int, stop: int, frozen: np.ndarray
+    ) -> list[tuple[list, list]]:
+        """Submit rounds ``first+1..stop``; per round the send reports and receive results.
+
+        ``frozen[C, R]``: the repetitions that diverged up to round ``first`` (applied
+        before the first local phase: a checkpoint is taken before the last flags are).
+        """
+        out: list[tuple[list, list]] = []
+        bad: list[Any] = [frozen] if frozen.any() else []
         for i in range(first + 1, stop + 1):
             sent = []
             for a, p in zip(actors, self.plans, strict=True):
@@ -568,7 +575,7 @@ class _Run:
             stop = min(done + self.b.checkpoint_every, T)
             try:
                 t0 = time.perf_counter()
-                submitted = self.rounds(actors, done, stop)
+                submitted = self.rounds(actors, done, stop, diverged_at >= 0)
                 self.b.submit_seconds += time.perf_counter() - t0
                 reports = ray.get([r for sends, _ in submitted for r in sends])
                 results = ray.get([x for _, res in submitted for r in res for x in r])
