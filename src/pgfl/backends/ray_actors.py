@@ -315,7 +315,7 @@ class BlockActor:
         for a classifier with a test set (``test``).
         Repetitions that diverged are NaN from ``diverged_at`` on (the engine's freeze).
         """
-        self._record("metrics", first, centroid, w_opt, diverged_at)
+        self._record("metrics", first, centroid, w_opt, diverged_at, test)
         Wh = np.stack(self.history)
         self.history = []
         rounds = first + np.arange(len(Wh))
