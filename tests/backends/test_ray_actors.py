@@ -74,8 +74,17 @@ def test_a_block_of_synthetic_data_is_the_rows_of_the_whole(monkeypatch, generat
         assert np.array_equal(part.X_test, whole.X_test)
 
 
-def test_build_block_is_the_block_of_the_whole_network():
-    cfg = _config([{"label": "a"}], training={"L": 3, "mu": 0.4, "batch": [2, 4]})
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"K": 5, "N": [4, 9]},
+        {"kind": "logistic", "K": 4, "N": [3, 7], "test_size": 6},
+        {"kind": "classification", "source": "fair", "K": 3, "rows": 300, "test_size": 20},
+    ],
+    ids=["regression", "logistic", "data file"],
+)
+def test_build_block_is_the_block_of_the_whole_network(data):
+    cfg = _config([{"label": "a"}], data=data, training={"L": 3, "mu": 0.4, "batch": [2, 4]})
     net = build_network(cfg.curves[0], cfg.seed)
     block, whole = build_block(cfg.curves[0], cfg.seed, 1, 4), net.block(1, 4)
     for f in ("start", "L", "e_max", "b_max", "size"):
@@ -83,8 +92,12 @@ def test_build_block_is_the_block_of_the_whole_network():
     for f in ("epochs", "batch"):
         assert np.array_equal(getattr(block, f), getattr(whole, f)), f
     assert np.array_equal(block.data.Xy, whole.data.Xy)
+    for f in ("X_test", "y_test"):
+        assert np.array_equal(getattr(block.data, f), getattr(whole.data, f)), f
     outline = build_network(cfg.curves[0], cfg.seed, outline=True)
-    assert outline.data.shape == net.data.shape and not hasattr(outline.data, "X")
+    assert outline.data.shape == net.data.shape
+    if data.get("kind") != "classification":  # synthetic: sizes only, no samples
+        assert not hasattr(outline.data, "X")
 
 
 def test_block_routes_carry_every_link_once_in_order():
