@@ -100,6 +100,17 @@ def test_build_block_is_the_block_of_the_whole_network(data):
         assert not hasattr(outline.data, "X")
 
 
+def test_the_driver_plans_an_actors_run_without_client_data(tmp_path):
+    from pgfl.data.federated import DataOutline
+    from pgfl.experiments.runner import prepare_experiment
+
+    cfg = _config([{"label": "a"}], run={"backend": "ray", "mode": "actors", "actors": 2})
+    (batch,) = prepare_experiment(cfg, tmp_path / "out").batches
+    assert isinstance(batch.net.data, DataOutline)
+    local = prepare_experiment(_config([{"label": "a"}]), tmp_path / "out")
+    assert batch.net.data.shape == local.batches[0].net.data.shape
+
+
 def test_block_routes_carry_every_link_once_in_order():
     A = np.array([[0.5, 0.5, 0, 0], [0.25, 0.25, 0.25, 0.25], [0, 0.5, 0.5, 0], [0, 0.5, 0, 0.5]])
     links = Links.from_matrix(A)
