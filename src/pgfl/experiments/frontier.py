@@ -429,7 +429,7 @@ def plot_frontier(summary: Mapping[str, Any], path: str | Path, *, dpi: int = 90
     fig.tight_layout(rect=(0, 0.02 + 0.3 / len(rows), 1, 0.97))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
     plt.close(fig)
     return path
 
