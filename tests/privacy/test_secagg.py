@@ -534,3 +534,81 @@ def test_larger_unit_with_dropouts_matches_quantized_mean(neighbours):
     inc = (stage == 0) | (stage == 3)
     assert np.array_equal(res.mean, quantized_mean(x, inc, cfg))
     assert np.abs(res.mean - x[inc].mean(0)).max() <= cfg.quantization_bound + 1e-14
+
+
+# ---------------------------------------------------------------- parallel round (worker processes)
+
+
+def _client_view_masked_inputs(x, cfg, stage, unit, rnd, seed):
+    """Slow reference: each surviving client u computes its own y_u from its own secrets.
+
+    Replays the deterministic byte source (c keys, s keys, then the self-mask seeds b_u, as
+    the protocol draws them) and evaluates every agreement from u's side, DH(s_u^SK, s_v^PK),
+    so each pair is computed twice, once by each end (the protocol computes it once).
+    """
+    L, M = x.shape
+    rb = counter_bytes(seed)
+    c_raw = [rb(32) for _ in range(L)]
+    s_raw = [rb(32) for _ in range(L)]
+    b_seed = [rb(32) for _ in range(L)]
+    s_key = [X25519PrivateKey.from_private_bytes(r) for r in s_raw]
+    pub = [
+        (
+            X25519PrivateKey.from_private_bytes(c).public_key().public_bytes_raw(),
+            s.public_key().public_bytes_raw(),
+        )
+        for c, s in zip(c_raw, s_key, strict=True)
+    ]
+    shared = stage != DROP_AFTER_ADVERTISE
+    included = shared & (stage != 2)
+    holders = neighbour_graph(L, cfg, unit=unit, round=rnd)
+    y = np.zeros((L, M), dtype=cfg.dtype)
+    nbytes = M * np.dtype(cfg.dtype).itemsize
+    for u in np.flatnonzero(included):
+        acc = encode(x[u], cfg)
+        key = hkdf_sha256(b_seed[u], secagg._info(b"self", unit, rnd, int(u), 0))
+        acc += np.frombuffer(secagg._keystream(key, nbytes), dtype=cfg.dtype)
+        for v in holders[u, 1:]:
+            if not shared[v]:
+                continue
+            lo, hi = min(u, v), max(u, v)
+            dh = s_key[u].exchange(s_key[v].public_key())
+            m = np.frombuffer(
+                secagg._keystream(
+                    hkdf_sha256(dh, secagg._info(b"pairwise", unit, rnd, int(lo), int(hi))), nbytes
+                ),
+                dtype=cfg.dtype,
+            )
+            acc = acc + m if v > u else acc - m
+        y[u] = secagg._reduce(acc, cfg)
+    return y, pub
+
+
+@pytest.mark.parametrize("neighbours", [None, 6])
+def test_parallel_round_gives_the_serial_transcript_and_the_client_view(neighbours):
+    rng = np.random.default_rng(21)
+    L, M = 24, 7  # 276 pairs (complete): above the size that starts the worker processes
+    cfg = SecAggConfig(neighbours=neighbours, graph_seed=2, modulus_bits=40, frac_bits=16)
+    x = rng.normal(size=(L, M))
+    stage = np.zeros(L, dtype=np.int64)
+    stage[[3, 17]] = DROP_AFTER_ADVERTISE
+    stage[[5, 11]] = 2  # shared keys, then vanished: pairwise masks recovered from s_u^SK
+    stage[[8]] = DROP_AFTER_MASKED_INPUT
+    runs = [
+        run_secagg_round(
+            x, cfg, unit=3, round=9, drop_stage=stage, randbytes=counter_bytes(b"w"), workers=w
+        )
+        for w in (1, 2, 3)
+    ]
+    ref_y, ref_pub = _client_view_masked_inputs(x, cfg, stage, 3, 9, b"w")
+    for res in runs:
+        assert res.public_keys == ref_pub
+        assert np.array_equal(res.masked_inputs, ref_y)
+        assert np.array_equal(res.sum_residues, runs[0].sum_residues)
+        assert np.array_equal(res.mean, quantized_mean(x, res.included, cfg))
+        assert res.included.tolist() == ((stage == 0) | (stage == 3)).tolist()
+
+
+def test_workers_setting_is_validated():
+    with pytest.raises(ConfigError, match="workers"):
+        run_secagg_round(np.ones((3, 2)), SecAggConfig(threshold=2), unit=0, round=0, workers=0)
