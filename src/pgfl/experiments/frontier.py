@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +94,6 @@ class Scheme:
     scope: str
     privacy: Mapping[str, Any]
     share: str = "models"
-    training: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _client(dist: str, share: str) -> Scheme:
