@@ -126,3 +126,55 @@ def test_pld_epsilon_does_not_depend_on_order_or_reads():
     sparse = acc.epsilon_curve(checkpoints=2, **kw)["pld"]
     assert full[-1] == sparse[-1]
     assert np.all(sparse >= full)
+
+
+# ------------------------------------------------------------------------ calibration
+def _counting(releases_at):
+    calls = []
+
+    def wrapped(s):
+        calls.append(s)
+        return releases_at(s)
+
+    return wrapped, calls
+
+
+@pytest.mark.parametrize("rtol", [1e-4, 1e-2])
+def test_calibration_is_the_smallest_grid_point_whatever_the_guess(rtol):
+    # basic accountant: ε(s) = 10/s exactly; the answer is (1 + rtol)^k for the smallest
+    # k with 10/s ≤ target (aimed 1e-9 below it)
+    target = 3.0
+    h = math.log1p(rtol)
+    k = math.ceil(math.log(10.0 / (target * (1 - 1e-9))) / h)
+    expected = math.exp(k * h)
+    assert 10.0 / expected <= target < 10.0 / math.exp((k - 1) * h)
+    for guess in (1e-8, 0.5, 10 / 3, 3.4, 7e5):
+        s = acc.calibrate_releases(
+            lambda s: [acc.LaplaceRelease(1.0, s, count=10)], target, DELTA,
+            accountant="basic", guess=guess, rtol=rtol,
+        )  # fmt: skip
+        assert s == expected, guess
+
+
+@pytest.mark.parametrize(
+    ("accountant", "release"),
+    [
+        ("pld", lambda s: [acc.LaplaceRelease(0.01 * j, s) for j in range(1, 41)]),
+        ("pld", lambda s: [acc.GaussianRelease(1.0, s, count=50)]),
+        ("rdp", lambda s: [acc.VectorLaplaceRelease(1.0, s, dim=3, count=30)]),
+        ("kairouz", lambda s: [acc.LaplaceRelease(1.0, s, count=30)]),
+    ],
+)
+def test_calibration_from_a_close_guess_takes_few_evaluations(accountant, release):
+    target = 2.0
+    exact = acc.calibrate_releases(release, target, DELTA, accountant=accountant)
+    for guess, most in ((exact * 1.03, 5), (exact / 1.03, 5), (exact * 50, 12)):
+        releases_at, calls = _counting(release)
+        s = acc.calibrate_releases(
+            releases_at, target, DELTA, accountant=accountant, guess=guess
+        )
+        assert s == exact
+        assert len(calls) <= most, (guess / exact, len(calls))
+        # certified: the answer meets the target, one grid step less noise does not
+        assert acc.final_epsilon(release(s), DELTA, accountant) <= target
+        assert acc.final_epsilon(release(s / (1 + 1e-4)), DELTA, accountant) > target * (1 - 1e-9)
