@@ -170,9 +170,7 @@ def test_calibration_from_a_close_guess_takes_few_evaluations(accountant, releas
     exact = acc.calibrate_releases(release, target, DELTA, accountant=accountant)
     for guess, most in ((exact * 1.03, 5), (exact / 1.03, 5), (exact * 50, 12)):
         releases_at, calls = _counting(release)
-        s = acc.calibrate_releases(
-            releases_at, target, DELTA, accountant=accountant, guess=guess
-        )
+        s = acc.calibrate_releases(releases_at, target, DELTA, accountant=accountant, guess=guess)
         assert s == exact
         assert len(calls) <= most, (guess / exact, len(calls))
         # certified: the answer meets the target, one grid step less noise does not

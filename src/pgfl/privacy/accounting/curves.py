@@ -315,7 +315,7 @@ def calibrate_releases(
         return values[k]
 
     def root_estimate(k1: int, k2: int | None) -> float | None:
-        """ln s where f = 0 by the line through k1 and k2 (slope −1 without k2), or None."""
+        """The ln s where f = 0 on the line through k1 and k2 (slope −1 without k2), or None."""
         f1 = f(k1)
         if not math.isfinite(f1):
             return None
