@@ -119,6 +119,14 @@ def test_pld_epsilon_does_not_depend_on_order_or_reads():
         if i % 5 == 0:
             read.get_epsilon(DELTA)
     assert read.get_epsilon(DELTA) == once.get_epsilon(DELTA)
+    rdp_once, rdp_read = acc.RdpAccountant(), acc.RdpAccountant()
+    for r in releases + [acc.GaussianRelease(1.0, 9.0, count=2)]:
+        rdp_once.compose(r)
+    for i, r in enumerate([acc.GaussianRelease(1.0, 9.0)] * 2 + shuffled):
+        rdp_read.compose(r)
+        if i % 5 == 0:
+            rdp_read.get_epsilon(DELTA)
+    assert rdp_read.get_epsilon(DELTA) == rdp_once.get_epsilon(DELTA)
     # a per-link curve read at every iteration ends where one read at T ends
     kw = dict(scheme="random_per_link", sigma=40.0, mu=0.1, clip=1.0, iterations=30, dim=2,
               observed_links=3, accountants=["pld"])  # fmt: skip
@@ -176,3 +184,28 @@ def test_calibration_from_a_close_guess_takes_few_evaluations(accountant, releas
         # certified: the answer meets the target, one grid step less noise does not
         assert acc.final_epsilon(release(s), DELTA, accountant) <= target
         assert acc.final_epsilon(release(s / (1 + 1e-4)), DELTA, accountant) > target * (1 - 1e-9)
+
+
+# ------------------------------------------------------------- runner: read-outs of ε(i)
+def test_runner_reads_epsilon_at_the_configured_checkpoints(tmp_path):
+    from dataclasses import replace
+
+    from pgfl.experiments.frontier import frontier_config
+    from pgfl.experiments.runner import curve_epsilon, prepare_experiment
+
+    cfg = frontier_config("regression", 12, epsilons=(2.0,), schemes=("graph_homomorphic",),
+                          repetitions=1)  # fmt: skip
+    (curve,) = [c for c in cfg.curves if c.label != "none"]
+    assert curve.privacy.epsilon_checkpoints == 2  # the frontier needs ε(T) only
+    plan = prepare_experiment(cfg, tmp_path / "run")
+    batch = plan.batches[0]
+    c = batch.indices.index(cfg.curves.index(curve))
+    sparse, entry = curve_epsilon(curve, batch.settings[c], cfg.iterations, batch.net)
+    every = replace(curve, privacy=replace(curve.privacy, epsilon_checkpoints=12))
+    full, _ = curve_epsilon(every, batch.settings[c], cfg.iterations, batch.net)
+    s, f = sparse["epsilon_pld"], full["epsilon_pld"]
+    assert s.shape == f.shape == (12,)
+    assert s[0] == f[0] and s[-1] == f[-1] == entry["epsilon"]["pld"]
+    assert np.all(s[1:] == s[-1])  # read at 1 and T; in between, the upper bound ε(T)
+    assert np.all(np.diff(f) > 0) and np.all(s >= f)
+    assert f[-1] == pytest.approx(2.0, rel=1e-3)  # calibrated to the target

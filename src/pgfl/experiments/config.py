@@ -194,6 +194,7 @@ class PrivacyConfig(_Section):
     target_epsilon: float | None = _default("privacy.target_epsilon")
     delta: float = _default("privacy.delta")
     accountants: tuple = _default("privacy.accountants")
+    epsilon_checkpoints: int = _default("privacy.epsilon_checkpoints")
     dropout: float = _default("privacy.dropout")
     secagg_protocol: str = _default("privacy.secagg_protocol")
     secagg_modulus_bits: int = _default("privacy.secagg_modulus_bits")

@@ -390,6 +390,7 @@ def curve_epsilon(
         "delta": cfg.privacy.delta,
         "dim": net.dim,
         "accountants": list(cfg.privacy.accountants),
+        "checkpoints": cfg.privacy.epsilon_checkpoints,
     }
     eps = epsilon_curve(**args, **common)  # σ = 0: ε = ∞ with the reason
     entry = eps.summary()

@@ -548,6 +548,11 @@ _TABLE = (
           hi_open=True, batched=True, applies=DP_LINK),
     Param("privacy.accountants", "choices", ("paper", "pld"), "ε reported per curve (see "
           "docs/privacy.md).", choices=ACCOUNTANTS, batched=True, applies=DP_LINK),
+    Param("privacy.epsilon_checkpoints", "int", 64, "Iterations at which ε(i) is read by "
+          "`pld` (and by `basic`/`advanced`/`kairouz` for Gaussian noise), log-spaced "
+          "including 1 and T; every other iteration reports the next read-out, an upper bound "
+          "(ε never decreases). ε(T) does not depend on it; fewer read-outs cost less "
+          "accounting time.", lo=2, batched=True, applies=DP_LINK),
     Param("privacy.dropout", "real", 0.0, "Probability that a sampled client drops out of a "
           "round of secure aggregation.", lo=0, hi=1, hi_open=True, batched=True,
           applies=SECURE_AGGREGATION),

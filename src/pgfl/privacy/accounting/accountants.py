@@ -308,11 +308,12 @@ class RdpAccountant(Accountant):
     generic ε-DP: binary randomized response under ``REPLACE_ONE``. Orders: the library's.
     When every step is pure DP, Σ ε_t is valid at every δ and caps the result.
 
-    Laplace steps are kept as counts per ε₀ and added up at query time with the
-    vectorized formula :func:`~.mechanisms.laplace_rdp` (the one ``dp_accounting``
-    applies to a ``LaplaceDpEvent``, one order at a time), so a run of T distinct
-    Laplace releases costs one array operation; the conversion to (ε, δ) is
-    ``dp_accounting``'s ``compute_epsilon``.
+    Releases are kept as counts per distinct release and summed at query time: Laplace
+    steps with the vectorized formula :func:`~.mechanisms.laplace_rdp` (the one
+    ``dp_accounting`` applies to a ``LaplaceDpEvent``, one order at a time), so a run of
+    T distinct Laplace releases costs one array operation, the others through a fresh
+    ``dp_accounting`` accountant; the conversion to (ε, δ) is ``dp_accounting``'s
+    ``compute_epsilon``.
 
     >>> round(RdpAccountant().compose(GaussianRelease(1.0, 1.0), 100).get_epsilon(1e-5), 2)
     96.12
@@ -323,21 +324,28 @@ class RdpAccountant(Accountant):
 
     def __init__(self, orders: Iterable[float] | None = None) -> None:
         super().__init__()
-        self._rdp = dp_rdp.RdpAccountant(
-            None if orders is None else list(orders),
-            neighboring_relation=RANDOMIZED_RESPONSE_RELATION,  # shift pairs ignore it
-        )
-        self._orders = self._rdp.orders
-        self._laplace = np.zeros(self._orders.shape)  # Σ count · RDP of the Laplace steps
-        self._pending: dict[float, int] = {}  # ε₀ of one Laplace coordinate → count
+        self._order_list = None if orders is None else list(orders)
+        self._orders = self._library().orders
+        # the multiset of releases: (Laplace ε₀ of one coordinate | dp_accounting event) → count
+        self._laplace: dict[float, int] = {}
+        self._events: dict[dp_accounting.DpEvent, int] = {}
+        self._rdp: np.ndarray | None = None  # RDP per order (None: not summed yet)
         self._pure_total = 0.0
         self._gaussian = False
 
+    def _library(self) -> dp_rdp.RdpAccountant:
+        return dp_rdp.RdpAccountant(
+            self._order_list,
+            neighboring_relation=RANDOMIZED_RESPONSE_RELATION,  # shift pairs ignore it
+        )
+
     def _compose(self, release: Release, n: int) -> None:
+        self._rdp = None
         if isinstance(release, GaussianRelease):
             self._gaussian = True
             if release.sensitivity_l2 > 0:
-                self._rdp.compose(dp_accounting.GaussianDpEvent(release.noise_multiplier), n)
+                event = dp_accounting.GaussianDpEvent(release.noise_multiplier)
+                self._events[event] = self._events.get(event, 0) + n
             return
         self._pure_total += n * release.epsilon0
         if release.epsilon0 == 0:
@@ -348,18 +356,28 @@ class RdpAccountant(Accountant):
             e0 = release.epsilon0
         else:
             p = 2.0 / (1.0 + math.exp(release.epsilon))
-            self._rdp.compose(dp_accounting.RandomizedResponseDpEvent(p, num_buckets=2), n)
+            event = dp_accounting.RandomizedResponseDpEvent(p, num_buckets=2)
+            self._events[event] = self._events.get(event, 0) + n
             return
-        self._pending[e0] = self._pending.get(e0, 0) + n
+        self._laplace[e0] = self._laplace.get(e0, 0) + n
 
     def _rdp_values(self) -> np.ndarray:
-        """RDP of everything composed so far, per order."""
-        if self._pending:
-            e0 = np.fromiter(self._pending, dtype=float)
-            counts = np.fromiter(self._pending.values(), dtype=float)
-            self._laplace += counts @ laplace_rdp(e0, self._orders)
-            self._pending.clear()
-        return self._rdp.rdp + self._laplace
+        """RDP per order of everything composed so far, summed from the multiset.
+
+        A deterministic function of {release: copies}, so ε after T releases is the same
+        number whatever the order and grouping of the compositions and reads before.
+        """
+        if self._rdp is None:
+            library = self._library()
+            for event, count in sorted(self._events.items(), key=lambda kv: repr(kv[0])):
+                library.compose(event, count)
+            rdp = library.rdp
+            if self._laplace:
+                e0 = np.array(sorted(self._laplace))
+                counts = np.array([self._laplace[e] for e in e0], dtype=float)
+                rdp = rdp + counts @ laplace_rdp(e0, self._orders)
+            self._rdp = rdp
+        return self._rdp
 
     def _epsilon(self, delta: float) -> float:
         rdp = self._rdp_values()
