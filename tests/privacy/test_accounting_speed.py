@@ -209,3 +209,22 @@ def test_runner_reads_epsilon_at_the_configured_checkpoints(tmp_path):
     assert np.all(s[1:] == s[-1])  # read at 1 and T; in between, the upper bound ε(T)
     assert np.all(np.diff(f) > 0) and np.all(s >= f)
     assert f[-1] == pytest.approx(2.0, rel=1e-3)  # calibrated to the target
+
+
+def test_calibrated_noise_does_not_depend_on_earlier_calibrations():
+    # the second and later targets of the same settings start from a remembered ratio
+    # σ_pld/σ_rdp; the answer must be the one a fresh process finds
+    from pgfl.privacy.accounting import curves
+
+    kw = dict(scheme="graph_homomorphic", mu=0.2, clip=1.0, dim=2)
+    targets = (0.5, 5.0, 1.0, 20.0)
+    fresh = {}
+    for t in targets:
+        curves._PLD_OVER_RDP.clear()
+        fresh[t] = acc.calibrate(t, DELTA, 15, **kw)
+    curves._PLD_OVER_RDP.clear()
+    for order in (targets, targets[::-1]):
+        for t in order:
+            assert acc.calibrate(t, DELTA, 15, **kw) == fresh[t], (order, t)
+    assert len(curves._PLD_OVER_RDP) == 1
+    assert len(curves._PLD_OVER_RDP_KEEP * [0]) >= len(curves._PLD_OVER_RDP)

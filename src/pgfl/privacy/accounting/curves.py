@@ -45,6 +45,13 @@ __all__ = [
 DISTRIBUTIONS = ("laplace", "gaussian")
 #: The accountant pgfl calls "the tight one".
 TIGHT_ACCOUNTANT = "pld"
+#: (settings, accountant, reading, rtol) → [(target ε, σ_pld/σ_rdp), ...] of recent PLD
+#: calibrations of Laplace noise: the ratio corrects the Rényi starting guess for another
+#: target of the same settings (a frontier's grid of ε). The answer is the same whatever
+#: the guess (:func:`calibrate_releases`), so this only saves evaluations; it holds at
+#: most this many settings.
+_PLD_OVER_RDP: dict[tuple, list[tuple[float, float]]] = {}
+_PLD_OVER_RDP_KEEP = 64
 #: Support size the PLD grid aims at (≈ 2·Σε / interval); see :func:`pld_interval`.
 _PLD_TARGET_POINTS = 2e4
 
@@ -630,7 +637,10 @@ def calibrate(
     :func:`calibrate_releases` on the releases of :func:`epsilon_curve`, started from a
     closed form: basic composition for Laplace (ε ∝ 1/σ, exact for ``paper`` and
     ``basic``; for ``pld``, the cheaper ``rdp`` calibration from there, an upper end
-    since pld ≤ rdp), the exact composed Gaussian for Gaussian noise.
+    since pld ≤ rdp, times σ_pld/σ_rdp of the nearest target calibrated before with the
+    same settings, if any: a frontier's grid of ε), the exact composed Gaussian for
+    Gaussian noise. The answer is the smallest σ on the grid
+    (1 + ``rtol``)^k that meets the target, whatever the start.
 
     Args:
         target_epsilon: ε* > 0.
@@ -679,10 +689,13 @@ def calibrate(
         aggregation_error=aggregation_error,
     )
     paper = acc == "paper" or not st.rigorous
+    tol = check_real("rtol", rtol, lo=0.0, hi=0.1, lo_open=True)
 
     def releases_at(sigma: float) -> list[Release]:
         return _releases(dataclasses.replace(st, sigma=sigma), paper=paper)
 
+    key = (st, acc, paper, tol)
+    ratio = 1.0
     unit = releases_at(1.0)
     if st.distribution == "laplace":
         guess = sum(r.count * r.epsilon0 for r in unit) / eps_star
@@ -690,9 +703,18 @@ def calibrate(
             guess = calibrate_releases(
                 releases_at, eps_star, st.delta, accountant="rdp", guess=guess, rtol=1e-3
             )
+            known = _PLD_OVER_RDP.get(key)
+            if known:  # σ_pld/σ_rdp varies slowly with the target: use the nearest one's
+                ratio = min(known, key=lambda p: abs(math.log(p[0] / eps_star)))[1]
     else:
         total = sum(r.count * r.sensitivity_l2**2 for r in unit)  # type: ignore[union-attr]
         guess = math.sqrt(total) * float(dp_accounting.get_sigma_gaussian(eps_star, st.delta))
-    return calibrate_releases(
-        releases_at, eps_star, st.delta, accountant=acc, guess=guess, rtol=rtol
+    sigma = calibrate_releases(
+        releases_at, eps_star, st.delta, accountant=acc, guess=guess * ratio, rtol=tol
     )
+    if acc == "pld" and st.distribution == "laplace":
+        known = _PLD_OVER_RDP.pop(key, None) or []  # re-inserted last: most recent
+        _PLD_OVER_RDP[key] = [*known[-7:], (eps_star, sigma / guess)]
+        while len(_PLD_OVER_RDP) > _PLD_OVER_RDP_KEEP:
+            del _PLD_OVER_RDP[next(iter(_PLD_OVER_RDP))]
+    return sigma
