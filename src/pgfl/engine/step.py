@@ -188,7 +188,10 @@ def combine_phase(messages: np.ndarray, links: Links, start: int, stop: int) -> 
     receiver then sender); the result is ``[C, R, stop − start, M]``. Each receiver sums its
     incoming messages in sender order, so the bits do not depend on the blocking.
     """
-    first = np.searchsorted(links.dst, np.arange(start, stop))
+    cache = links.__dict__.setdefault("_receiver_starts", {})  # per-run constant
+    first = cache.get((start, stop))
+    if first is None:
+        first = cache[(start, stop)] = np.searchsorted(links.dst, np.arange(start, stop))
     return np.add.reduceat(messages * links.weight[:, None], first, axis=2)
 
 
@@ -260,6 +263,9 @@ def round_step(
                 b.start,
                 iteration,
             )
+    if len(blocks) == 1:  # every link is received by the one block
+        new = combine_phase(messages, links, 0, P)
+        return RoundResult(new, psi, messages, local, clients, aborted, clipped)
     new = np.empty_like(W)
     for b in blocks:
         into = links.into(b.start, b.stop)
