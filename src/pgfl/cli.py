@@ -170,6 +170,40 @@ def print_sweep(summary: dict[str, Any]) -> None:
         _plain(f"claim {claim}: {'holds' if holds else 'does NOT hold'}")
 
 
+def print_frontier(summary: dict[str, Any]) -> None:
+    """The privacy-utility frontier: per set-up and T, centroid MSD (dB) per target ε."""
+    from itertools import groupby
+
+    curves = summary["curves"]
+    key = lambda c: (c["setup"], c["iterations"])  # noqa: E731
+    for (setup, T), group in groupby(curves, key=key):
+        group = list(group)
+        has_test = "test_error" in group[0]
+        what = "centroid MSD dB (test error)" if has_test else "centroid MSD dB"
+        table = Table(title=f"{setup}, T={T}: {what} at target ε")
+        table.add_column("scheme")
+        for x in group[0]["x"]:
+            table.add_column(f"ε={x:g}", justify="right")
+        for c in group:
+            errors = c.get("test_error", [None] * len(c["x"]))
+            cells = [
+                _fmt(m, 1) + (f" ({e:.3f})" if e is not None else "")
+                for m, e in zip(c["centroid_msd_db"], errors, strict=True)
+            ]
+            table.add_row(escape(c["label"]), *cells)
+        for b in summary.get("baselines", []):
+            if (b["setup"], b["iterations"]) == (setup, T):
+                err_ = f" ({b['test_error']:.3f})" if b.get("test_error") is not None else ""
+                cell = _fmt(b["centroid_msd_db"], 1) + err_
+                table.add_row("no privacy", *([cell] * len(group[0]["x"])))
+        out.print(table)
+    _plain(
+        f"noise calibrated with the {summary['accountant']} accountant at delta = "
+        f"{summary['delta']:g}; what each epsilon covers: summary.json (scope) and "
+        "docs/privacy.md (— = diverged)"
+    )
+
+
 def print_scores(summary: dict[str, Any]) -> None:
     """A table of named score sets (e.g. clustering NMI / RI / FMI per method)."""
     rows = summary["table"]
@@ -186,6 +220,9 @@ def print_scores(summary: dict[str, Any]) -> None:
 def print_summary(summary: dict[str, Any]) -> None:
     """A table of the summary's curves (one row each), ε per accountant, divergences."""
     curves = summary.get("curves", [])
+    if summary.get("experiment") == "frontier":
+        print_frontier(summary)
+        return
     if curves and isinstance(curves[0].get("x"), list):
         print_sweep(summary)
         return
@@ -239,11 +276,12 @@ def _fmt_eps(value: Any) -> str:
     return f"{value:.3g}"
 
 
-def _run(cfg: Any, folder: Path, *, resume: bool, as_json: bool) -> None:
+def _execute(plan: Any, as_json: bool) -> dict[str, Any]:
+    """Run a prepared plan with a progress bar on stderr; Ctrl-C says what was saved."""
     from pgfl.backends import make_backend
-    from pgfl.experiments.runner import prepare_experiment, run_plan, saved_curves
+    from pgfl.experiments.runner import run_plan, saved_curves
 
-    plan = prepare_experiment(cfg, folder, resume=resume)  # validates; writes nothing
+    cfg, folder = plan.cfg, plan.out
     backend = make_backend(cfg.run)  # a missing pgfl[ray]: one line, nothing written
     with Progress(
         TextColumn("{task.description}"),
@@ -263,7 +301,7 @@ def _run(cfg: Any, folder: Path, *, resume: bool, as_json: bool) -> None:
             bar.update(tasks[labels], completed=done)
 
         try:
-            summary = run_plan(plan, on_progress=on_progress, backend=backend)
+            return run_plan(plan, on_progress=on_progress, backend=backend)
         except KeyboardInterrupt:
             bar.stop()
             tasks = len(list(folder.glob("partial/task-*.npz")))  # Ray sweeps' blocks
@@ -275,6 +313,27 @@ def _run(cfg: Any, folder: Path, *, resume: bool, as_json: bool) -> None:
             )
             _state["told_interrupt"] = True
             raise typer.Exit(130) from None
+
+
+def _run(cfg: Any, folder: Path, *, resume: bool, as_json: bool) -> None:
+    from pgfl.experiments.runner import prepare_experiment
+
+    plan = prepare_experiment(cfg, folder, resume=resume)  # validates; writes nothing
+    _report(_execute(plan, as_json), folder, as_json)
+
+
+def run_frontier_command(
+    folder: Path, configs: dict[str, Any], *, quick: bool, resume: bool, as_json: bool,
+    run_options: dict[str, Any] | None = None,
+) -> None:  # fmt: skip
+    """Run the privacy-utility frontier's experiments (``pgfl reproduce frontier``, ...)."""
+    from pgfl.experiments.frontier import run_frontier
+
+    configs = {k: _with_run_options(c, **(run_options or {})) for k, c in configs.items()}
+    summary = run_frontier(
+        folder, quick=quick, resume=resume, configs=configs,
+        run=lambda plan: _execute(plan, as_json),
+    )  # fmt: skip
     _report(summary, folder, as_json)
 
 
@@ -353,11 +412,12 @@ def reproduce(
     actors: ActorsOpt = None,
 ) -> None:
     """Reproduce a figure of the papers with the papers' parameters."""
+    from pgfl.experiments.frontier import PRESETS as FRONTIER
     from pgfl.experiments.presets import load_preset, preset_names, preset_text
     from pgfl.files import check_output_folder, writing
     from pgfl.graphlearn.presets import PRESETS as GRAPHLEARN
 
-    names = preset_names() + sorted(GRAPHLEARN)
+    names = preset_names() + sorted(FRONTIER) + sorted(GRAPHLEARN)
     if list_ or not name:
         _plain("\n".join(names))
         return
@@ -388,6 +448,26 @@ def reproduce(
             summary = GRAPHLEARN[name](quick, folder, 0 if seed is None else seed)
         _report(summary, folder, as_json)
         return
+    run_options = {
+        "backend": backend, "address": address, "workers": workers, "mode": mode,
+        "actors": actors,
+    }  # fmt: skip
+    if name in FRONTIER:
+        given = {"--print-config": print_config, "--data": data, "--rows": rows}
+        unused = [opt for opt, value in given.items() if value not in (None, False)]
+        if unused:
+            raise ConfigError(
+                f"{', '.join(unused)}: not for the frontier preset (it runs generated "
+                "configurations; see 'pgfl privacy frontier --help' to choose them)"
+            )
+        from pgfl.experiments.frontier import frontier_configs
+
+        configs = frontier_configs(quick=quick, seed=seed)
+        run_frontier_command(
+            folder, configs, quick=quick, resume=resume, as_json=as_json,
+            run_options=run_options,
+        )  # fmt: skip
+        return
     if print_config:
         sys.stdout.write(preset_text(name))
         return
@@ -399,9 +479,7 @@ def reproduce(
     cfg = load_preset(name, quick=quick, seed=seed, data=overrides)
     if overrides and cfg.curves[0].data.kind != "classification":
         raise ConfigError(f"--data/--rows apply to real-data presets (fig7); got preset {name!r}")
-    cfg = _with_run_options(
-        cfg, backend=backend, address=address, workers=workers, mode=mode, actors=actors
-    )
+    cfg = _with_run_options(cfg, **run_options)
     _run(cfg, folder, resume=resume, as_json=as_json)
 
 

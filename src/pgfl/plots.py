@@ -36,6 +36,8 @@ _YLABEL = {
     "individual_msd_db": "average individual MSD (dB)",
     "disagreement_db": "network disagreement (dB)",
     "test_error": "test error of the centroid",
+    "test_accuracy": "test accuracy of the centroid",
+    "server_test_loss_mean": "average test loss of the servers' models",
     "test_log_loss": "test log-loss of the centroid",
     "server_test_error_mean": "average test error of the servers' models",
 }

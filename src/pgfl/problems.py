@@ -7,7 +7,8 @@ Both problems of the papers, with ``Q(w; x) = loss(w; u, d) + rho ||w||^2``:
 * :class:`Logistic`: ``Q = ln(1 + exp(-d u^T w)) + rho ||w||^2`` with labels ``d = ±1``,
   gradient ``-d u sigmoid(-d u^T w) + 2 rho w``.
 
-The objective is that of preprint eq. 1: every client counts equally whatever its number
+Both implement the problem interface of :mod:`pgfl.models` in closed form. The objective
+is that of preprint eq. 1: every client counts equally whatever its number
 of samples, ``J(w) = (1/P) sum_p (1/K) sum_k (1/N_pk) sum_n Q(w; x_pkn)``.
 """
 
@@ -31,6 +32,10 @@ class _Problem:
     rho: float = 0.0
 
     name = "problem"
+    #: Whether a test error is defined (see :mod:`pgfl.models` for the interface).
+    classifier = False
+    #: Initial parameters of every server (``None``: zeros).
+    initial = None
 
     def __post_init__(self) -> None:
         check_real("training.rho", self.rho, lo=0)
@@ -155,6 +160,7 @@ class Logistic(_Problem):
     """
 
     name = "logistic"
+    classifier = True
 
     def residual_weight(self, margin: np.ndarray, d: np.ndarray) -> np.ndarray:
         """``-d sigmoid(-d u^T w)``."""

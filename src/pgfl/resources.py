@@ -17,6 +17,9 @@ arrays a batched simulation holds at its peak (named by their shapes, the symbol
   sample indices ``[E, n, B]``, the gathered rows ``[E, n, B, M+1]``, the clients' models
   and gradients ``[n, M, C]``, margins and clipping scales ``[n, B, C]`` (``B = N`` for
   full batches);
+  this is the numpy local phase's working set; the compiled local phase
+  (:mod:`pgfl.engine.compiled`) reads samples in place and needs less, so the estimate
+  bounds both;
 * with a test set, the test margins of every kept server model
   ``[64, C, R, P, N_test]``;
 
@@ -267,8 +270,19 @@ def _curve_sizes(curve: Any, cfg: ExperimentConfig, C: int) -> dict[str, Any]:
         N = math.ceil((d.rows or 1) / (P * K))
         M = (d.hash_dim or 16) + 1
         test = d.test_size or 256
+    elif d.kind == "digits":
+        # 1,500 training images spread unequally: a generous bound on the longest client
+        P, K = curve.topology.P, d.K
+        N = min(1797, 4 * math.ceil(1500 / (P * K)))
+        M, test = 64, d.test_size or 297
     else:
         N, M, test = high(d.N), d.M, d.test_size if d.kind == "logistic" else 0
+    if curve.model.kind in ("softmax", "mlp", "cnn"):
+        from pgfl.models.builtin import model_dim
+
+        classes = 10 if d.kind == "digits" else 2
+        m = curve.model
+        M = model_dim(m.kind, M, classes, hidden=m.hidden, channels=m.channels)
     return {
         "P": curve.topology.P,
         "K": d.K,

@@ -250,3 +250,30 @@ def test_cli_unprotected_view_and_bad_input(tmp_path, capsys):
         assert code == 2 and what in err and err.count("\n") == 1
     code, _, err = _main([str(path), "--curve", "nope"], capsys)
     assert code == 2 and "--curve must be one of c" in err
+
+
+def test_a_later_round_is_audited_against_that_rounds_epsilon():
+    # --round 3: the earlier noise is secret, so the generic projection attack; the
+    # accountant's ε compared with is ε(3) of the run, which exceeds the one-round ε(1)
+    cfg = _cfg("random", target=4.0)
+    later = audit(cfg, "c", "message", trials=4000, round=3, accountants=["pld"])
+    first = audit(cfg, "c", "message", trials=4000, accountants=["pld"])
+    assert later.round == 3 and later.rounds == 1 and later.attack == "projection"
+    assert later.refuted == () and later.epsilon["pld"] > first.epsilon["pld"]
+    assert any("far below the composed epsilon" in n for n in later.notes)
+
+
+def test_cli_text_says_not_protected_and_lower_bound(tmp_path, capsys):
+    path = _toml(tmp_path, "graph_homomorphic")
+    code, stdout, _ = _main([str(path), "--curve", "c", "--view", "centroid", "--trials", "1000",
+                             "--plot", str(tmp_path / "c.png")], capsys)  # fmt: skip
+    text = " ".join(stdout.split())
+    assert code == 0 and "not protected" in text and "lower bound" in text
+    assert (tmp_path / "c.png").stat().st_size > 0
+
+
+def test_server_model_view_is_covered_by_the_server_level_epsilon():
+    # a neighbour's model after the round is post-processing of the messages it received
+    r = audit(_cfg("random"), "c", "server-model", trials=20_000, accountants=["pld"])
+    assert r.protected and r.level == "server" and r.refuted == ()
+    assert r.attack == "projection" and 0 < r.epsilon_lower < r.epsilon["pld"]

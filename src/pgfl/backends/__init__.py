@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Protocol
@@ -108,14 +109,30 @@ def ray_session(address: str | None = None, workers: int | None = None) -> Modul
         ray.init(num_cpus=workers or os.cpu_count(), **quiet)
         return ray
     try:
+        _reachable(address)
         ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
+    except (ConnectionError, RuntimeError, ValueError, OSError) as exc:
         reason = " ".join(str(exc).split())[:200]
         raise ConfigError(
             f"run.address: cannot join the Ray cluster at {address!r} ({reason}); start one "
             "with 'ray start --head' and pass the address it prints"
         ) from None
     return ray
+
+
+def _reachable(address: str, timeout: float = 5.0) -> None:
+    """Raise :class:`OSError` if ``HOST:PORT`` (or ``ray://HOST:PORT``) accepts no TCP connection.
+
+    Ray itself retries an unreachable head for minutes; a connection attempt fails in
+    ``timeout`` seconds. ``"auto"`` (a cluster on this machine, found by Ray) is left to Ray.
+    """
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        if address == "auto":
+            return
+        raise ValueError("expected 'auto', 'HOST:PORT' or 'ray://HOST:PORT'")
+    with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+        pass
 
 
 def make_backend(run: RunConfig | None) -> Backend:
@@ -144,4 +161,9 @@ def make_backend(run: RunConfig | None) -> Backend:
         ) from None
     ray = ray_session(run.address, run.workers)
     actors = run.actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
-    return RayActors(actors=actors, checkpoint_every=run.checkpoint_every, address=run.address)
+    return RayActors(
+        actors=actors,
+        checkpoint_every=run.checkpoint_every,
+        address=run.address,
+        workers=run.workers,
+    )

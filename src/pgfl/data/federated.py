@@ -93,6 +93,13 @@ class FederatedData:
         """Boolean ``[P, K, N_max]``: True where a row is a real sample."""
         return np.arange(self.X.shape[2]) < self.counts[..., None]
 
+    def copy_units(self, start: int, stop: int) -> FederatedData:
+        """The units ``start..stop-1`` as a data set of their own (copies: the rest can go)."""
+        sub = self.units(start, stop)
+        return FederatedData(
+            sub.X.copy(), sub.y.copy(), sub.counts.copy(), self.X_test, self.y_test, self.w_star
+        )
+
     @classmethod
     def from_client_lists(
         cls,
@@ -112,3 +119,20 @@ class FederatedData:
                 X[p, k, : counts[p, k]] = Xs[p][k]
                 y[p, k, : counts[p, k]] = ys[p][k]
         return cls(X, y, counts, **extra)
+
+
+@dataclass(frozen=True)
+class DataOutline:
+    """The sizes of a federated data set without its samples: what a driver may hold.
+
+    A :class:`~pgfl.engine.Network` built on an outline can be validated and planned
+    (topology, schedule, privacy accounting) but not simulated; the processes that hold
+    blocks of units build their own clients' data (:mod:`pgfl.backends.ray_actors`).
+
+    >>> DataOutline((4, 3, 10, 2)).shape
+    (4, 3, 10, 2)
+    """
+
+    shape: tuple[int, int, int, int]
+    X_test: None = None
+    y_test: None = None

@@ -10,7 +10,12 @@
 * :func:`client_schedule`: local epochs ``E_pk`` and mini-batch sizes ``B_pk``, drawn
   uniformly from integer ranges (experiments: ``E in [1, 10]``, ``B in [5, 10]``).
 
-All draws come from the generator passed in.
+All draws come from the generator passed in. ``units=(start, stop)`` returns only those
+units' clients, with the bits of the whole data set's rows ``start..stop-1``: the draws of
+every unit are made in order (in chunks of :data:`DRAW_CHUNK_BYTES`) and only the block's
+are kept, so a process can build its block of a large network without holding the rest
+(:mod:`pgfl.backends.ray_actors`). It still draws the whole network's numbers: time
+``O(P)``, memory ``O(block)``.
 """
 
 from __future__ import annotations
@@ -34,7 +39,43 @@ def _range(name: str, value: float | Sequence[float], *, lo: float, integer: boo
     return low, high
 
 
-def _counts(rng: np.random.Generator, P: int, K: int, N) -> np.ndarray:
+#: Largest temporary array (bytes) of a draw over the units when only a block is kept.
+DRAW_CHUNK_BYTES = 1 << 20
+
+
+def _draw_units(draw, shape: tuple[int, ...], units: tuple[int, int] | None) -> np.ndarray:
+    """``draw(shape)`` — or only its rows ``units[0]..units[1]-1`` along axis 0.
+
+    The rows are drawn in order in chunks (numpy's generators fill arrays sequentially,
+    so chunked calls consume the stream exactly as one call does) and only the kept rows
+    are stored; the stream ends where the whole draw would leave it.
+    """
+    if units is None:
+        return draw(shape)
+    start, stop = units
+    row = 8 * int(np.prod(shape[1:], dtype=np.int64))
+    step = max(1, DRAW_CHUNK_BYTES // max(row, 1))
+    kept = np.empty((stop - start, *shape[1:]))
+    for a in range(0, shape[0], step):
+        b = min(a + step, shape[0])
+        chunk = draw((b - a, *shape[1:]))
+        lo, hi = max(a, start), min(b, stop)
+        if lo < hi:
+            kept[lo - start : hi - start] = chunk[lo - a : hi - a]
+    return kept
+
+
+def _check_units(units: tuple[int, int] | None, P: int) -> tuple[int, int] | None:
+    if units is None:
+        return None
+    start, stop = (int(u) for u in units)
+    if not 0 <= start < stop <= P:
+        raise ConfigError(f"units must satisfy 0 <= start < stop <= P={P}; got {units!r}")
+    return start, stop
+
+
+def sample_counts(rng: np.random.Generator, P: int, K: int, N) -> np.ndarray:
+    """Samples per client ``N_pk``, ``[P, K]`` (``N``, or uniform in ``[N[0], N[1]]``)."""
     lo, hi = _range("data.N", N, lo=1, integer=True)
     return rng.integers(lo, hi + 1, size=(P, K))
 
@@ -49,6 +90,7 @@ def regression_data(
     eigenvalues: Sequence[float] = (0.05, 0.1),
     noise_variance: Sequence[float] = (0.01, 0.1),
     w_star: np.ndarray | None = None,
+    units: tuple[int, int] | None = None,
 ) -> FederatedData:
     """Non-iid linear-regression data of preprint §V-A.
 
@@ -61,17 +103,25 @@ def regression_data(
     The papers do not state the covariance scale; the default eigenvalue range keeps
     every step size of Fig. 4 (``mu`` up to 5 with ``mu/E`` per epoch) stable.
 
+    ``units=(start, stop)``: only those units (module doc), padded to the network's
+    ``N_max``.
+
     >>> d = regression_data(np.random.default_rng(0), P=2, K=3, N=4)
     >>> d.shape, d.w_star.shape
     ((2, 3, 4, 2), (2,))
+    >>> part = regression_data(np.random.default_rng(0), P=2, K=3, N=4, units=(1, 2))
+    >>> bool(np.array_equal(part.X, d.X[1:]))
+    True
     """
     P = check_int("topology.P", P, lo=1)
     K = check_int("data.K", K, lo=1)
     M = check_int("data.M", M, lo=1)
     ev_lo, ev_hi = _range("data.eigenvalues", eigenvalues, lo=0)
     nv_lo, nv_hi = _range("data.noise_variance", noise_variance, lo=0)
-    counts = _counts(rng, P, K, N)
+    units = _check_units(units, P)
+    counts = sample_counts(rng, P, K, N)
     n_max = int(counts.max())
+    keep = slice(None) if units is None else slice(*units)
     if w_star is None:
         direction = rng.standard_normal(M)
         w_star = direction / np.linalg.norm(direction)
@@ -79,18 +129,21 @@ def regression_data(
     if w_star.shape != (M,):
         raise ConfigError(f"data.w_star must have {M} entries; got shape {w_star.shape}")
     # random rotations via QR of Gaussian matrices, sign-fixed so Q is Haar distributed
-    G = rng.standard_normal((P, K, M, M))
+    G = _draw_units(rng.standard_normal, (P, K, M, M), units)
     Q, Rq = np.linalg.qr(G)
     Q = Q * np.sign(np.diagonal(Rq, axis1=-2, axis2=-1))[..., None, :]
-    lam = rng.uniform(ev_lo, ev_hi, size=(P, K, M))
+    lam = _draw_units(lambda size: rng.uniform(ev_lo, ev_hi, size=size), (P, K, M), units)
     root = Q * np.sqrt(lam)[..., None, :]  # R = root root^T
-    z = rng.standard_normal((P, K, n_max, M))
+    z = _draw_units(rng.standard_normal, (P, K, n_max, M), units)
     X = np.einsum("pkij,pknj->pkni", root, z)
-    sigma_v = np.sqrt(rng.uniform(nv_lo, nv_hi, size=(P, K)))
-    v = rng.standard_normal((P, K, n_max)) * sigma_v[..., None]
+    del z  # the peak memory is two copies of the features
+    sigma_v = np.sqrt(rng.uniform(nv_lo, nv_hi, size=(P, K)))[keep]
+    v = _draw_units(rng.standard_normal, (P, K, n_max), units) * sigma_v[..., None]
+    counts = counts[keep]
     mask = np.arange(n_max) < counts[..., None]
     y = (X @ w_star + v) * mask
-    return FederatedData(X * mask[..., None], y, counts, w_star=w_star)
+    X *= mask[..., None]
+    return FederatedData(X, y, counts, w_star=w_star)
 
 
 def logistic_data(
@@ -102,13 +155,15 @@ def logistic_data(
     M: int = 2,
     feature_variance: Sequence[float] = (0.5, 2.0),
     test_size: int = 0,
+    units: tuple[int, int] | None = None,
 ) -> FederatedData:
     """Binary classification data of the conference paper §V.
 
     Labels ``gamma = ±1`` with probability 1/2; features
     ``h | gamma ~ N(gamma 1_M, sigma^2_{h,pk} I_M)`` with ``sigma^2_{h,pk}`` uniform in
     ``feature_variance`` per client. ``test_size`` clean samples with the mean variance
-    go to ``X_test``/``y_test``.
+    go to ``X_test``/``y_test``. ``units=(start, stop)``: only those units' clients (module
+    doc; the test set is the same).
 
     >>> d = logistic_data(np.random.default_rng(0), P=2, K=3, N=5, test_size=4)
     >>> sorted(set(d.y[d.mask].tolist())), d.X_test.shape
@@ -118,19 +173,25 @@ def logistic_data(
     K = check_int("data.K", K, lo=1)
     M = check_int("data.M", M, lo=1)
     fv_lo, fv_hi = _range("data.feature_variance", feature_variance, lo=0)
-    counts = _counts(rng, P, K, N)
+    units = _check_units(units, P)
+    keep = slice(None) if units is None else slice(*units)
+    counts = sample_counts(rng, P, K, N)
     n_max = int(counts.max())
+    counts = counts[keep]
     mask = np.arange(n_max) < counts[..., None]
-    gamma = np.where(rng.random((P, K, n_max)) < 0.5, -1.0, 1.0)
-    sigma = np.sqrt(rng.uniform(fv_lo, fv_hi, size=(P, K)))
-    X = gamma[..., None] + sigma[..., None, None] * rng.standard_normal((P, K, n_max, M))
+    gamma = np.where(_draw_units(rng.random, (P, K, n_max), units) < 0.5, -1.0, 1.0)
+    sigma = np.sqrt(rng.uniform(fv_lo, fv_hi, size=(P, K)))[keep]
+    z = _draw_units(rng.standard_normal, (P, K, n_max, M), units)
+    z *= sigma[..., None, None]
+    X = np.add(gamma[..., None], z, out=z)
+    X *= mask[..., None]
     extra: dict[str, np.ndarray] = {}
     if test_size:
         test_size = check_int("data.test_size", test_size, lo=1)
         g = np.where(rng.random(test_size) < 0.5, -1.0, 1.0)
         s = np.sqrt(0.5 * (fv_lo + fv_hi))
         extra = {"X_test": g[:, None] + s * rng.standard_normal((test_size, M)), "y_test": g}
-    return FederatedData(X * mask[..., None], gamma * mask, counts, **extra)
+    return FederatedData(X, gamma * mask, counts, **extra)
 
 
 def client_schedule(

@@ -3,7 +3,9 @@
 Metrics (equation numbers of "Privatized Graph Federated Learning", arXiv:2203.07105):
 centroid MSD ``‖w_c,i − w°‖²`` (eq. 58), average individual MSD
 ``(1/P) Σ_p ‖w_p,i − w°‖²`` (eq. 59), network disagreement ``(1/P) Σ_p ‖w_p,i − w_c,i‖²``
-(eq. 30), and on classification data with a test set the centroid's test error and loss.
+(eq. 30), and on classification data with a test set the centroid's and every server's
+test error and loss. A problem without a closed-form optimum (``optimum`` returns
+``None``, e.g. a neural network) has no MSD: those metrics are NaN.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Trajectory:
         test_error: centroid test error (classification with a test set), else ``None``.
         test_log_loss: centroid test log-loss (same condition), else ``None``.
         server_test_error: each server's test error ``[iteration, curve, repetition, P]``.
+        server_test_loss: each server's test loss (same shape), or ``None``.
         diverged_at: first iteration (1-based) at which a repetition diverged (a server
             model entry non-finite or above :data:`DIVERGENCE_BOUND`), ``-1`` if never;
             shape ``[curve, repetition]``.
@@ -61,6 +64,7 @@ class Trajectory:
     clipped: np.ndarray
     abort_log: list[tuple[int, int, int, int]] = field(default_factory=list)
     reps: np.ndarray | None = None
+    server_test_loss: np.ndarray | None = None
 
     #: Fields whose repetition axis is 2 (per iteration) or 1 (per curve).
     _REP_AXIS = {
@@ -75,6 +79,7 @@ class Trajectory:
         "aborted": 1,
         "clipped": 1,
         "reps": 0,
+        "server_test_loss": 2,
     }
 
     @classmethod
@@ -122,8 +127,10 @@ def simulate(
         iterations: number of iterations ``i = 1..T``.
         repetitions: Monte-Carlo repetitions ``R`` (independent draws).
         seed: root seed; every draw is keyed by it (:class:`pgfl.rng.KeyedDraws`).
-        w_opt: ``w°`` for the MSD metrics (default: ``net.problem.optimum(net.data)``).
-        w0: initial model of every server (default zeros).
+        w_opt: ``w°`` for the MSD metrics (default: ``net.problem.optimum(net.data)``;
+            ``None`` there, e.g. for a neural network, makes the MSD metrics NaN).
+        w0: initial model of every server (default ``net.problem.initial`` if the problem
+            has one, else zeros).
         progress: called with the number of finished iterations.
         first_repetition: global id of the first repetition: repetitions
             ``first_repetition..first_repetition+R−1`` are simulated, and a block of
@@ -177,15 +184,19 @@ def simulate(
     reps = np.arange(first, first + R)
     blocks = net.blocks(block_size)
     w_opt = net.problem.optimum(net.data) if w_opt is None else np.asarray(w_opt, float)
+    if w_opt is None:  # no closed-form optimum: MSD metrics are not defined
+        w_opt = np.full(M, np.nan)
     W = np.zeros((C, R, P, M))
+    w0 = getattr(net.problem, "initial", None) if w0 is None else w0
     if w0 is not None:
         W += np.asarray(w0, float)
-    has_test = net.data.X_test is not None and net.problem.name == "logistic"
+    has_test = net.data.X_test is not None and getattr(net.problem, "classifier", False)
     shape = (iterations, C, R)
     out = {k: np.empty(shape) for k in ("centroid", "individual", "disagreement")}
     test_error = np.empty(shape) if has_test else None
     test_log_loss = np.empty(shape) if has_test else None
     server_test_error = np.empty((*shape, P)) if has_test else None
+    server_test_loss = np.empty((*shape, P)) if has_test else None
     diverged_at = np.full((C, R), -1)
     aborted = np.zeros((C, R), dtype=np.int64)
     clipped = np.zeros((C, R), dtype=np.int64)
@@ -205,6 +216,7 @@ def simulate(
             test_error[span] = net.problem.test_error(wc, X_test, y_test)
             test_log_loss[span] = net.problem.test_loss(wc, X_test, y_test)
             server_test_error[span] = net.problem.test_error(Wh, X_test, y_test)
+            server_test_loss[span] = net.problem.test_loss(Wh, X_test, y_test)
 
     for i in range(iterations):
         # A diverging repetition may overflow inside a round; it is detected right after
@@ -239,4 +251,5 @@ def simulate(
         clipped,
         abort_log,
         reps,
+        server_test_loss,
     )

@@ -55,6 +55,7 @@ __all__ = [
     "CurveConfig",
     "DataConfig",
     "ExperimentConfig",
+    "ModelConfig",
     "PrivacyConfig",
     "RunConfig",
     "TopologyConfig",
@@ -140,6 +141,23 @@ class DataConfig(_Section):
     hash_dim: int | None = _default("data.hash_dim")
     feature_noise: float | tuple = _default("data.feature_noise")
     label_skew: float | None = _default("data.label_skew")
+    size_skew: float = _default("data.size_skew")
+
+
+@dataclass(frozen=True)
+class ModelConfig(_Section):
+    """A built-in multi-class model (``softmax``, ``mlp``, ``cnn``; see ``docs/models.md``).
+
+    ``kind = "none"`` keeps the closed-form loss of the data kind (least squares or
+    logistic). The initial parameters come from the run's seed (stream ``model``).
+    """
+
+    SECTION: ClassVar[str] = "model"
+    kind: str = _default("model.kind")
+    source: str | None = _default("model.source")
+    hidden: tuple = _default("model.hidden")
+    activation: str = _default("model.activation")
+    channels: int = _default("model.channels")
 
 
 @dataclass(frozen=True)
@@ -244,6 +262,7 @@ class RunConfig(_Section):
 SECTIONS: dict[str, type] = {
     "topology": TopologyConfig,
     "data": DataConfig,
+    "model": ModelConfig,
     "training": TrainingConfig,
     "privacy": PrivacyConfig,
 }
@@ -273,6 +292,7 @@ class CurveConfig:
     data: DataConfig
     training: TrainingConfig
     privacy: PrivacyConfig
+    model: ModelConfig = field(default_factory=ModelConfig)
 
     def __post_init__(self) -> None:
         ctx = self.values()
@@ -315,13 +335,29 @@ class CurveConfig:
             for f in fields(TrainingConfig)
             if f.name not in per_curve
         )
-        return (self.topology, self.data, training)
+        return (self.topology, self.data, self.model, training)
 
 
 def _curve_rules(curve: CurveConfig, ctx: Mapping[str, Any]) -> None:
     """Rules between the settings of one curve, each with a one-line message."""
     priv, who = curve.privacy, f"curve {curve.label!r}"
-    if curve.data.kind != "regression" and curve.training.rho == 0:
+    model, data = curve.model.kind, curve.data.kind
+    if model != "none" and data == "regression":
+        raise ConfigError(
+            f'model.kind = "{model}" needs classification data (data.kind = "digits", '
+            f'"classification" or "logistic"); data.kind = "regression" has real-valued '
+            f"targets ({who})"
+        )
+    if model == "none" and data == "digits":
+        raise ConfigError(
+            'data.kind = "digits" (10 classes) needs a multi-class model: set model.kind to '
+            f'"softmax", "mlp" or "cnn" ({who})'
+        )
+    if model == "cnn" and data == "logistic" and curve.data.M != 64:
+        raise ConfigError(
+            f'model.kind = "cnn" needs 8x8 images (64 features); data.M = {curve.data.M} ({who})'
+        )
+    if data != "regression" and model == "none" and curve.training.rho == 0:
         raise ConfigError(
             f"training.rho must be a real number in (0, inf) for data.kind = "
             f"{curve.data.kind!r} (the logistic risk needs rho > 0 for a unique optimum); got 0"
@@ -465,7 +501,9 @@ def validate_experiment(cfg: ExperimentConfig, *, available: int | None = None) 
     from pgfl.resources import check_experiment_fits
 
     has_test = any(
-        c.data.kind == "classification" or c.data.kind == "logistic" and c.data.test_size > 0
+        c.data.kind in ("classification", "digits")
+        or c.data.kind == "logistic"
+        and c.data.test_size > 0
         for c in cfg.curves
     )
     for metric in cfg.plot:

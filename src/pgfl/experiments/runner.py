@@ -35,10 +35,14 @@ import numpy as np
 
 from pgfl.backends import Backend, make_backend
 from pgfl.data.datasets import classification_federated_data
-from pgfl.data.federated import FederatedData
-from pgfl.data.synthetic import client_schedule, logistic_data, regression_data
+from pgfl.data.digits import CLASSES as DIGIT_CLASSES
+from pgfl.data.digits import DEFAULT_TEST_SIZE as DIGITS_TEST_SIZE
+from pgfl.data.digits import digits_federated_data
+from pgfl.data.federated import DataOutline, FederatedData
+from pgfl.data.synthetic import client_schedule, logistic_data, regression_data, sample_counts
 from pgfl.engine import CurveSettings, Network, Trajectory
 from pgfl.engine.compiled import local_phase_kind
+from pgfl.engine.network import UnitBlock
 from pgfl.experiments.config import CurveConfig, ExperimentConfig
 from pgfl.experiments.results import _jsonable, read_json, write_atomic, write_csv, write_json
 from pgfl.files import FileError, check_output_folder, writing
@@ -79,10 +83,62 @@ def build_matrix(cfg: CurveConfig, seed: int) -> np.ndarray:
     return combination_matrix(graph, t.weights)
 
 
-def build_data(cfg: CurveConfig, seed: int) -> tuple[FederatedData, _Problem]:
-    """The federated data set and loss of a curve's data section."""
+def build_data(
+    cfg: CurveConfig, seed: int, units: tuple[int, int] | None = None
+) -> tuple[FederatedData, Any]:
+    """The federated data set and the problem (loss or ``[model]``) of a curve.
+
+    ``units=(start, stop)``: only those units' clients, the same bits as the rows of the
+    whole data set (synthetic data is drawn in order and only the block kept; a data file
+    or the digits are read whole and the block copied out).
+    """
+    data, problem = _build_data(cfg, seed, units)
+    m = cfg.model
+    if m.kind == "none":
+        return data, problem
+    from pgfl.models.builtin import build_model, check_fits, load_custom
+
+    check_fits(m.kind, data.shape[-1])
+    if cfg.data.kind == "digits":
+        classes = DIGIT_CLASSES
+    else:  # binary labels ±1 become class indices 0/1
+        classes = 2
+        y01 = lambda y: None if y is None else (y > 0).astype(np.float64)  # noqa: E731
+        data = replace(data, y=y01(data.y), y_test=y01(data.y_test))
+    if m.kind == "custom":
+        model = load_custom(
+            m.source, data.shape[-1], classes, stream(seed, "model"), rho=cfg.training.rho
+        )
+        model.dim(data.shape[-1])  # a loss that is not a scalar per sample stops here
+        return data, model
+    model = build_model(
+        m.kind,
+        data.shape[-1],
+        classes,
+        stream(seed, "model"),
+        rho=cfg.training.rho,
+        hidden=m.hidden,
+        activation=m.activation,
+        channels=m.channels,
+    )
+    return data, model
+
+
+def _build_data(
+    cfg: CurveConfig, seed: int, units: tuple[int, int] | None
+) -> tuple[FederatedData, _Problem | None]:
     d, P = cfg.data, cfg.topology.P
     rng = stream(seed, "data")
+    if d.kind == "digits":
+        data = digits_federated_data(
+            P,
+            d.K,
+            seed=seed,
+            test_size=d.test_size or DIGITS_TEST_SIZE,
+            label_skew=d.label_skew,
+            size_skew=d.size_skew,
+        )
+        return (data if units is None else data.copy_units(*units)), None
     if d.kind == "regression":
         data = regression_data(
             rng,
@@ -92,6 +148,7 @@ def build_data(cfg: CurveConfig, seed: int) -> tuple[FederatedData, _Problem]:
             M=d.M,
             eigenvalues=d.eigenvalues,
             noise_variance=d.noise_variance,
+            units=units,
         )
         return data, LeastSquares(cfg.training.rho)
     if d.kind == "logistic":
@@ -103,6 +160,7 @@ def build_data(cfg: CurveConfig, seed: int) -> tuple[FederatedData, _Problem]:
             M=d.M,
             feature_variance=d.feature_variance,
             test_size=d.test_size,
+            units=units,
         )
     else:
         data = classification_federated_data(
@@ -116,22 +174,67 @@ def build_data(cfg: CurveConfig, seed: int) -> tuple[FederatedData, _Problem]:
             label_skew=d.label_skew,
             seed=seed,
         )
+        if units is not None:
+            data = data.copy_units(*units)
     return data, Logistic(cfg.training.rho)
 
 
-def build_network(cfg: CurveConfig, seed: int) -> Network:
-    """Everything the curves of one batch share, built from the root seed."""
-    data, problem = build_data(cfg, seed)
-    P, K = cfg.topology.P, cfg.data.K
+def build_outline(cfg: CurveConfig, seed: int) -> tuple[DataOutline | FederatedData, _Problem]:
+    """The data section's sizes and loss without the samples (synthetic data).
+
+    Synthetic data draws its per-client sample counts first, so ``N_max`` needs only those
+    ``P × K`` integers; a data file is read to learn its sizes (the data set is returned
+    whole).
+    """
+    d, P = cfg.data, cfg.topology.P
+    if d.kind not in ("regression", "logistic") or cfg.model.kind != "none":
+        return build_data(cfg, seed)
+    N = int(sample_counts(stream(seed, "data"), P, d.K, d.N).max())
+    problem = LeastSquares if d.kind == "regression" else Logistic
+    return DataOutline((P, d.K, N, d.M)), problem(cfg.training.rho)
+
+
+def _schedule(cfg: CurveConfig, seed: int) -> tuple[np.ndarray, np.ndarray | None]:
     t = cfg.training
     E, B = client_schedule(
         stream(seed, "schedule"),
-        P,
-        K,
+        cfg.topology.P,
+        cfg.data.K,
         epochs=t.epochs,
         batch=(1, 1) if t.batch == "full" else t.batch,
     )
-    return Network(data, problem, build_matrix(cfg, seed), t.L, E, None if t.batch == "full" else B)
+    return E, None if t.batch == "full" else B
+
+
+def build_network(cfg: CurveConfig, seed: int, *, outline: bool = False) -> Network:
+    """Everything the curves of one batch share, built from the root seed.
+
+    ``outline``: without the clients' data (:func:`build_outline`): enough to validate,
+    plan and account a run whose units are held elsewhere (Ray actors), not to simulate.
+    """
+    data, problem = (build_outline if outline else build_data)(cfg, seed)
+    E, B = _schedule(cfg, seed)
+    return Network(data, problem, build_matrix(cfg, seed), cfg.training.L, E, B)
+
+
+def build_block(cfg: CurveConfig, seed: int, start: int, stop: int) -> UnitBlock:
+    """The :class:`~pgfl.engine.network.UnitBlock` of units ``start..stop-1``, from the recipe.
+
+    Only those units' clients' data is built (:func:`build_data` with ``units``): the same
+    bits as ``build_network(cfg, seed).block(start, stop)`` without the rest of the network.
+    """
+    data, problem = build_data(cfg, seed, (start, stop))
+    E, B = _schedule(cfg, seed)
+    return UnitBlock(
+        start=start,
+        data=data,
+        problem=problem,
+        L=cfg.training.L,
+        epochs=E[start:stop],
+        batch=None if B is None else B[start:stop],
+        e_max=int(E.max()),
+        b_max=1 if B is None else int(B.max()),
+    )
 
 
 def _db(x: np.ndarray) -> np.ndarray:
@@ -152,6 +255,8 @@ def curve_metrics(traj: Trajectory, c: int) -> dict[str, np.ndarray]:
         out["test_error"] = traj.test_error[:, c].mean(axis=-1)
         out["test_log_loss"] = traj.test_log_loss[:, c].mean(axis=-1)
         out["server_test_error"] = traj.server_test_error[:, c].mean(axis=-2)  # [T, P]
+        if traj.server_test_loss is not None:
+            out["server_test_loss"] = traj.server_test_loss[:, c].mean(axis=-2)  # [T, P]
     return out
 
 
@@ -164,15 +269,20 @@ def summarize_curve(label: str, m: dict[str, np.ndarray]) -> dict[str, Any]:
     entry: dict[str, Any] = {"label": label}
     for key in ("centroid_msd", "individual_msd", "disagreement"):
         value = float(_db(m[key][tail].mean())) if not diverged else None
-        entry[f"{key}_db"] = value
+        entry[f"{key}_db"] = None if value is not None and math.isnan(value) else value
     entry["diverged"] = diverged
     entry["diverged_at"] = diverged_at if diverged else None
     if "test_error" in m:
         entry["test_error"] = None if diverged else float(m["test_error"][tail].mean())
+        entry["test_accuracy"] = None if diverged else 1.0 - entry["test_error"]
         entry["test_log_loss"] = None if diverged else float(m["test_log_loss"][tail].mean())
         entry["server_test_error"] = (
             None if diverged else m["server_test_error"][tail].mean(axis=0).tolist()
         )
+        if "server_test_loss" in m:
+            entry["server_test_loss"] = (
+                None if diverged else m["server_test_loss"][tail].mean(axis=0).tolist()
+            )
     if "privacy" in m:
         entry.update(json.loads(str(m["privacy"])))
     return entry
@@ -251,7 +361,7 @@ def curve_settings(cfg: CurveConfig, iterations: int, net: Network) -> CurveSett
     from pgfl.privacy.accounting import calibrate  # dp_accounting takes ~1 s to import
 
     args.pop("sigma")
-    sigma = calibrate(priv.target_epsilon, priv.delta, iterations, **args, dim=net.data.shape[-1])
+    sigma = calibrate(priv.target_epsilon, priv.delta, iterations, **args, dim=net.dim)
     field = "server_std" if level == "server" else "client_std"
     return replace(settings, **{field: sigma})
 
@@ -278,7 +388,7 @@ def curve_epsilon(
     common = {
         "iterations": iterations,
         "delta": cfg.privacy.delta,
-        "dim": net.data.shape[-1],
+        "dim": net.dim,
         "accountants": list(cfg.privacy.accountants),
     }
     eps = epsilon_curve(**args, **common)  # σ = 0: ε = ∞ with the reason
@@ -474,6 +584,8 @@ def prepare_experiment(cfg: ExperimentConfig, out: str | Path, *, resume: bool =
             metrics = _load_partial(out, i, c.label, fingerprint)
             if metrics is not None:
                 loaded[i] = metrics
+    # units held by Ray actors: the driver plans from an outline, never the clients' data
+    outline = cfg.run.backend == "ray" and cfg.run.mode == "actors"
     groups: dict[tuple, list[int]] = {}
     for i, c in enumerate(cfg.curves):
         groups.setdefault(c.structure(), []).append(i)
@@ -483,7 +595,7 @@ def prepare_experiment(cfg: ExperimentConfig, out: str | Path, *, resume: bool =
             continue
         for i in indices:  # a batch runs whole: the same bits as an uninterrupted run
             loaded.pop(i, None)
-        net = build_network(cfg.curves[indices[0]], cfg.seed)
+        net = build_network(cfg.curves[indices[0]], cfg.seed, outline=outline)
         settings = tuple(curve_settings(cfg.curves[i], cfg.iterations, net) for i in indices)
         check_batch(net, settings)
         batches.append(Batch(tuple(indices), net, settings))
@@ -600,6 +712,10 @@ def write_results(
             "server_noise": c.privacy.server_noise,
             "server_variance": c.privacy.server_variance,
         }
+        if c.model.kind != "none":
+            entry["settings"]["model"] = c.model.kind
+        if c.privacy.target_epsilon is not None:
+            entry["target_epsilon"] = c.privacy.target_epsilon
     summary = {
         "experiment": cfg.name,
         "title": cfg.title,
@@ -629,7 +745,10 @@ def write_results(
             if "test_error" in m:
                 row["test_error"] = m["test_error"][t]
                 row["test_log_loss"] = m["test_log_loss"][t]
+                row["test_accuracy"] = 1.0 - m["test_error"][t]
                 row["server_test_error_mean"] = m["server_test_error"][t].mean()
+                if "server_test_loss" in m:
+                    row["server_test_loss_mean"] = m["server_test_loss"][t].mean()
             for key in m:
                 if key.startswith("epsilon_"):
                     row[key] = m[key][t]

@@ -39,7 +39,9 @@ __all__ = [
     "ACCOUNTANTS",
     "BACKENDS",
     "CLIENT_NOISE",
+    "ACTIVATIONS",
     "DATA_KINDS",
+    "MODEL_KINDS",
     "DISTRIBUTIONS",
     "METRICS",
     "PARAMS",
@@ -69,13 +71,21 @@ DP_NOISE = ("laplace", "gaussian")
 SECAGG_PROTOCOLS = ("simulated", "cryptographic")
 DISTRIBUTIONS = ("laplace", "gaussian")
 SHARE = ("models", "updates")
-DATA_KINDS = ("regression", "logistic", "classification")
+DATA_KINDS = ("regression", "logistic", "classification", "digits")
+MODEL_KINDS = ("none", "softmax", "mlp", "cnn", "custom")
+ACTIVATIONS = ("relu", "tanh", "sigmoid", "elu")
 ACCOUNTANTS = ("paper", "basic", "advanced", "kairouz", "pld", "rdp")
 #: Metrics of the centroid and servers on a held-out test set (classification only).
-TEST_METRICS = ("test_error", "test_log_loss", "server_test_error_mean")
+TEST_METRICS = (
+    "test_error",
+    "test_accuracy",
+    "test_log_loss",
+    "server_test_error_mean",
+    "server_test_loss_mean",
+)
 METRICS = ("centroid_msd_db", "individual_msd_db", "disagreement_db", *TEST_METRICS)
 #: Sections of a configuration, in the order of the reference; "" is the top level.
-SECTIONS = ("", "quick", "topology", "data", "training", "privacy", "run")
+SECTIONS = ("", "quick", "topology", "data", "model", "training", "privacy", "run")
 BACKENDS = ("local", "ray")
 RAY_MODES = ("tasks", "actors")
 
@@ -395,7 +405,18 @@ _CHECKERS: dict[str, Callable[[Param, Any, Mapping[str, Any]], Any]] = {
     "real_pair": _check_pair,
     "edges": _check_edges,
     "matrix": _check_matrix,
+    "ints": lambda p, v, c: _check_ints(p, v, c),
 }
+
+
+def _check_ints(p: Param, value: Any, c: Mapping[str, Any]) -> tuple[int, ...]:
+    """A non-empty list of integers in the interval."""
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ConfigError(
+            f"{p.name} must be a non-empty list of integers in {p.interval()}; got {value!r}"
+        )
+    return tuple(check_int(f"{p.name}[{i}]", v, **p.bounds(c)) for i, v in enumerate(value))
+
 
 # --------------------------------------------------------------------------- table
 _TABLE = (
@@ -436,7 +457,8 @@ _TABLE = (
           "entries.", applies=_kind_is("topology", "matrix"), required=True),
     # [data]
     Param("data.kind", "choice", "regression", "`regression` (preprint §V-A), `logistic` "
-          "(conference §V) or real-data `classification` (preprint §V-B).", choices=DATA_KINDS),
+          "(conference §V), real-data `classification` (preprint §V-B) or `digits` "
+          "(scikit-learn's 8×8 digits, 10 classes; needs a `[model]`).", choices=DATA_KINDS),
     Param("data.K", "int", 100, "Clients per unit K.", lo=1),
     Param("data.N", "int_pair", 100, "Samples per client, or a `[low, high]` range drawn "
           "uniformly per client.", lo=1, applies=_kind_is("data", "regression", "logistic")),
@@ -449,7 +471,8 @@ _TABLE = (
     Param("data.feature_variance", "real_pair", (0.5, 2.0), "Range of each client's feature "
           "variance σ_h² (features ~ N(γ1, σ_h² I)).", lo=0, applies=_kind_is("data", "logistic")),
     Param("data.test_size", "int", 0, "Clean held-out test samples (`classification`: 0 means "
-          "256).", lo=0, applies=_kind_is("data", "logistic", "classification")),
+          "256; `digits`: 0 means 297).", lo=0,
+          applies=_kind_is("data", "logistic", "classification", "digits")),
     Param("data.source", "string", "fair", "`fair`, `breast_cancer`, an Avazu CSV path, or "
           "`csv:PATH:LABEL` (see docs/data.md).", nonempty=True,
           applies=_kind_is("data", "classification")),
@@ -460,9 +483,27 @@ _TABLE = (
     Param("data.feature_noise", "real_pair", (0.0, 1.0), "Per-client feature-noise scale, "
           "uniform in `[low, high]` (a number s: `[0, s]`).", lo=0,
           applies=_kind_is("data", "classification")),
-    Param("data.label_skew", "real", None, "Dirichlet concentration of per-client label "
-          "proportions (unset: no skew).", lo=0, lo_open=True,
-          applies=_kind_is("data", "classification")),
+    Param("data.label_skew", "real", None, "Dirichlet concentration of label proportions: "
+          "per client (`classification`), per unit over the classes (`digits`); unset: no "
+          "skew.", lo=0, lo_open=True, applies=_kind_is("data", "classification", "digits")),
+    Param("data.size_skew", "real", 1.0, "Dirichlet concentration of the client sizes "
+          "within a unit (`digits`; smaller: more unequal).", lo=0, lo_open=True,
+          applies=_kind_is("data", "digits")),
+    # [model]
+    Param("model.kind", "choice", "none", "`none`: the loss of data.kind (least squares or "
+          "logistic, closed form); `softmax`, `mlp` or `cnn` (8×8 images): multi-class "
+          "models through JAX (extra `pgfl[jax]`; docs/models.md); `custom`: your JAX "
+          "model from `model.source`.", choices=MODEL_KINDS),
+    Param("model.source", "string", None, "`FILE.py:FUNCTION`: your JAX model; "
+          "`FUNCTION(features, classes, rng)` returns `(loss, params, predict)` "
+          "(docs/models.md).", nonempty=True, applies=_kind_is("model", "custom"),
+          required=True),
+    Param("model.hidden", "ints", (64,), "Widths of the MLP's hidden layers.", lo=1,
+          applies=_kind_is("model", "mlp")),
+    Param("model.activation", "choice", "relu", "Activation of the hidden layers.",
+          choices=ACTIVATIONS, applies=_kind_is("model", "mlp", "cnn")),
+    Param("model.channels", "int", 8, "Filters of the CNN's 3×3 convolution.", lo=1,
+          applies=_kind_is("model", "cnn")),
     # [training]
     Param("training.rho", "real", 0.1, "Regularization ρ of the risk (preprint eq. 54).", lo=0),
     Param("training.mu", "real", 0.7, "Step size μ; a client's SGD step is μ/E_pk (eq. 3).",
@@ -603,7 +644,11 @@ CROSS_RULES = (
     "curve, when that curve does not meet the condition; in a shared table, when no curve does. "
     "A value equal to the default is always accepted.",
     "Unknown keys are rejected everywhere, including inside `[quick]` (with or without `--quick`).",
-    '`training.rho > 0` for `data.kind = "logistic"` or `"classification"` (a unique optimum w°).',
+    '`training.rho > 0` for `data.kind = "logistic"` or `"classification"` without a '
+    "`[model]` (a unique optimum w°).",
+    '`[model]`: `model.kind` other than `"none"` needs classification data (not '
+    '`data.kind = "regression"`); `data.kind = "digits"` needs one; `"cnn"` needs 8×8 '
+    "images (64 features). A model has no closed-form optimum: its MSD metrics are missing.",
     "`privacy.target_epsilon` needs a privatized link in every curve it reaches and a finite "
     "`training.clip_norm`.",
     'A noisy link needs noise: `privacy.server_noise` other than `"none"` needs '
@@ -630,6 +675,7 @@ _TITLES = {
     "quick": "`[quick]`: the `--quick` variant",
     "topology": "`[topology]`: the graph of servers",
     "data": "`[data]`: the federated data set",
+    "model": "`[model]`: a built-in multi-class model instead of the closed-form loss",
     "training": "`[training]`: local training and aggregation",
     "privacy": "`[privacy]`: noise, secure aggregation and accounting",
     "run": "`[run]`: where the simulation runs (overridden by `--backend` etc.)",
@@ -658,6 +704,7 @@ _TYPES = {
     "real_pair": "real or [low, high]",
     "edges": "list of [p, m]",
     "matrix": "P×P reals",
+    "ints": "list of integers",
 }
 
 

@@ -500,3 +500,73 @@ def audit_command(
             out.print(f"plot: {plot}", markup=False)
     if result.refuted:
         raise typer.Exit(3)
+
+
+@app.command("frontier")
+def frontier_command(
+    setup: Annotated[
+        list[str] | None,
+        typer.Option("--setup", help="regression | logistic (repeatable; default: both)."),
+    ] = None,
+    iterations: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--iterations", help="Iterations T (repeatable; default: the papers' T and T/10)."
+        ),
+    ] = None,
+    epsilon: Annotated[
+        list[float] | None,
+        typer.Option("--epsilon", help="Target epsilon (repeatable; default 0.5 1 2 5 10 50)."),
+    ] = None,
+    scheme: Annotated[
+        list[str] | None,
+        typer.Option("--scheme", help="Scheme to compare (repeatable; default: all nine)."),
+    ] = None,
+    mu: Annotated[
+        float | None, typer.Option("--mu", help="Step size mu (default: the set-up's).")
+    ] = None,
+    repetitions: Annotated[
+        int | None,
+        typer.Option("--repetitions", help="Repetitions (default: the set-up's; 1 with --quick)."),
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Root seed >= 0.")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="T = 200 and 20, one repetition.")] = False,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="Output folder (default: runs/frontier).")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Keep the curves an interrupted run saved in --out.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the frontier summary JSON to stdout.")
+    ] = False,
+) -> None:
+    """Privacy-utility frontier: each scheme's noise calibrated to each target epsilon.
+
+    Runs the engine at delta = 1e-5 (pgfl.experiments.frontier) and writes summary.json,
+    frontier.csv and frontier.png into --out; ``pgfl reproduce frontier`` is the default.
+    """
+    from pgfl.cli import run_frontier_command
+    from pgfl.experiments.frontier import SCHEMES, SETUPS, frontier_configs
+    from pgfl.validation import check_choice
+
+    setups = [check_choice("--setup", s, tuple(SETUPS)) for s in setup or SETUPS]
+    schemes = [check_choice("--scheme", s, tuple(SCHEMES)) for s in scheme or SCHEMES]
+    eps = [check_real("--epsilon", e, lo=0.0, lo_open=True) for e in epsilon or ()]
+    counts = [check_int("--iterations", t, lo=1) for t in iterations or ()]
+    for name, values in (("--setup", setups), ("--scheme", schemes), ("--epsilon", eps),
+                         ("--iterations", counts)):  # fmt: skip
+        if len(set(values)) != len(values):
+            raise ConfigError(f"{name} values must be distinct; got {values}")
+    if mu is not None:
+        mu = check_real("--mu", mu, lo=0.0, lo_open=True)
+    if repetitions is not None:
+        repetitions = check_int("--repetitions", repetitions, lo=1)
+    if seed is not None:
+        seed = check_int("--seed", seed, lo=0)
+    configs = frontier_configs(
+        quick=quick, seed=seed, setups=setups, iterations=counts or None,
+        epsilons=sorted(eps) or None, schemes=schemes, repetitions=repetitions, mu=mu,
+    )  # fmt: skip
+    folder = out_dir or Path("runs") / "frontier"
+    run_frontier_command(folder, configs, quick=quick, resume=resume, as_json=as_json)

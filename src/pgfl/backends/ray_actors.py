@@ -1,0 +1,642 @@
+"""Units as actors: one network's units in contiguous blocks, each held by a Ray actor.
+
+The system of "Privatized Graph Federated Learning" (Rizk, Vlaski & Sayed,
+arXiv:2203.07105) is a network of servers, each with its own clients, that exchange only
+the messages ``ψ_m + g_pm`` of eq. 8 with their neighbours. Here a block of units
+``start..stop−1`` lives in one Ray actor (:class:`BlockActor`):
+
+* **data**: the actor builds its units' clients' data itself, from the *recipe* — the
+  curve's configuration, the root seed and its unit range
+  (:func:`pgfl.experiments.runner.build_block`); the driver holds only an outline of the
+  network (sizes, topology, schedule), never a sample;
+* **round i** (:meth:`BlockActor.send`, :meth:`BlockActor.receive`): the actor runs the
+  local phase of its units (eqs. 3, 7; :func:`pgfl.engine.step.local_phase`), draws its
+  units' noise with the keyed draws (:class:`pgfl.rng.KeyedDraws`, keyed by unit, so the
+  numbers are those of the single-process engine), and returns one array of messages
+  ``ψ_m + g_pm`` per receiving block; the driver passes those *object references* on to
+  the receiving actors (the arrays go from actor to actor through Ray's object store,
+  not through the driver), which combine them, ``w_p = Σ_m a_pm (ψ_m + g_pm)`` (eq. 8,
+  :func:`pgfl.engine.step.combine_phase`);
+* **metrics** without gathering models: each round an actor returns its block's sum
+  ``Σ_{p∈b} w_p`` (``[C, R, M]``) and divergence flags (``[C, R]``); every
+  ``checkpoint_every`` rounds the driver sends the centroids ``w_c,i`` back and each actor
+  returns its partial sums of ``‖w_p,i − w°‖²`` (eq. 59) and ``‖w_p,i − w_c,i‖²`` (eq. 30);
+  ``w°`` itself is solved from per-block sufficient statistics (least squares) or per-block
+  gradients and Hessians (logistic, Newton's method);
+* **faults**: after those metrics every actor's state (its models) is checkpointed as an
+  object owned by the driver; an actor that dies is recreated from the recipe, every
+  actor rolls back to the checkpoint and the rounds are replayed (the draws are keyed, so
+  the replay gives the same numbers). After ``max_restarts`` failures the run stops with
+  :class:`~pgfl.backends.RunStopped`, the batches already finished being saved by the runner.
+
+Server models ``W`` are bit-identical to :func:`pgfl.engine.simulate` (the block step is
+the engine's own); the metrics equal it up to the order of the sums over units (≤ 1e-12
+relative). See ``docs/ray.md``, "Units as actors", for who sees what.
+
+>>> [(p.start, p.stop) for p in plan_blocks(Links.from_matrix(np.full((3, 3), 1 / 3)), 2)]
+[(0, 1), (1, 3)]
+"""
+
+from __future__ import annotations
+
+import os
+import tracemalloc
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pgfl.backends import Progress, RunStopped, ray_session
+from pgfl.backends.ray_sweeps import split_range
+from pgfl.engine import CurveSettings, Trajectory
+from pgfl.engine.network import Links, Network
+from pgfl.engine.settings import CurveBatch
+from pgfl.engine.simulate import DIVERGENCE_BOUND
+from pgfl.engine.step import combine_phase, local_phase, server_messages
+from pgfl.problems import _sigmoid
+from pgfl.rng import KeyedDraws
+
+if TYPE_CHECKING:
+    from pgfl.experiments.config import CurveConfig
+    from pgfl.experiments.runner import Batch, Plan
+
+__all__ = ["BlockActor", "BlockPlan", "RayActors", "plan_blocks"]
+
+
+@dataclass(frozen=True)
+class BlockPlan:
+    """Where a block's messages go and come from (no data: topology only).
+
+    Attributes:
+        index: the block's position among the blocks.
+        start, stop: its units ``start..stop−1``.
+        out_links: the links it sends (senders in the block), in link order.
+        sends: ``(receiving block, positions in out_links)``, by receiving block.
+        in_links: the links into the block (receiver-major, as ``combine_phase`` needs).
+        receives: ``(sending block, positions in in_links)``, by sending block.
+
+    """
+
+    index: int
+    start: int
+    stop: int
+    out_links: Links
+    sends: tuple[tuple[int, np.ndarray], ...]
+    in_links: Links
+    receives: tuple[tuple[int, np.ndarray], ...]
+
+    @property
+    def remote_sends(self) -> list[int]:
+        """The other blocks this block sends to, in order (one return value each)."""
+        return [r for r, _ in self.sends if r != self.index]
+
+    @property
+    def remote_receives(self) -> list[int]:
+        """The other blocks this block receives from, in order (one argument each)."""
+        return [q for q, _ in self.receives if q != self.index]
+
+
+def plan_blocks(links: Links, blocks: int) -> list[BlockPlan]:
+    """``blocks`` contiguous near-equal blocks of units and their message routes.
+
+    Sender ``q``'s message to block ``b`` holds the links ``q → b`` in link order; the
+    receiver puts them at the same links' positions among its incoming links, so it
+    combines exactly what the single-process engine combines, in the same order.
+    """
+    P = int(links.dst.max()) + 1
+    bounds = split_range(0, P, blocks)
+    block_of = np.empty(P, dtype=np.int64)
+    for b, (start, stop) in enumerate(bounds):
+        block_of[start:stop] = b
+    plans = []
+    for b, (start, stop) in enumerate(bounds):
+        out_links = links.subset(links.out_of(start, stop))
+        in_links = links.subset(links.into(start, stop))
+        to, frm = block_of[out_links.dst], block_of[in_links.src]
+        plans.append(
+            BlockPlan(
+                b,
+                start,
+                stop,
+                out_links,
+                tuple((int(r), np.flatnonzero(to == r)) for r in np.unique(to)),
+                in_links,
+                tuple((int(q), np.flatnonzero(frm == q)) for q in np.unique(frm)),
+            )
+        )
+    return plans
+
+
+def _kind(x: Any) -> tuple[str, tuple[int, ...]]:
+    """What an argument is, for the record of what reaches an actor."""
+    if isinstance(x, np.ndarray):
+        return ("array", tuple(x.shape))
+    return (type(x).__name__, ())
+
+
+class _Budget:
+    """A cap on the peak of an actor's own allocations; over it, :class:`MemoryError`.
+
+    Traced by ``tracemalloc``: numpy arrays and Python objects, not Ray's runtime.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        tracemalloc.start()
+
+    def check(self, where: str) -> None:
+        peak = tracemalloc.get_traced_memory()[1]
+        if peak > self.limit:
+            raise MemoryError(
+                f"the actor's allocations reached {peak / 2**20:.1f} MiB {where}, over its "
+                f"limit of {self.limit / 2**20:.1f} MiB"
+            )
+
+
+class BlockActor:
+    """One block of units of a network: its clients' data, its models, its half of a round.
+
+    Created by :class:`RayActors` as a Ray actor; plain Python otherwise (tests).
+
+    Args:
+        recipe: the curve configuration the network is built from
+            (:class:`~pgfl.experiments.config.CurveConfig`).
+        seed: the root seed.
+        plan: the block's units and message routes (:class:`BlockPlan`).
+        settings: the curves simulated together.
+        repetitions: ``R``.
+        record: keep the kind and shape of everything that reaches the actor (tests).
+        memory_limit: cap in bytes on the peak of the actor's own allocations (numpy
+            arrays and Python objects, traced by ``tracemalloc``; not Ray's runtime):
+            exceeding it raises :class:`MemoryError` (tests).
+
+    """
+
+    def __init__(
+        self,
+        recipe: CurveConfig,
+        seed: int,
+        plan: BlockPlan,
+        settings: Sequence[CurveSettings],
+        repetitions: int,
+        record: bool = False,
+        memory_limit: int | None = None,
+    ) -> None:
+        self.log: list[tuple[str, str, tuple[int, ...]]] | None = [] if record else None
+        self._record("init", recipe, seed, plan, settings, repetitions)
+        self.budget = None if memory_limit is None else _Budget(memory_limit)
+        from pgfl.experiments.runner import build_block
+
+        self.block = build_block(recipe, seed, plan.start, plan.stop)
+        if self.budget is not None:
+            self.block.data.Xy  # noqa: B018 - the features+target copy the rounds use
+            self.budget.check("building its block")
+        self.plan, self.seed = plan, seed
+        self.curves = CurveBatch.of(list(settings))
+        self.reps = np.arange(repetitions)
+        M = self.block.problem.dim(self.block.data.X.shape[-1])
+        self.W = np.zeros((len(settings), repetitions, self.block.size, M))
+        self.round = 0
+        self.history: list[np.ndarray] = []
+        self.own: np.ndarray | None = None
+
+    def _record(self, method: str, *args: Any) -> None:
+        if self.log is not None:
+            self.log.extend((method, *_kind(a)) for a in args)
+
+    def ping(self) -> int:
+        """The last finished round (the actor is alive)."""
+        return self.round
+
+    def received(self) -> list[tuple[str, str, tuple[int, ...]]]:
+        """``(method, kind, shape)`` of every argument received (``record`` only)."""
+        return list(self.log or [])
+
+    def peak_memory(self) -> int:
+        """Peak bytes of the actor's own allocations (with ``memory_limit``; else 0)."""
+        return 0 if self.budget is None else tracemalloc.get_traced_memory()[1]
+
+    def pid(self) -> int:
+        """The actor's process id."""
+        return os.getpid()
+
+    # ------------------------------------------------------------------------ set-up
+    def optimum_terms(self, w: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The block's share of ``w°`` (eq. 1, every client weighted ``1/N_pk``).
+
+        Least squares (``w = None``): ``Σ_pk (1/N_pk) Σ_n u uᵀ`` and ``Σ_pk (1/N_pk) Σ_n d u``.
+        Logistic: the unscaled gradient and Hessian of the block's risk at ``w``.
+        """
+        self._record("optimum_terms", w)
+        data, problem = self.block.data, self.block.problem
+        weight = data.mask / data.counts[..., None]
+        if w is None:
+            R = np.einsum("pkn,pkni,pknj->ij", weight, data.X, data.X)
+            return R, np.einsum("pkn,pkn,pkni->i", weight, data.y, data.X)
+        margin = data.X @ w
+        g = np.einsum("pkn,pknm->m", problem.residual_weight(margin, data.y) * weight, data.X)
+        s = _sigmoid(margin)
+        H = np.einsum("pkn,pkni,pknj->ij", weight * s * (1.0 - s), data.X, data.X)
+        return g, H
+
+    def test_set(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The network's clean test set (not client data), if it has one."""
+        d = self.block.data
+        return None if d.X_test is None else (d.X_test, d.y_test)
+
+    # ------------------------------------------------------------------------ a round
+    def send(self, iteration: int, *bad: np.ndarray) -> Any:
+        """Local phase and server messages of round ``iteration``.
+
+        ``bad``: every block's divergence flags ``[C, R]`` of the last round (a repetition
+        that diverged anywhere is frozen at NaN everywhere, as in the engine). Returns the
+        report ``(aborted [C, R, P_b], clipped [C, R])`` followed by one array of messages
+        ``[C, R, n, M]`` per other receiving block (:attr:`BlockPlan.remote_sends`).
+        """
+        self._record("send", iteration, *bad)
+        if iteration != self.round + 1:
+            raise RuntimeError(f"block {self.plan.index}: round {iteration} after {self.round}")
+        if bad:
+            self.W[np.logical_or.reduce(bad)] = np.nan
+        draws = KeyedDraws(self.seed, iteration, self.reps, self.block.units)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = local_phase(self.W, self.block, self.curves, draws, iteration)
+            messages = server_messages(
+                out.psi, self.plan.out_links, self.curves, draws, self.plan.start, iteration
+            )
+        outgoing = []
+        for r, positions in self.plan.sends:
+            if r == self.plan.index:
+                self.own = messages[:, :, positions]
+            else:
+                outgoing.append(messages[:, :, positions])
+        report = (out.aborted, out.clipped)
+        return (report, *outgoing) if outgoing else report
+
+    def receive(self, iteration: int, *incoming: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Combine the messages into the block (eq. 8); ``incoming`` by sending block.
+
+        Returns the divergence flags ``[C, R]`` and the block's model sum ``[C, R, M]``.
+        """
+        self._record("receive", iteration, *incoming)
+        C, R, _, M = self.W.shape
+        messages = np.empty((C, R, self.plan.in_links.src.size, M))
+        others = iter(incoming)
+        for q, positions in self.plan.receives:
+            messages[:, :, positions] = self.own if q == self.plan.index else next(others)
+        with np.errstate(over="ignore", invalid="ignore"):
+            self.W = combine_phase(messages, self.plan.in_links, self.plan.start, self.plan.stop)
+            bad = ~(np.abs(self.W).max(axis=(2, 3)) <= DIVERGENCE_BOUND)
+        self.own, self.round = None, iteration
+        self.history.append(self.W)
+        if self.budget is not None:
+            self.budget.check(f"in round {iteration}")
+        return bad, self.W.sum(axis=2)
+
+    def metrics(
+        self,
+        first: int,
+        centroid: np.ndarray,
+        w_opt: np.ndarray,
+        diverged_at: np.ndarray,
+        test: tuple[np.ndarray, np.ndarray] | None,
+    ) -> dict[str, np.ndarray]:
+        """Partial sums over the block of the rounds kept since the last call.
+
+        ``centroid[n, C, R, M]``: ``w_c,i`` of those rounds (from ``first``). Returns
+        ``individual`` ``Σ_p ‖w_p − w°‖²`` and ``disagreement`` ``Σ_p ‖w_p − w_c‖²``
+        (``[n, C, R]``), and ``server_test_error`` ``[n, C, R, P_b]`` with a test set.
+        Repetitions that diverged are NaN from ``diverged_at`` on (the engine's freeze).
+        """
+        self._record("metrics", first, centroid, w_opt, diverged_at)
+        Wh = np.stack(self.history)
+        self.history = []
+        rounds = first + np.arange(len(Wh))
+        frozen = (diverged_at > 0) & (rounds[:, None, None] >= diverged_at)
+        Wh[frozen] = np.nan
+        out = {
+            "individual": np.sum((Wh - w_opt) ** 2, axis=-1).sum(axis=-1),
+            "disagreement": np.sum((Wh - centroid[..., None, :]) ** 2, axis=-1).sum(axis=-1),
+        }
+        if test is not None:
+            out["server_test_error"] = self.block.problem.test_error(Wh, *test)
+        return out
+
+    def checkpoint(self) -> tuple[int, np.ndarray]:
+        """The block's state after its last round: ``(round, W_b)``."""
+        return self.round, self.W.copy()
+
+    def restore(self, state: tuple[int, np.ndarray]) -> int:
+        """Go back to a checkpoint (:meth:`checkpoint`); returns its round."""
+        self.round, W = state
+        self.W = W.copy()
+        self.history, self.own = [], None
+        return self.round
+
+    def final(self) -> np.ndarray:
+        """The block's server models ``[C, R, P_b, M]`` (gathered once, at the end)."""
+        return self.W
+
+
+class RayActors:
+    """Backend holding one network's units in Ray actors (module doc).
+
+    Args:
+        actors: blocks of units, one actor each (default: one per CPU of the cluster;
+            at most ``P``).
+        checkpoint_every: rounds between metric reductions and checkpoints.
+        address: a running cluster to join; ``None`` starts a local Ray.
+        workers: CPUs of the local Ray (without ``address``).
+        max_restarts: actor failures a run survives before it stops (:class:`RunStopped`).
+        cpus_per_actor: Ray CPUs reserved per actor (default ``min(1, CPUs / actors)``).
+        record: actors keep what reaches them (:attr:`received`; tests of the trust boundary).
+        memory_limit: cap on each actor's own allocations, bytes (:class:`BlockActor`; tests).
+        on_round: ``on_round(iteration, actors)`` after each round is submitted (fault tests).
+
+    >>> RayActors(actors=4).checkpoint_every
+    16
+
+    """
+
+    name = "ray-actors"
+
+    def __init__(
+        self,
+        actors: int | None = None,
+        checkpoint_every: int = 16,
+        address: str | None = None,
+        workers: int | None = None,
+        *,
+        max_restarts: int = 3,
+        cpus_per_actor: float | None = None,
+        record: bool = False,
+        memory_limit: int | None = None,
+        on_round: Callable[[int, list[Any]], None] | None = None,
+    ) -> None:
+        self.actors = actors
+        self.checkpoint_every = checkpoint_every
+        self.address, self.workers = address, workers
+        self.max_restarts = max_restarts
+        self.cpus_per_actor = cpus_per_actor
+        self.record, self.memory_limit = record, memory_limit
+        self.on_round = on_round
+        #: Actor failures recovered from in the last run.
+        self.restarts = 0
+        #: ``record``: what reached each block's actor(s), by block (last run).
+        self.received: list[list[tuple[str, str, tuple[int, ...]]]] = []
+        #: Bytes of messages passed between actors per round (last run).
+        self.message_bytes = 0
+        #: ``memory_limit``: each actor's peak allocations in bytes (last run).
+        self.peak_memory: list[int] = []
+
+    def start(self) -> None:
+        """Start or join the Ray cluster (:func:`~pgfl.backends.ray_session`); idempotent."""
+        ray_session(self.address, self.workers)
+
+    def trajectories(
+        self, plan: Plan, progress: Progress | None = None
+    ) -> Iterator[tuple[Batch, Trajectory]]:
+        """Simulate each batch on actors, in the plan's order."""
+        cfg = plan.cfg
+        for batch in plan.batches:
+            step = None if progress is None else (lambda done, b=batch: progress(b, done))
+            traj = self.simulate(
+                cfg.curves[batch.indices[0]],
+                batch.settings,
+                iterations=cfg.iterations,
+                repetitions=cfg.repetitions,
+                seed=cfg.seed,
+                net=batch.net,
+                progress=step,
+            )
+            yield batch, traj
+
+    # ------------------------------------------------------------------------ one run
+    def simulate(
+        self,
+        recipe: CurveConfig,
+        settings: Sequence[CurveSettings],
+        *,
+        iterations: int,
+        repetitions: int = 1,
+        seed: int = 0,
+        net: Network | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> Trajectory:
+        """:func:`pgfl.engine.simulate` of the network ``recipe`` describes, on actors.
+
+        ``net``: the network's outline (``build_network(recipe, seed, outline=True)`` if not
+        given): topology and schedule; its data, if any, is not used.
+        """
+        from pgfl.experiments.runner import build_network
+
+        ray = ray_session(self.address, self.workers)
+        if net is None:
+            net = build_network(recipe, seed, outline=True)
+        for c in settings:
+            c.client.validate(net)
+            c.server.validate(net)
+        P, K = net.A.shape[0], net.epochs.shape[1]
+        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        plans = plan_blocks(net.links, min(self.actors or cpus, P))
+        per_actor = self.cpus_per_actor or min(1.0, cpus / len(plans))
+        remote = ray.remote(BlockActor).options(num_cpus=per_actor, max_restarts=0)
+        args = (recipe, seed)
+
+        def spawn(p: BlockPlan) -> Any:
+            return remote.remote(*args, p, tuple(settings), repetitions, self.record,
+                                 self.memory_limit)  # fmt: skip
+
+        actors = [spawn(p) for p in plans]
+        self.restarts, self.received = 0, []
+        try:
+            run = _Run(self, ray, net, plans, len(settings), repetitions, iterations, K)
+            return run.go(actors, spawn, progress)
+        finally:
+            if self.record:
+                self.received = _logs(ray, actors, "received")
+            if self.memory_limit is not None:
+                self.peak_memory = _logs(ray, actors, "peak_memory")
+            for a in actors:
+                ray.kill(a)
+
+
+def _logs(ray: Any, actors: list[Any], method: str) -> list[Any]:
+    """``method()`` of every actor still alive (``None`` for a dead one)."""
+    out = []
+    for a in actors:
+        try:
+            out.append(ray.get(getattr(a, method).remote()))
+        except ray.exceptions.RayError:
+            out.append(None)
+    return out
+
+
+class _Run:
+    """The driver's side of one run: rounds submitted, reports reduced, faults handled."""
+
+    def __init__(self, backend, ray, net, plans, C, R, T, K) -> None:
+        self.b, self.ray, self.net, self.plans = backend, ray, net, plans
+        self.C, self.R, self.T, self.K = C, R, T, K
+        self.P = net.A.shape[0]
+
+    def optimum(self, actors: list[Any]) -> np.ndarray:
+        """``w°`` from the blocks' terms (the formulas of ``problem.optimum``)."""
+        ray, problem, total = self.ray, self.net.problem, self.P * self.K
+        M = self.net.dim
+        if problem.name == "least_squares":
+            terms = ray.get([a.optimum_terms.remote() for a in actors])
+            R = sum(t[0] for t in terms) / total
+            r = sum(t[1] for t in terms) / total
+            return np.linalg.solve(R + problem.rho * np.eye(M), r)
+        w = np.zeros(M)
+        for _ in range(100):  # Newton's method, as Logistic.optimum
+            terms = ray.get([a.optimum_terms.remote(w) for a in actors])
+            g = sum(t[0] for t in terms) / total + 2.0 * problem.rho * w
+            if np.linalg.norm(g) <= 1e-10:
+                return w
+            H = sum(t[1] for t in terms) / total + 2.0 * problem.rho * np.eye(M)
+            w = w - np.linalg.solve(H, g)
+        raise RuntimeError("logistic optimum did not converge in 100 Newton steps")
+
+    def rounds(self, actors: list[Any], first: int, stop: int) -> list[tuple[list, list]]:
+        """Submit rounds ``first+1..stop``; per round the send reports and receive results."""
+        out, bad = [], []
+        for i in range(first + 1, stop + 1):
+            sent = []
+            for a, p in zip(actors, self.plans, strict=True):
+                n = 1 + len(p.remote_sends)
+                refs = a.send.options(num_returns=n).remote(i, *bad)
+                sent.append([refs] if n == 1 else refs)
+            results = []
+            for a, p in zip(actors, self.plans, strict=True):
+                incoming = [sent[q][1 + self.plans[q].remote_sends.index(p.index)]
+                            for q in p.remote_receives]  # fmt: skip
+                results.append(a.receive.options(num_returns=2).remote(i, *incoming))
+            bad = [r[0] for r in results]
+            out.append(([s[0] for s in sent], results))
+            if self.b.on_round is not None:
+                self.b.on_round(i, actors)
+        return out
+
+    def go(self, actors: list[Any], spawn: Callable, progress: Callable | None) -> Trajectory:
+        ray, net, C, R, T, P = self.ray, self.net, self.C, self.R, self.T, self.P
+        try:
+            w_opt = self.optimum(actors)
+            test = ray.get(actors[0].test_set.remote())
+        except ray.exceptions.RayActorError as exc:  # e.g. its data does not fit
+            lines = [x.strip() for x in str(exc).splitlines() if "Error" in x]
+            reason = (lines[-1] if lines else type(exc).__name__)[:200]
+            raise RunStopped(
+                f"a Ray actor holding units could not build its block ({reason}); "
+                "use more actors (--actors) or machines with more memory"
+            ) from None
+        has_test = test is not None and net.problem.name == "logistic"
+        shape = (T, C, R)
+        metrics = {k: np.empty(shape) for k in ("centroid", "individual", "disagreement")}
+        if has_test:
+            for k in ("test_error", "test_log_loss"):
+                metrics[k] = np.empty(shape)
+            metrics["server_test_error"] = np.empty((*shape, P))
+        diverged_at = np.full((C, R), -1)
+        aborted = np.zeros((C, R), dtype=np.int64)
+        clipped = np.zeros((C, R), dtype=np.int64)
+        abort_log: list[tuple[int, int, int, int]] = []
+        ckpt = [a.checkpoint.remote() for a in actors]
+        done = 0
+        while done < T:
+            stop = min(done + self.b.checkpoint_every, T)
+            try:
+                submitted = self.rounds(actors, done, stop)
+                reports = ray.get([r for sends, _ in submitted for r in sends])
+                results = ray.get([x for _, res in submitted for r in res for x in r])
+                div = diverged_at.copy()
+                n, A = stop - done, len(actors)
+                sums = np.empty((n, C, R, net.dim))
+                for k in range(n):
+                    i = done + k + 1
+                    flags = results[2 * A * k : 2 * A * (k + 1) : 2]
+                    sums[k] = sum(results[2 * A * k + 1 : 2 * A * (k + 1) : 2])
+                    bad = np.logical_or.reduce(flags)
+                    div[bad & (div < 0)] = i
+                centroid = sums / P
+                rounds = done + 1 + np.arange(n)
+                centroid[(div > 0) & (rounds[:, None, None] >= div)] = np.nan
+                parts = ray.get(
+                    [a.metrics.remote(done + 1, centroid, w_opt, div, test) for a in actors]
+                )
+                new_ckpt = [a.checkpoint.remote() for a in actors]
+                ray.wait(new_ckpt, num_returns=len(new_ckpt))
+            except ray.exceptions.RayActorError as exc:
+                self.b.restarts += 1
+                if self.b.restarts > self.b.max_restarts:
+                    raise RunStopped(
+                        f"a Ray actor holding units died ({type(exc).__name__}) and "
+                        f"{self.b.max_restarts} restart(s) ran out at round {done + 1} of {T}; "
+                        "finished batches are saved: rerun with --resume to continue"
+                    ) from None
+                actors[:] = self.recover(actors, ckpt, spawn)
+                continue
+            except ray.exceptions.RayTaskError as exc:
+                raise exc.cause from None  # an error of the simulation itself
+            # the chunk is complete: commit it
+            diverged_at = div
+            span = slice(done, stop)
+            metrics["centroid"][span] = np.sum((centroid - w_opt) ** 2, axis=-1)
+            metrics["individual"][span] = sum(p["individual"] for p in parts) / P
+            metrics["disagreement"][span] = sum(p["disagreement"] for p in parts) / P
+            if has_test:
+                X_test, y_test = test
+                metrics["test_error"][span] = net.problem.test_error(centroid, X_test, y_test)
+                metrics["test_log_loss"][span] = net.problem.test_loss(centroid, X_test, y_test)
+                metrics["server_test_error"][span] = np.concatenate(
+                    [p["server_test_error"] for p in parts], axis=-1
+                )
+            for k in range(n):
+                ab = np.concatenate([reports[A * k + b][0] for b in range(A)], axis=2)
+                clipped += sum(reports[A * k + b][1] for b in range(A))
+                if ab.any():
+                    aborted += ab.sum(axis=2)
+                    log = zip(*np.nonzero(ab), strict=True)
+                    abort_log.extend((int(c), int(r), done + k + 1, int(p)) for c, r, p in log)
+            ckpt, done = new_ckpt, stop
+            if progress is not None:
+                progress(done)
+        self.b.message_bytes = bytes_per_round(self.plans, C, R, net.dim)
+        W = np.concatenate(ray.get([a.final.remote() for a in actors]), axis=2)
+        W[diverged_at >= 0] = np.nan
+        return Trajectory(
+            metrics["centroid"],
+            metrics["individual"],
+            metrics["disagreement"],
+            metrics.get("test_error"),
+            metrics.get("test_log_loss"),
+            metrics.get("server_test_error"),
+            diverged_at,
+            W,
+            aborted,
+            clipped,
+            abort_log,
+            np.arange(R),
+        )
+
+    def recover(self, actors: list[Any], ckpt: list[Any], spawn: Callable) -> list[Any]:
+        """Recreate dead actors from the recipe; roll every actor back to the checkpoint."""
+        ray = self.ray
+        alive = []
+        for a, p in zip(actors, self.plans, strict=True):
+            try:
+                ray.get(a.ping.remote(), timeout=120)
+                alive.append(a)
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                ray.kill(a)
+                alive.append(spawn(p))
+        ray.get([a.restore.remote(c) for a, c in zip(alive, ckpt, strict=True)])
+        return alive
+
+
+def bytes_per_round(plans: Sequence[BlockPlan], curves: int, reps: int, dim: int) -> int:
+    """Bytes of server messages that cross actor boundaries in one round (float64)."""
+    links = sum(pos.size for p in plans for q, pos in p.receives if q != p.index)
+    return int(links) * curves * reps * dim * 8

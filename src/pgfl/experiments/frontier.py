@@ -1,0 +1,483 @@
+"""The privacy–utility frontier: every scheme calibrated to the same ε, utility against ε.
+
+The papers compare schemes at equal noise *variance* (Rizk, Vlaski & Sayed, "Privatized
+Graph Federated Learning", arXiv:2203.07105, §V); a user picks a target *ε*. For each
+target ε* ∈ :data:`EPSILONS` at δ = 10⁻⁵ and a fixed number of iterations T, each scheme's
+noise variance is the smallest with ε(T) ≤ ε* by the tight accountant (``pld``;
+:func:`pgfl.privacy.accounting.calibrate`, bracketing and root-finding on the accountant's
+own ε), then the real engine runs every scheme × ε as curves of one vectorized
+:func:`pgfl.engine.simulate` (one batch: the curves share topology, data and schedule,
+and common random numbers), and the steady-state centroid MSD (eq. 58), average
+individual MSD (eq. 59) and, on the classification set-up, the centroid's test error are
+plotted against ε, one line per scheme.
+
+The ε of different schemes are *not* the same guarantee: each covers one link against
+one adversary (:data:`SCHEMES` ``scope``, ``docs/privacy.md``). A client-level ε protects
+a client against its own server; a server-level ε protects a unit's clients (together)
+against the other servers and eavesdroppers, and graph-homomorphic noise does not cover
+the centroid at all (it cancels there, eq. 46). The frontier is read along a scheme's line
+and across schemes only for the adversary that matters to the user.
+
+Set-ups (:data:`SETUPS`): ``regression`` (preprint Fig. 2: P = 10, K = 100, L = 11,
+μ = 0.7, B = 2) and ``logistic`` (conference Fig. 2: P = 10, K = 50, L = 10, μ = 0.1,
+B = 5, a test set). Iteration counts: the papers' T = 1000 and T/10 (privacy favours
+short runs: the same ε buys less noise per round); ``quick`` uses 200 and 20 with one
+repetition.
+
+Each (set-up, T) is an ordinary experiment run by :mod:`pgfl.experiments.runner` in
+``<out>/<setup>-T<T>/`` (its own ``summary.json``, partial files, ``--resume``); the
+frontier's ``summary.json`` in ``<out>`` has ``curves`` entries
+``{"label": scheme, "setup", "iterations", "x": [ε*...], "centroid_msd_db": [...],
+"individual_msd_db": [...], "noise_variance": [...], "epsilon": [...], ...}`` with every
+list aligned with ``x`` (``null`` where the run diverged); ``frontier.csv`` holds the same
+points, ``frontier.png`` the figure.
+
+>>> cfg = frontier_config("regression", 50, quick=True, epsilons=(1.0, 10.0),
+...                       schemes=("random", "client_gaussian_models"))
+>>> [c.label for c in cfg.curves]
+['none', 'random@1', 'random@10', 'client_gaussian_models@1', 'client_gaussian_models@10']
+>>> cfg.curves[1].privacy.target_epsilon, cfg.iterations
+(1.0, 50)
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pgfl.experiments.config import ExperimentConfig, parse_config
+from pgfl.experiments.presets import preset_text
+from pgfl.experiments.results import write_csv, write_json
+from pgfl.validation import ConfigError
+
+__all__ = [
+    "DELTA",
+    "EPSILONS",
+    "PRESETS",
+    "SCHEMES",
+    "SETUPS",
+    "Scheme",
+    "frontier_config",
+    "frontier_configs",
+    "frontier_summary",
+    "plot_frontier",
+    "run_frontier",
+]
+
+#: Target ε values (the x axis).
+EPSILONS = (0.5, 1.0, 2.0, 5.0, 10.0, 50.0)
+#: δ of every target.
+DELTA = 1e-5
+#: The accountant the noise is calibrated with and whose ε is reported in ``epsilon``.
+ACCOUNTANT = "pld"
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """One line of the frontier: the privacy settings of a scheme and what its ε covers.
+
+    Attributes:
+        name: the ``label`` of its frontier curves.
+        legend: a short legend entry (mechanism; adversary).
+        scope: what the ε protects and against whom (the caption).
+        privacy: the curve's ``[privacy]`` settings (``target_epsilon`` added per point).
+        share: ``training.share`` (``models`` | ``updates``).
+
+    """
+
+    name: str
+    legend: str
+    scope: str
+    privacy: Mapping[str, Any]
+    share: str = "models"
+    training: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _client(dist: str, share: str) -> Scheme:
+    what = "model" if share == "models" else "update"
+    return Scheme(
+        f"client_{dist}_{share}",
+        f"client {dist.capitalize()} on {share} (vs own server)",
+        f"client level: one client's noisy {what} against its own (honest-but-curious) "
+        "server, and by post-processing everyone downstream",
+        {"client_noise": dist},
+        share,
+    )
+
+
+#: The schemes compared, in legend order.
+SCHEMES: dict[str, Scheme] = {
+    s.name: s
+    for s in (
+        _client("laplace", "models"),
+        _client("gaussian", "models"),
+        _client("laplace", "updates"),
+        _client("gaussian", "updates"),
+        Scheme(
+            "random",
+            "random server noise, Laplace (vs other servers; covers the centroid)",
+            "server level: a unit's messages (one noise per server and round) against the "
+            "other servers and eavesdroppers; covers every model and the centroid; not the "
+            "unit's clients against their own server",
+            {"server_noise": "random"},
+        ),
+        Scheme(
+            "random_gaussian",
+            "random server noise, Gaussian (vs other servers; covers the centroid)",
+            "as random, with Gaussian noise",
+            {"server_noise": "random", "server_distribution": "gaussian"},
+        ),
+        Scheme(
+            "random_per_link",
+            "per-link noise, Laplace (vs all links of a server)",
+            "server level: a unit's messages over all its outgoing links (independent noise "
+            "per link) against an adversary who sees them all",
+            {"server_noise": "random_per_link"},
+        ),
+        Scheme(
+            "graph_homomorphic",
+            "graph-homomorphic, Laplace (vs other servers; NOT the centroid)",
+            "server level: a unit's messages against the other servers and eavesdroppers; "
+            "NOT the centroid or the unit's own model, where the noise cancels (eq. 46)",
+            {"server_noise": "graph_homomorphic"},
+        ),
+        Scheme(
+            "hybrid",
+            "secure aggregation + graph-homomorphic (server sees only sums; NOT the centroid)",
+            "server level as graph-homomorphic; in addition a server sees only the sum of its "
+            "clients' models (secure aggregation: no ε against the server, which learns the "
+            "exact sum)",
+            {"client_noise": "secure_aggregation", "server_noise": "graph_homomorphic"},
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A data/training set-up: the preset it comes from and its test metric."""
+
+    preset: str
+    description: str
+    secagg_clip: float
+
+
+#: The set-ups: the topology, data and training of a paper preset (its privacy dropped).
+SETUPS: dict[str, Setup] = {
+    "regression": Setup(
+        "fig2", "least squares, preprint Fig. 2 (P=10, K=100, L=11, mu=0.7, B=2)", 1e6
+    ),
+    "logistic": Setup(
+        "hybrid", "logistic regression, conference Fig. 2 (P=10, K=50, L=10, mu=0.1, B=5)", 1e6
+    ),
+}
+
+
+def _label(scheme: str, eps: float) -> str:
+    return f"{scheme}@{eps:g}"
+
+
+def iteration_counts(setup: str, quick: bool) -> tuple[int, int]:
+    """(the papers' T, T/10); ``quick``: (200, 20).
+
+    >>> iteration_counts("regression", False), iteration_counts("regression", True)
+    ((1000, 100), (200, 20))
+    """
+    if quick:
+        return (200, 20)
+    T = int(tomllib.loads(preset_text(SETUPS[setup].preset))["iterations"])
+    return (T, T // 10)
+
+
+def frontier_config(
+    setup: str,
+    iterations: int,
+    *,
+    quick: bool = False,
+    seed: int | None = None,
+    epsilons: Sequence[float] = EPSILONS,
+    schemes: Sequence[str] | None = None,
+    repetitions: int | None = None,
+    mu: float | None = None,
+) -> ExperimentConfig:
+    """The experiment of one (set-up, T): a non-private curve and every scheme × ε*.
+
+    Curve labels are ``none`` and ``SCHEME@EPS``; each private curve has
+    ``privacy.target_epsilon = EPS`` at δ = :data:`DELTA`, so the runner calibrates its
+    noise (:func:`pgfl.experiments.runner.curve_settings`). ``repetitions`` (default:
+    the preset's, 1 if ``quick``) and ``mu`` (default: the preset's step size) override
+    the set-up. Validated like any config.
+    """
+    if setup not in SETUPS:
+        raise ConfigError(f"frontier set-up must be one of {', '.join(SETUPS)}; got {setup!r}")
+    names = list(SCHEMES) if schemes is None else list(schemes)
+    for name in names:
+        if name not in SCHEMES:
+            raise ConfigError(f"frontier scheme must be one of {', '.join(SCHEMES)}; got {name!r}")
+    base = tomllib.loads(preset_text(SETUPS[setup].preset))
+    reps = repetitions if repetitions is not None else (1 if quick else base["repetitions"])
+    plot = ["centroid_msd_db", "individual_msd_db"]
+    if setup == "logistic":
+        plot.append("test_error")
+    privacy: dict[str, Any] = {"delta": DELTA, "accountants": [ACCOUNTANT]}
+    if any("secure_aggregation" in SCHEMES[n].privacy.values() for n in names):
+        privacy["secagg_clip"] = SETUPS[setup].secagg_clip  # models grow with the noise
+    curves: list[dict[str, Any]] = [{"label": "none"}]
+    for name in names:
+        s = SCHEMES[name]
+        for eps in epsilons:
+            curve: dict[str, Any] = {
+                "label": _label(name, eps),
+                "privacy": {**s.privacy, "target_epsilon": float(eps)},
+            }
+            if s.share != "models":
+                curve["training"] = {"share": s.share}
+            curves.append(curve)
+    raw = {
+        "name": f"frontier-{setup}-T{iterations}",
+        "title": f"privacy-utility frontier: {SETUPS[setup].description}, T={iterations}",
+        "seed": base["seed"] if seed is None else seed,
+        "iterations": iterations,
+        "repetitions": reps,
+        "plot": plot,
+        "topology": base["topology"],
+        "data": base["data"],
+        "training": {**base["training"], **({} if mu is None else {"mu": mu})},
+        "privacy": privacy,
+        "curves": curves,
+    }
+    return parse_config(raw)
+
+
+def frontier_configs(
+    *,
+    quick: bool = False,
+    seed: int | None = None,
+    setups: Sequence[str] = tuple(SETUPS),
+    iterations: Sequence[int] | None = None,
+    epsilons: Sequence[float] | None = None,
+    schemes: Sequence[str] | None = None,
+    repetitions: int | None = None,
+    mu: float | None = None,
+) -> dict[str, ExperimentConfig]:
+    """The experiments of the frontier by sub-folder name ``<setup>-T<T>``.
+
+    ``iterations`` default: :func:`iteration_counts` of each set-up; the other arguments
+    as in :func:`frontier_config`.
+    """
+    out = {}
+    for setup in setups:
+        if setup not in SETUPS:
+            raise ConfigError(f"frontier set-up must be one of {', '.join(SETUPS)}; got {setup!r}")
+        for T in iterations or iteration_counts(setup, quick):
+            out[f"{setup}-T{T}"] = frontier_config(
+                setup, T, quick=quick, seed=seed, epsilons=epsilons or EPSILONS, schemes=schemes,
+                repetitions=repetitions, mu=mu,
+            )  # fmt: skip
+    return out
+
+
+def _split(label: str) -> tuple[str, float]:
+    name, _, eps = label.rpartition("@")
+    return name, float(eps)
+
+
+def frontier_summary(
+    runs: Mapping[str, tuple[ExperimentConfig, Mapping[str, Any]]], *, quick: bool
+) -> dict[str, Any]:
+    """The frontier's summary from the runs' summaries (``key → (config, summary)``).
+
+    One ``curves`` entry per scheme, set-up and T; lists aligned with ``x`` (target ε):
+    ``centroid_msd_db``, ``individual_msd_db`` (``null`` where diverged), ``test_error``
+    (logistic), ``noise_variance`` (of the calibrated link), ``epsilon`` (reported by
+    :data:`ACCOUNTANT`), ``diverged``. ``baselines`` holds the non-private curve per run.
+    """
+    curves: list[dict[str, Any]] = []
+    baselines: list[dict[str, Any]] = []
+    for key, (cfg, summary) in runs.items():
+        setup = key.rpartition("-T")[0]
+        by_scheme: dict[str, list[tuple[float, Mapping[str, Any]]]] = {}
+        for entry in summary["curves"]:
+            if entry["label"] == "none":
+                base = {k: entry.get(k) for k in ("centroid_msd_db", "individual_msd_db")}
+                if "test_error" in entry:
+                    base["test_error"] = entry["test_error"]
+                baselines.append({"setup": setup, "iterations": cfg.iterations, **base})
+                continue
+            name, eps = _split(entry["label"])
+            by_scheme.setdefault(name, []).append((eps, entry))
+        for name, points in by_scheme.items():
+            points.sort(key=lambda p: p[0])
+            scheme = SCHEMES[name]
+            item: dict[str, Any] = {
+                "label": name,
+                "setup": setup,
+                "iterations": cfg.iterations,
+                "repetitions": cfg.repetitions,
+                "x": [p[0] for p in points],
+                "centroid_msd_db": [p[1]["centroid_msd_db"] for p in points],
+                "individual_msd_db": [p[1]["individual_msd_db"] for p in points],
+                "noise_variance": [p[1].get("noise_variance") for p in points],
+                "epsilon": [p[1].get("epsilon", {}).get(ACCOUNTANT) for p in points],
+                "diverged": [bool(p[1]["diverged"]) for p in points],
+                "legend": scheme.legend,
+                "scope": scheme.scope,
+            }
+            if any("test_error" in p[1] for p in points):
+                item["test_error"] = [p[1].get("test_error") for p in points]
+            curves.append(item)
+    return {
+        "experiment": "frontier",
+        "quick": quick,
+        "delta": DELTA,
+        "accountant": ACCOUNTANT,
+        "x": "target epsilon (each scheme's noise calibrated to it after T iterations)",
+        "steady_state": "MSDs in dB and test error averaged over the last 10% of iterations",
+        "setups": {k: v.description for k, v in SETUPS.items()},
+        "runs": sorted(runs),
+        "baselines": baselines,
+        "curves": curves,
+    }
+
+
+_METRICS = (
+    ("centroid_msd_db", "centroid MSD (dB)"),
+    ("individual_msd_db", "average individual MSD (dB)"),
+    ("test_error", "test error of the centroid"),
+)
+
+
+def plot_frontier(summary: Mapping[str, Any], path: str | Path, *, dpi: int = 90) -> Path:
+    """Draw the frontier: one row per (set-up, T), one column per metric, a line per scheme.
+
+    Points where a run diverged are drawn as ``x`` on the top edge; the non-private
+    curve is a dashed grey line. The legend says what each scheme's ε protects.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = sorted(
+        {(c["setup"], c["iterations"]) for c in summary["curves"]},
+        key=lambda r: (list(SETUPS).index(r[0]), -r[1]),
+    )
+    ncols = max(2, max(3 if s == "logistic" else 2 for s, _ in rows))
+    fig, axes = plt.subplots(
+        len(rows), ncols, figsize=(4.2 * ncols, 2.9 * len(rows) + 2.4), squeeze=False
+    )
+    cmap = plt.get_cmap("tab10")
+    colour = {name: cmap(i % 10) for i, name in enumerate(SCHEMES)}
+    markers = "osD^v<>ph*"
+    handles: dict[str, Any] = {}
+    for r, (setup, T) in enumerate(rows):
+        base = next(
+            (b for b in summary["baselines"] if b["setup"] == setup and b["iterations"] == T), {}
+        )
+        for k, (metric, title) in enumerate(_METRICS):
+            ax = axes[r, k] if k < ncols else None
+            if ax is None:
+                continue
+            if metric == "test_error" and setup != "logistic":
+                ax.axis("off")
+                continue
+            top = []
+            for c in summary["curves"]:
+                if (c["setup"], c["iterations"]) != (setup, T) or metric not in c:
+                    continue
+                ys = [math.nan if v is None else v for v in c[metric]]
+                i = list(SCHEMES).index(c["label"])
+                hybrid = c["label"] == "hybrid"  # coincides with graph_homomorphic: dashed
+                (h,) = ax.plot(
+                    c["x"], ys, marker=markers[i % len(markers)], ms=7 if hybrid else 4,
+                    lw=1.2, ls="--" if hybrid else "-", color=colour[c["label"]],
+                    mfc="none" if hybrid else colour[c["label"]], label=c["legend"],
+                )  # fmt: skip
+                handles.setdefault(c["label"], h)
+                top += [x for x, y in zip(c["x"], ys, strict=True) if math.isnan(y)]
+            if base.get(metric) is not None:
+                ax.axhline(base[metric], color="grey", ls="--", lw=1)
+                handles.setdefault(
+                    "none",
+                    ax.plot([], [], color="grey", ls="--", label="no privacy (reference)")[0],
+                )
+            if top:
+                y_top = ax.get_ylim()[1]
+                ax.plot(top, [y_top] * len(top), "kx", ms=6, clip_on=False)
+                handles.setdefault(
+                    "diverged", ax.plot([], [], "kx", label="diverged (model entry > 1e6)")[0]
+                )
+            ax.set_xscale("log")
+            ax.set_title(f"{setup}, T={T}: {title}", fontsize=9)
+            ax.set_xlabel(f"target epsilon (delta={summary['delta']:g}, {summary['accountant']})")
+            ax.grid(True, which="both", alpha=0.3)
+    fig.legend(
+        handles=list(handles.values()), loc="lower center", ncol=2, fontsize=7.5, frameon=False
+    )
+    fig.suptitle(
+        "Privacy-utility frontier: every scheme's noise calibrated to the target epsilon. "
+        "Epsilons of different scopes are different guarantees:\nclient level protects a "
+        "client against its own server; server level protects a unit's data against the other "
+        "servers;\ngraph-homomorphic noise does not protect the centroid. Hybrid coincides "
+        "with graph-homomorphic: the same server noise at equal epsilon",
+        fontsize=8.5,
+    )
+    fig.tight_layout(rect=(0, 0.02 + 0.3 / len(rows), 1, 0.97))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+
+
+def _csv_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for c in summary["curves"]:
+        for j, x in enumerate(c["x"]):
+            row = {"label": c["label"], "setup": c["setup"], "iterations": c["iterations"],
+                   "target_epsilon": x}  # fmt: skip
+            for key in ("epsilon", "noise_variance", "centroid_msd_db", "individual_msd_db",
+                        "test_error", "diverged"):  # fmt: skip
+                if key in c:
+                    row[key] = c[key][j]
+            rows.append(row)
+    return rows
+
+
+def run_frontier(
+    out: str | Path,
+    *,
+    quick: bool = False,
+    seed: int | None = None,
+    resume: bool = False,
+    configs: Mapping[str, ExperimentConfig] | None = None,
+    run: Callable[[Any], Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Run the frontier into ``out``; write ``summary.json``, ``frontier.csv``, ``frontier.png``.
+
+    ``configs`` (default :func:`frontier_configs`) are all validated and their noise
+    calibrated before anything is written (:func:`pgfl.experiments.runner.prepare_experiment`
+    into ``out/<key>``); ``run(plan)`` runs one prepared plan (default
+    :func:`pgfl.experiments.runner.run_plan`). With ``resume``, the curves an interrupted
+    run saved in a sub-folder are kept. Returns the frontier summary.
+    """
+    from pgfl.experiments.runner import prepare_experiment, run_plan
+
+    out = Path(out)
+    configs = dict(configs or frontier_configs(quick=quick, seed=seed))
+    plans = {key: prepare_experiment(cfg, out / key, resume=resume) for key, cfg in configs.items()}
+    run = run or run_plan
+    runs = {key: (plans[key].cfg, run(plans[key])) for key in plans}
+    summary = frontier_summary(runs, quick=quick)
+    write_json(out / "summary.json", summary)
+    write_csv(out / "frontier.csv", _csv_rows(summary))
+    plot_frontier(summary, out / "frontier.png")
+    return summary
+
+
+#: ``pgfl reproduce`` presets that are not a single experiment.
+PRESETS = {"frontier": run_frontier}
