@@ -64,6 +64,7 @@ import struct
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -507,13 +508,22 @@ class _Pool:
     def map(self, fn: Callable, items: list, size: int) -> list:
         if self.workers == 1 or size < _MIN_PARALLEL or len(items) < 2:
             return [fn(it) for it in items]
+        ex = self._executor()
+        try:
+            return list(ex.map(fn, items))
+        except BrokenProcessPool:  # a worker died (killed, out of memory): one fresh pool
+            _EXECUTORS.pop(self.workers, None)
+            ex.shutdown(wait=False, cancel_futures=True)
+            return list(self._executor().map(fn, items))
+
+    def _executor(self) -> ProcessPoolExecutor:
         ex = _EXECUTORS.get(self.workers)
         if ex is None:
             # fork: no re-import of the caller's __main__ (scripts need no main guard)
             methods = multiprocessing.get_all_start_methods()
             ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
             ex = _EXECUTORS[self.workers] = ProcessPoolExecutor(self.workers, mp_context=ctx)
-        return list(ex.map(fn, items))
+        return ex
 
 
 #: Below this many items (pairs, keys) a round runs on the calling thread only.
