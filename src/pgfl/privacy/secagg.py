@@ -44,7 +44,10 @@ protocol's output is bit-for-bit the fixed-point sum of the survivors, decoded, 
 Simulation note: all clients of a unit run in one process, so each pair's X25519
 agreement is computed once (by the lower-indexed client) and used by both parties —
 DH is symmetric, a test checks that both sides agree — and the pair's mask is expanded
-once and added to one party's vector and subtracted from the other's.
+once and added to one party's vector and subtracted from the other's. The per-pair work
+runs on worker processes (``workers``; see :func:`run_secagg_round`); the secret
+randomness is drawn beforehand on the calling thread, so the transcript does not depend
+on how many workers ran it.
 
 >>> cfg = SecAggConfig(frac_bits=8, clip=4.0)
 >>> x = np.array([[0.5, -1.0], [1.5, 2.0], [1.0, 0.0]])
