@@ -1,12 +1,13 @@
 """The claim of issue 11 on the ``digits-mlp`` preset, across three seeds (statistical).
 
-At equal noise variance (σ_g² = 0.03, Gaussian) on the MLP: GFL without noise reaches
+At equal noise variance (σ_g² = 0.015, Gaussian) on the MLP: GFL without noise reaches
 at least 90% test accuracy; graph-homomorphic noise, which cancels in the centroid
 ("Privatized Graph Federated Learning", arXiv:2203.07105, eq. 46), stays within 3 points
 of it although the servers' models are noisy and the model is non-convex; random noise
-of the same variance is at least 10 points worse (or diverges). Run at the preset's
-``--quick`` size (150 iterations), seeds 0, 1, 2, each seed a new data split, schedule
-and initialization.
+of the same variance is at least 10 points worse (or diverges). Run at the preset's full
+size (300 iterations; at the ``--quick`` size of 150 the no-noise accuracy of seed 2 is
+90.2%, too close to the bound), seeds 0, 1, 2, each seed a new data split, schedule and
+initialization.
 """
 
 import tomllib
@@ -28,8 +29,9 @@ def test_graph_homomorphic_noise_keeps_the_mlp_accuracy_random_noise_does_not(se
     raw["curves"] = [
         c for c in raw["curves"] if c["label"] in ("none", "graph_homomorphic", "random")
     ]
-    summary = run_experiment(parse_config(raw, quick=True), tmp_path)
+    summary = run_experiment(parse_config(raw), tmp_path)
     acc = {c["label"]: c["test_accuracy"] for c in summary["curves"]}
+    print(f"seed {seed}: {acc}")
     assert 0.0 <= acc["none"] <= 1.0
     assert acc["none"] >= 0.90, acc
     assert acc["graph_homomorphic"] >= acc["none"] - 0.03, acc
