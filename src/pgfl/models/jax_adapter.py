@@ -128,14 +128,21 @@ class JaxProblem:
         # curve) run one after the other inside one compiled loop (lax.map), each with its
         # samples vmapped.
         plain = jax.vmap(jax.vmap(batch_grad, (0, None, None, None)), (0, 0, 0, 0))
-        self._plain = jax.jit(lambda W, X, Y, wt: plain(W, X, Y, wt) + (2.0 * rho) * W)
 
-        def clipped(W, X, Y, wt, clip):  # W [n, C, M], clip [C] -> [n, C, M]
-            n, C, M = W.shape
+        # the engine's layout W [n, M, C] goes in and out; the transposes run inside XLA
+        def plain_nmc(W, X, Y, wt):
+            Wt = jnp.swapaxes(W, 1, 2)
+            return jnp.swapaxes(plain(Wt, X, Y, wt) + (2.0 * rho) * Wt, 1, 2)
+
+        self._plain = jax.jit(plain_nmc)
+
+        def clipped(W, X, Y, wt, clip):  # W [n, M, C], clip [C] -> [n, M, C]
+            n, M, C = W.shape
+            W = jnp.swapaxes(W, 1, 2)
             rep = lambda a: jnp.repeat(a, C, axis=0)  # noqa: E731  (n·C, ...) model-major
             xs = (W.reshape(n * C, M), rep(X), rep(Y), rep(wt), jnp.tile(clip, n))
             out = jax.lax.map(lambda t: clipped_grad(*t), xs)
-            return out.reshape(n, C, M)
+            return jnp.swapaxes(out.reshape(n, C, M), 1, 2)
 
         self._clipped = jax.jit(clipped)
         self._per_sample = jax.jit(jax.vmap(jax.grad(flat_loss), (None, 0, 0)))
@@ -194,21 +201,19 @@ class JaxProblem:
         M, C = W.shape[-2:]
         B, F = U.shape[-2:]
         n = int(np.prod(lead, dtype=np.int64))
-        size = _bucket(n)
-        Wn = np.zeros((size, C, M))
-        Wn[:n] = np.swapaxes(W.reshape(n, M, C), -1, -2)
-        Un = np.zeros((size, B, F))
-        Un[:n] = U.reshape(n, B, F)
-        dn = np.zeros((size, B))
-        dn[:n] = d.reshape(n, B)
-        wn = np.zeros((size, B))
-        wn[:n] = weight.reshape(n, B)
+        pad = _bucket(n) - n  # padded clients: zero data, zero weights, results dropped
+
+        def padded(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+            a = np.asarray(a, dtype=np.float64).reshape(n, *shape)
+            return a if pad == 0 else np.concatenate([a, np.zeros((pad, *shape))])
+
+        args = (padded(W, (M, C)), padded(U, (B, F)), padded(d, (B,)), padded(weight, (B,)))
         if clip_norm is None:
-            G = self._plain(Wn, Un, dn, wn)
+            G = self._plain(*args)
         else:
             clip = np.broadcast_to(np.asarray(clip_norm, dtype=np.float64), (C,))
-            G = self._clipped(Wn, Un, dn, wn, clip)
-        return np.swapaxes(np.asarray(G)[:n], -1, -2).reshape(W.shape)
+            G = self._clipped(*args, clip)
+        return np.asarray(G)[:n].reshape(W.shape)
 
     def sample_gradients(self, w: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Per-sample loss gradients ``∇ℓ(w; x_b, y_b)`` for one model ``w [M]``: ``[B, M]``."""
