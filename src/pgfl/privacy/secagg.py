@@ -44,7 +44,10 @@ protocol's output is bit-for-bit the fixed-point sum of the survivors, decoded, 
 Simulation note: all clients of a unit run in one process, so each pair's X25519
 agreement is computed once (by the lower-indexed client) and used by both parties —
 DH is symmetric, a test checks that both sides agree — and the pair's mask is expanded
-once and added to one party's vector and subtracted from the other's.
+once and added to one party's vector and subtracted from the other's. The per-pair work
+runs on worker processes (``workers``; see :func:`run_secagg_round`); the secret
+randomness is drawn beforehand on the calling thread, so the transcript does not depend
+on how many workers ran it.
 
 >>> cfg = SecAggConfig(frac_bits=8, clip=4.0)
 >>> x = np.array([[0.5, -1.0], [1.5, 2.0], [1.0, 0.0]])
@@ -64,6 +67,7 @@ import struct
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -507,13 +511,22 @@ class _Pool:
     def map(self, fn: Callable, items: list, size: int) -> list:
         if self.workers == 1 or size < _MIN_PARALLEL or len(items) < 2:
             return [fn(it) for it in items]
+        ex = self._executor()
+        try:
+            return list(ex.map(fn, items))
+        except BrokenProcessPool:  # a worker died (killed, out of memory): one fresh pool
+            _EXECUTORS.pop(self.workers, None)
+            ex.shutdown(wait=False, cancel_futures=True)
+            return list(self._executor().map(fn, items))
+
+    def _executor(self) -> ProcessPoolExecutor:
         ex = _EXECUTORS.get(self.workers)
         if ex is None:
             # fork: no re-import of the caller's __main__ (scripts need no main guard)
             methods = multiprocessing.get_all_start_methods()
             ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
             ex = _EXECUTORS[self.workers] = ProcessPoolExecutor(self.workers, mp_context=ctx)
-        return list(ex.map(fn, items))
+        return ex
 
 
 #: Below this many items (pairs, keys) a round runs on the calling thread only.
