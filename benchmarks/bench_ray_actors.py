@@ -3,8 +3,9 @@
 For each network size P (default 10, 100, 1000 units; K clients each), the same network
 (Erdős–Rényi, edge probability ``2 ln P / P``, connected) is simulated by the local engine
 (``pgfl.engine.simulate``) and by ``RayActors`` on a local Ray with ``--workers`` CPUs.
-A round's time is the slope between a short and a long run (``--rounds`` apart), so
-start-up (actors building their data, ``w°``) is left out and reported on its own. Bytes
+A round's time is measured between the first checkpoint and the end of the run (``--rounds``
+rounds, metric reductions and checkpoints included), so start-up (actors building their
+data, ``w°``) is left out and reported on its own. Bytes
 per round: the messages ``ψ + g`` that cross actor boundaries (float64), and what the
 driver receives (block sums ``[C, R, M]``, flags and reports per block and round). The
 two runs' server models must be bit-identical.
@@ -24,7 +25,7 @@ import platform
 import time
 
 
-def _config(P: int, K: int, rounds: int):
+def _config(P: int, K: int, rounds: int, M: int = 2):
     from pgfl.experiments.config import parse_config
 
     prob = 1.0 if P <= 3 else min(1.0, 2.0 * math.log(P) / P)
@@ -35,7 +36,7 @@ def _config(P: int, K: int, rounds: int):
             "repetitions": 1,
             "seed": 1,
             "topology": {"kind": "erdos_renyi", "P": P, "probability": prob},
-            "data": {"K": K, "N": 20, "M": 2},
+            "data": {"K": K, "N": 20, "M": M},
             "training": {"L": max(1, K // 2), "mu": 0.3, "epochs": 1, "batch": 5},
             "privacy": {"server_variance": 0.01},
             "curves": [{"label": "gh", "privacy": {"server_noise": "graph_homomorphic"}}],
@@ -51,9 +52,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", type=int, default=[10, 100, 1000])
     parser.add_argument("--clients", type=int, default=10, help="K, clients per unit")
+    parser.add_argument("--dim", type=int, default=2, help="M, model dimension")
     parser.add_argument("--actors", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=40, help="rounds between the two runs")
+    parser.add_argument(
+        "--rounds", type=int, default=48, help="rounds timed after the first checkpoint"
+    )
     parser.add_argument("--checkpoint-every", type=int, default=16)
     args = parser.parse_args()
 
@@ -70,30 +74,42 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "workers": args.workers,
         "actors": args.actors,
+        "dim": args.dim,
+        "clients_per_unit": args.clients,
         "checkpoint_every": args.checkpoint_every,
         "sizes": {},
     }
-    short = 4
     for P in args.sizes:
-        cfg = _config(P, args.clients, short + args.rounds)
+        T = args.checkpoint_every + args.rounds
+        cfg = _config(P, args.clients, T, args.dim)
         curve = cfg.curves[0]
         net = build_network(curve, cfg.seed)
         settings = [curve_settings(curve, cfg.iterations, net)]
         C, R, M = 1, 1, net.dim
-        times: dict[str, list[float]] = {"local": [], "actors": []}
-        W = {}
+        stamps: dict[str, dict[int, float]] = {"local": {}, "actors": {}}
         backend = RayActors(actors=args.actors, checkpoint_every=args.checkpoint_every)
-        for T in (short, short + args.rounds):
-            t0 = time.perf_counter()
-            W["local", T] = simulate(net, settings, iterations=T, seed=cfg.seed).W
-            times["local"].append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            W["actors", T] = backend.simulate(curve, settings, iterations=T, seed=cfg.seed).W
-            times["actors"].append(time.perf_counter() - t0)
-        same = all(
-            np.array_equal(W["local", T], W["actors", T]) for T in (short, short + args.rounds)
+        t0 = time.perf_counter()
+        local = simulate(
+            net,
+            settings,
+            iterations=T,
+            seed=cfg.seed,
+            progress=lambda i, s=stamps["local"]: s.__setitem__(i, time.perf_counter()),
         )
-        per_round = {k: (v[1] - v[0]) / args.rounds * 1e3 for k, v in times.items()}
+        t1 = time.perf_counter()
+        actors = backend.simulate(
+            curve,
+            settings,
+            iterations=T,
+            seed=cfg.seed,
+            progress=lambda i, s=stamps["actors"]: s.__setitem__(i, time.perf_counter()),
+        )
+        t2 = time.perf_counter()
+        same = bool(np.array_equal(local.W, actors.W))
+        # a round's time: between the first checkpoint and the end (start-up left out)
+        first = args.checkpoint_every
+        per_round = {k: (v[T] - v[first]) / (T - first) * 1e3 for k, v in stamps.items()}
+        startup = stamps["actors"][first] - t1 - first * per_round["actors"] / 1e3
         plans = plan_blocks(net.links, min(args.actors, P))
         driver = sum(C * R * M * 8 + C * R * 2 + C * R * (p.stop - p.start) + C * R * 8
                      for p in plans)  # fmt: skip
@@ -102,7 +118,10 @@ def main() -> None:
             "local_ms_per_round": round(per_round["local"], 3),
             "actors_ms_per_round": round(per_round["actors"], 3),
             "overhead_ms_per_round": round(per_round["actors"] - per_round["local"], 3),
-            "actors_startup_s": round(times["actors"][0] - short * per_round["actors"] / 1e3, 2),
+            "actors_startup_s": round(startup, 2),
+            "local_total_s": round(t1 - t0, 2),
+            "actors_total_s": round(t2 - t1, 2),
+            "driver_submit_ms_per_round": round(backend.submit_seconds / T * 1e3, 3),
             "message_bytes_per_round": backend.message_bytes,
             "driver_bytes_per_round": int(driver),
             "same_models": bool(same),
@@ -112,7 +131,8 @@ def main() -> None:
         print(
             f"P={P:5d} links={row['links']:6d}  local {row['local_ms_per_round']:8.2f} ms/round"
             f"  actors {row['actors_ms_per_round']:8.2f} ms/round"
-            f"  (+{row['overhead_ms_per_round']:.2f})  start-up {row['actors_startup_s']:.1f} s"
+            f"  (+{row['overhead_ms_per_round']:.2f}; driver submits"
+            f" {row['driver_submit_ms_per_round']:.2f})  start-up {row['actors_startup_s']:.1f} s"
             f"  messages {row['message_bytes_per_round']} B/round  same={same}  load {_load()}",
             flush=True,
         )

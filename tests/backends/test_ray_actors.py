@@ -45,12 +45,12 @@ def assert_equal_runs(actors: Trajectory, local: Trajectory) -> None:
     """Models bit for bit; metrics to 1e-12 (sums over units in another order)."""
     assert np.array_equal(actors.W, local.W, equal_nan=True)
     for f in ("centroid_msd", "individual_msd", "disagreement", "test_error", "test_log_loss",
-              "server_test_error"):  # fmt: skip
+              "server_test_error", "server_test_loss"):  # fmt: skip
         a, b = getattr(actors, f), getattr(local, f)
         if b is None:
             assert a is None, f
             continue
-        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-300, err_msg=f)
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-300, equal_nan=True, err_msg=f)
     for f in ("diverged_at", "aborted", "clipped", "reps"):
         assert np.array_equal(getattr(actors, f), getattr(local, f)), f
     assert actors.abort_log == local.abort_log
@@ -74,8 +74,17 @@ def test_a_block_of_synthetic_data_is_the_rows_of_the_whole(monkeypatch, generat
         assert np.array_equal(part.X_test, whole.X_test)
 
 
-def test_build_block_is_the_block_of_the_whole_network():
-    cfg = _config([{"label": "a"}], training={"L": 3, "mu": 0.4, "batch": [2, 4]})
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"K": 5, "N": [4, 9]},
+        {"kind": "logistic", "K": 4, "N": [3, 7], "test_size": 6},
+        {"kind": "classification", "source": "fair", "K": 3, "rows": 300, "test_size": 20},
+    ],
+    ids=["regression", "logistic", "data file"],
+)
+def test_build_block_is_the_block_of_the_whole_network(data):
+    cfg = _config([{"label": "a"}], data=data, training={"L": 3, "mu": 0.4, "batch": [2, 4]})
     net = build_network(cfg.curves[0], cfg.seed)
     block, whole = build_block(cfg.curves[0], cfg.seed, 1, 4), net.block(1, 4)
     for f in ("start", "L", "e_max", "b_max", "size"):
@@ -83,8 +92,23 @@ def test_build_block_is_the_block_of_the_whole_network():
     for f in ("epochs", "batch"):
         assert np.array_equal(getattr(block, f), getattr(whole, f)), f
     assert np.array_equal(block.data.Xy, whole.data.Xy)
+    for f in ("X_test", "y_test"):
+        assert np.array_equal(getattr(block.data, f), getattr(whole.data, f)), f
     outline = build_network(cfg.curves[0], cfg.seed, outline=True)
-    assert outline.data.shape == net.data.shape and not hasattr(outline.data, "X")
+    assert outline.data.shape == net.data.shape
+    if data.get("kind") != "classification":  # synthetic: sizes only, no samples
+        assert not hasattr(outline.data, "X")
+
+
+def test_the_driver_plans_an_actors_run_without_client_data(tmp_path):
+    from pgfl.data.federated import DataOutline
+    from pgfl.experiments.runner import prepare_experiment
+
+    cfg = _config([{"label": "a"}], run={"backend": "ray", "mode": "actors", "actors": 2})
+    (batch,) = prepare_experiment(cfg, tmp_path / "out").batches
+    assert isinstance(batch.net.data, DataOutline)
+    local = prepare_experiment(_config([{"label": "a"}]), tmp_path / "out")
+    assert batch.net.data.shape == local.batches[0].net.data.shape
 
 
 def test_block_routes_carry_every_link_once_in_order():
@@ -118,14 +142,37 @@ def test_block_actors_in_one_process_give_the_engine_bits():
     assert np.array_equal(W, local.W)
 
 
+def test_a_repetition_that_diverged_in_any_block_is_frozen_in_every_block():
+    """The engine freezes a diverged repetition at NaN in every unit (simulate): an actor
+    applies the other blocks' flags before its next local phase."""
+    cfg = _config([{"label": "a"}, {"label": "b", "training": {"mu": 0.2}}])
+    net = build_network(cfg.curves[0], cfg.seed)
+    settings = [curve_settings(c, cfg.iterations, net) for c in cfg.curves]
+    plan = plan_blocks(net.links, 2)[1]
+    actor = BlockActor(cfg.curves[0], cfg.seed, plan, settings, cfg.repetitions)
+    other, mine = np.zeros((2, 2), bool), np.zeros((2, 2), bool)
+    other[1, 0] = True  # curve 1, repetition 0 diverged in the other block
+    actor.send(1, other, mine)
+    assert (
+        np.isnan(actor.W[1, 0]).all() and np.isfinite(np.delete(actor.W.reshape(4, -1), 2, 0)).all()
+    )
+
+
 # ------------------------------------------------------------------ on Ray
 @pytest.mark.ray
 def test_plain_scheme_on_actors_equals_the_engine(ray_local):
     cfg = _config([{"label": "plain"}, {"label": "diverges", "training": {"mu": 200.0}}])
     local, settings = _reference(cfg)
     assert (local.diverged_at[1] > 0).all() and (local.diverged_at[0] < 0).all()
-    backend = RayActors(actors=3, checkpoint_every=5)
+    backend = RayActors(actors=3, checkpoint_every=5, record=True)
     assert_equal_runs(_on_actors(cfg, settings, backend), local)
+    # the diverged repetitions (round 1) reach every local phase after it as flags,
+    # across checkpoints too (rounds 6 and 11 start a new chunk)
+    for log in backend.received:
+        sends = [k for k, (method, kind, _) in enumerate(log) if (method, kind) == ("send", "int")]
+        flags = [sum(1 for e in log[a + 1 : b] if e[:2] == ("send", "array"))
+                 for a, b in zip(sends, [*sends[1:], len(log)], strict=True)]  # fmt: skip
+        assert flags[0] == 0 and all(f >= 1 for f in flags[1:]), flags
     # a ring of 5 units in blocks (0)(1 2)(3 4): links 0↔1, 2↔3, 4↔0 cross, each [C, R, M]
     assert backend.message_bytes == 6 * 2 * 2 * 2 * 8
 
@@ -158,12 +205,15 @@ def test_secure_aggregation_with_dropout_on_actors_equals_the_engine(ray_local):
             {"label": "simulated", "privacy": secagg},
             {"label": "crypto", "privacy": {**secagg, "secagg_protocol": "cryptographic"},
              "training": {"share": "updates"}},
+            {"label": "diverges", "privacy": secagg, "training": {"mu": 30.0}},
         ],
         iterations=6,
         privacy={"secagg_clip": 64.0},
     )  # fmt: skip
     local, settings = _reference(cfg)
     assert local.aborted.sum() > 0  # the test covers aborts
+    # and repetitions that diverge when their models leave the protocol's range
+    assert (local.diverged_at[2] > 0).any() and local.clipped[2].sum() > 0
     assert_equal_runs(_on_actors(cfg, settings, RayActors(actors=2, checkpoint_every=4)), local)
 
 
@@ -179,6 +229,22 @@ def test_logistic_test_errors_on_actors_equal_the_engine(ray_local):
     local, settings = _reference(cfg)
     assert local.test_error is not None
     assert_equal_runs(_on_actors(cfg, settings, RayActors(actors=3, checkpoint_every=4)), local)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_model_on_actors_equals_the_engine(ray_local):
+    """A [model] (MLP, random initial parameters, no closed-form optimum: MSDs are NaN)."""
+    cfg = _config(
+        [{"label": "mlp"}],
+        data={"kind": "logistic", "K": 4, "N": [4, 9], "M": 3, "test_size": 10},
+        model={"kind": "mlp", "hidden": [4]},
+        training={"L": 3, "mu": 0.4, "rho": 0.01},
+        iterations=5,
+    )
+    local, settings = _reference(cfg)
+    assert np.isnan(local.centroid_msd).all() and local.server_test_loss is not None
+    assert_equal_runs(_on_actors(cfg, settings, RayActors(actors=2, checkpoint_every=3)), local)
 
 
 @pytest.mark.ray
@@ -200,6 +266,7 @@ def test_no_actor_receives_client_data_or_raw_noise(ray_local):
             ("init", "CurveConfig"), ("init", "int"), ("init", "BlockPlan"), ("init", "tuple"),
             ("optimum_terms", "NoneType"), ("send", "int"), ("send", "array"),
             ("receive", "int"), ("receive", "array"), ("metrics", "int"), ("metrics", "array"),
+            ("metrics", "NoneType"),  # no test set here (with one: the clean test set)
         }  # fmt: skip
         sends = [shape for method, kind, shape in log if method == "send" and kind == "array"]
         assert set(sends) == {(C, R)}  # only the other blocks' divergence flags

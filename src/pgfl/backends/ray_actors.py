@@ -14,8 +14,9 @@ the messages ``ψ_m + g_pm`` of eq. 8 with their neighbours. Here a block of uni
   units' noise with the keyed draws (:class:`pgfl.rng.KeyedDraws`, keyed by unit, so the
   numbers are those of the single-process engine), and returns one array of messages
   ``ψ_m + g_pm`` per receiving block; the driver passes those *object references* on to
-  the receiving actors (the arrays go from actor to actor through Ray's object store,
-  not through the driver), which combine them, ``w_p = Σ_m a_pm (ψ_m + g_pm)`` (eq. 8,
+  the receiving actors (large arrays go between nodes through Ray's object store; Ray
+  relays return values under ~100 KiB through their owner, the driver's process), which
+  combine them, ``w_p = Σ_m a_pm (ψ_m + g_pm)`` (eq. 8,
   :func:`pgfl.engine.step.combine_phase`);
 * **metrics** without gathering models: each round an actor returns its block's sum
   ``Σ_{p∈b} w_p`` (``[C, R, M]``) and divergence flags (``[C, R]``); every
@@ -40,6 +41,7 @@ relative). See ``docs/ray.md``, "Units as actors", for who sees what.
 from __future__ import annotations
 
 import os
+import time
 import tracemalloc
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -197,6 +199,9 @@ class BlockActor:
         self.reps = np.arange(repetitions)
         M = self.block.problem.dim(self.block.data.X.shape[-1])
         self.W = np.zeros((len(settings), repetitions, self.block.size, M))
+        initial = getattr(self.block.problem, "initial", None)  # a [model]'s parameters
+        if initial is not None:
+            self.W += np.asarray(initial, float)
         self.round = 0
         self.history: list[np.ndarray] = []
         self.own: np.ndarray | None = None
@@ -306,10 +311,11 @@ class BlockActor:
 
         ``centroid[n, C, R, M]``: ``w_c,i`` of those rounds (from ``first``). Returns
         ``individual`` ``Σ_p ‖w_p − w°‖²`` and ``disagreement`` ``Σ_p ‖w_p − w_c‖²``
-        (``[n, C, R]``), and ``server_test_error`` ``[n, C, R, P_b]`` with a test set.
+        (``[n, C, R]``), and ``server_test_error``, ``server_test_loss`` ``[n, C, R, P_b]``
+        for a classifier with a test set (``test``).
         Repetitions that diverged are NaN from ``diverged_at`` on (the engine's freeze).
         """
-        self._record("metrics", first, centroid, w_opt, diverged_at)
+        self._record("metrics", first, centroid, w_opt, diverged_at, test)
         Wh = np.stack(self.history)
         self.history = []
         rounds = first + np.arange(len(Wh))
@@ -321,6 +327,7 @@ class BlockActor:
         }
         if test is not None:
             out["server_test_error"] = self.block.problem.test_error(Wh, *test)
+            out["server_test_loss"] = self.block.problem.test_loss(Wh, *test)
         return out
 
     def checkpoint(self) -> tuple[int, np.ndarray]:
@@ -387,6 +394,8 @@ class RayActors:
         self.received: list[list[tuple[str, str, tuple[int, ...]]]] = []
         #: Bytes of messages passed between actors per round (last run).
         self.message_bytes = 0
+        #: Driver time spent submitting rounds (last run), seconds.
+        self.submit_seconds = 0.0
         #: ``memory_limit``: each actor's peak allocations in bytes (last run).
         self.peak_memory: list[int] = []
 
@@ -441,7 +450,9 @@ class RayActors:
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         plans = plan_blocks(net.links, min(self.actors or cpus, P))
         per_actor = self.cpus_per_actor or min(1.0, cpus / len(plans))
-        remote = ray.remote(BlockActor).options(num_cpus=per_actor, max_restarts=0)
+        remote = ray.remote(BlockActor).options(  # blocks spread over the nodes (memory)
+            num_cpus=per_actor, max_restarts=0, scheduling_strategy="SPREAD"
+        )
         args = (recipe, seed)
 
         def spawn(p: BlockPlan) -> Any:
@@ -449,7 +460,7 @@ class RayActors:
                                  self.memory_limit)  # fmt: skip
 
         actors = [spawn(p) for p in plans]
-        self.restarts, self.received = 0, []
+        self.restarts, self.received, self.submit_seconds = 0, [], 0.0
         try:
             run = _Run(self, ray, net, plans, len(settings), repetitions, iterations, K)
             return run.go(actors, spawn, progress)
@@ -482,9 +493,15 @@ class _Run:
         self.P = net.A.shape[0]
 
     def optimum(self, actors: list[Any]) -> np.ndarray:
-        """``w°`` from the blocks' terms (the formulas of ``problem.optimum``)."""
+        """``w°`` from the blocks' terms (the formulas of ``problem.optimum``).
+
+        Least squares and logistic regression; any other problem (a ``[model]``) has no
+        closed-form optimum, and the MSD metrics are NaN as in the engine.
+        """
         ray, problem, total = self.ray, self.net.problem, self.P * self.K
         M = self.net.dim
+        if problem.name not in ("least_squares", "logistic"):
+            return np.full(M, np.nan)
         if problem.name == "least_squares":
             terms = ray.get([a.optimum_terms.remote() for a in actors])
             R = sum(t[0] for t in terms) / total
@@ -500,9 +517,16 @@ class _Run:
             w = w - np.linalg.solve(H, g)
         raise RuntimeError("logistic optimum did not converge in 100 Newton steps")
 
-    def rounds(self, actors: list[Any], first: int, stop: int) -> list[tuple[list, list]]:
-        """Submit rounds ``first+1..stop``; per round the send reports and receive results."""
-        out, bad = [], []
+    def rounds(
+        self, actors: list[Any], first: int, stop: int, frozen: np.ndarray
+    ) -> list[tuple[list, list]]:
+        """Submit rounds ``first+1..stop``; per round the send reports and receive results.
+
+        ``frozen[C, R]``: the repetitions that diverged up to round ``first`` (applied
+        before the first local phase: a checkpoint is taken before the last flags are).
+        """
+        out: list[tuple[list, list]] = []
+        bad: list[Any] = [frozen] if frozen.any() else []
         for i in range(first + 1, stop + 1):
             sent = []
             for a, p in zip(actors, self.plans, strict=True):
@@ -532,13 +556,15 @@ class _Run:
                 f"a Ray actor holding units could not build its block ({reason}); "
                 "use more actors (--actors) or machines with more memory"
             ) from None
-        has_test = test is not None and net.problem.name == "logistic"
+        has_test = test is not None and getattr(net.problem, "classifier", False)
+        test = test if has_test else None
         shape = (T, C, R)
         metrics = {k: np.empty(shape) for k in ("centroid", "individual", "disagreement")}
         if has_test:
             for k in ("test_error", "test_log_loss"):
                 metrics[k] = np.empty(shape)
             metrics["server_test_error"] = np.empty((*shape, P))
+            metrics["server_test_loss"] = np.empty((*shape, P))
         diverged_at = np.full((C, R), -1)
         aborted = np.zeros((C, R), dtype=np.int64)
         clipped = np.zeros((C, R), dtype=np.int64)
@@ -548,7 +574,9 @@ class _Run:
         while done < T:
             stop = min(done + self.b.checkpoint_every, T)
             try:
-                submitted = self.rounds(actors, done, stop)
+                t0 = time.perf_counter()
+                submitted = self.rounds(actors, done, stop, diverged_at >= 0)
+                self.b.submit_seconds += time.perf_counter() - t0
                 reports = ray.get([r for sends, _ in submitted for r in sends])
                 results = ray.get([x for _, res in submitted for r in res for x in r])
                 div = diverged_at.copy()
@@ -590,9 +618,8 @@ class _Run:
                 X_test, y_test = test
                 metrics["test_error"][span] = net.problem.test_error(centroid, X_test, y_test)
                 metrics["test_log_loss"][span] = net.problem.test_loss(centroid, X_test, y_test)
-                metrics["server_test_error"][span] = np.concatenate(
-                    [p["server_test_error"] for p in parts], axis=-1
-                )
+                for k in ("server_test_error", "server_test_loss"):
+                    metrics[k][span] = np.concatenate([p[k] for p in parts], axis=-1)
             for k in range(n):
                 ab = np.concatenate([reports[A * k + b][0] for b in range(A)], axis=2)
                 clipped += sum(reports[A * k + b][1] for b in range(A))
@@ -607,18 +634,19 @@ class _Run:
         W = np.concatenate(ray.get([a.final.remote() for a in actors]), axis=2)
         W[diverged_at >= 0] = np.nan
         return Trajectory(
-            metrics["centroid"],
-            metrics["individual"],
-            metrics["disagreement"],
-            metrics.get("test_error"),
-            metrics.get("test_log_loss"),
-            metrics.get("server_test_error"),
-            diverged_at,
-            W,
-            aborted,
-            clipped,
-            abort_log,
-            np.arange(R),
+            centroid_msd=metrics["centroid"],
+            individual_msd=metrics["individual"],
+            disagreement=metrics["disagreement"],
+            test_error=metrics.get("test_error"),
+            test_log_loss=metrics.get("test_log_loss"),
+            server_test_error=metrics.get("server_test_error"),
+            diverged_at=diverged_at,
+            W=W,
+            aborted=aborted,
+            clipped=clipped,
+            abort_log=abort_log,
+            reps=np.arange(R),
+            server_test_loss=metrics.get("server_test_loss"),
         )
 
     def recover(self, actors: list[Any], ckpt: list[Any], spawn: Callable) -> list[Any]:

@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +94,6 @@ class Scheme:
     scope: str
     privacy: Mapping[str, Any]
     share: str = "models"
-    training: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _client(dist: str, share: str) -> Scheme:
@@ -429,7 +428,7 @@ def plot_frontier(summary: Mapping[str, Any], path: str | Path, *, dpi: int = 90
     fig.tight_layout(rect=(0, 0.02 + 0.3 / len(rows), 1, 0.97))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
     plt.close(fig)
     return path
 
