@@ -64,6 +64,8 @@ import math
 import multiprocessing
 import os
 import struct
+import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -522,11 +524,25 @@ class _Pool:
     def _executor(self) -> ProcessPoolExecutor:
         ex = _EXECUTORS.get(self.workers)
         if ex is None:
-            # fork: no re-import of the caller's __main__ (scripts need no main guard)
-            methods = multiprocessing.get_all_start_methods()
-            ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+            ctx = multiprocessing.get_context(_start_method())
             ex = _EXECUTORS[self.workers] = ProcessPoolExecutor(self.workers, mp_context=ctx)
         return ex
+
+
+def _start_method() -> str:
+    """How the worker processes start: ``fork`` in a single-threaded process, else ``forkserver``.
+
+    ``fork`` needs no re-import of the caller's ``__main__`` (a script needs no main guard),
+    but forking a process whose other threads may hold locks (Ray's and JAX's runtimes
+    start threads; so may the caller) can deadlock the child; there the workers are forked
+    from a clean server process instead (which, like ``spawn``, imports the caller's main
+    module: scripts then need ``if __name__ == "__main__":``).
+    """
+    methods = multiprocessing.get_all_start_methods()
+    threaded = threading.active_count() > 1 or any(m in sys.modules for m in ("jax", "ray"))
+    if "fork" in methods and not threaded:
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
 
 
 #: Below this many items (pairs, keys) a round runs on the calling thread only.
