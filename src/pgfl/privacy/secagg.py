@@ -486,7 +486,19 @@ def sparse_abort_reason(
 
 
 def default_workers() -> int:
-    """Worker processes of :func:`run_secagg_round` by default: the usable cores."""
+    """Worker processes of :func:`run_secagg_round` by default: the usable cores.
+
+    Inside a Ray task or actor, the CPUs Ray assigned to it (so that a cluster's workers
+    do not each start one process per core of the machine).
+    """
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        try:
+            ctx = ray.get_runtime_context()
+            if ctx.worker.mode == ray.WORKER_MODE:
+                return max(1, int(ctx.get_assigned_resources().get("CPU", 1)))
+        except Exception:  # noqa: BLE001 - Ray's internals vary by version: fall back
+            pass
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not on Linux
@@ -847,7 +859,7 @@ def run_secagg_round(
             coefficients. Production: ``os.urandom`` (default). A deterministic source
             exists only so that tests can replay a transcript; never use one for real.
             It is called on the calling thread only, in a fixed order.
-        workers: threads for the X25519 agreements and the per-pair symmetric
+        workers: processes for the X25519 agreements and the per-pair symmetric
             cryptography (``None``: :func:`default_workers`, the usable cores). The
             result, transcript and secret draws are the same for every value.
 
