@@ -156,6 +156,25 @@ def test_model_config_builds_a_network_with_seeded_initial_parameters():
     assert not np.array_equal(a.problem.initial, c.problem.initial)
 
 
+def test_repetition_blocks_give_the_bits_of_the_whole_run():
+    # what Ray sweeps rely on: repetitions simulated in another block (another batch size
+    # of every compiled call) give the same models and the same test metrics, bit for bit
+    from pgfl.engine import simulate
+    from pgfl.experiments.runner import curve_settings
+
+    raw = _raw(iterations=3, repetitions=3, model={"kind": "softmax"})
+    raw["training"] = {**raw["training"], "clip_norm": 2.0}
+    raw["curves"] = [{"label": "a"}, {"label": "b", "training": {"mu": 0.3}}]
+    cfg = parse_config(raw)
+    net = build_network(cfg.curves[0], 0)
+    settings = [curve_settings(c, 3, net) for c in cfg.curves]
+    whole = simulate(net, settings, iterations=3, repetitions=3)
+    tail = simulate(net, settings, iterations=3, repetitions=1, first_repetition=2)
+    np.testing.assert_array_equal(whole.W[:, 2:], tail.W)
+    for name in ("test_log_loss", "test_error", "server_test_loss"):
+        np.testing.assert_array_equal(getattr(whole, name)[:, :, 2:], getattr(tail, name))
+
+
 def test_digits_split_is_non_iid_and_unequal():
     X, y = load_digits_arrays()
     n_test = 297

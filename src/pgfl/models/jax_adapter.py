@@ -227,7 +227,7 @@ class JaxProblem:
         w = np.asarray(w, dtype=np.float64)
         flat = w.reshape(-1, w.shape[-1])
         m = flat.shape[0]
-        chunk = min(EVAL_CHUNK, _bucket(m))
+        chunk = EVAL_CHUNK  # one shape: a model's value does not depend on how many share the call
         out = np.empty((m, X.shape[0]))
         for s in range(0, m, chunk):
             part = np.zeros((chunk, flat.shape[1]))

@@ -104,6 +104,7 @@ LATER_ROUND_NOTE = (
     "not known to the attack): the lower bound will fall below that round's epsilon"
 )
 
+
 # --------------------------------------------------------------------------- statistics
 def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
     """One-sided Clopper–Pearson bounds of a binomial proportion: each holds w.p. ≥ 1 − α.
