@@ -245,3 +245,16 @@ def test_custom_jax_model_from_a_config(tmp_path):
             build_network(cfg.curves[0], 0)
     with pytest.raises(ConfigError, match="model.source is required when model.kind"):
         parse_config(_raw(model={"kind": "custom"}))
+
+
+def test_editing_a_custom_model_changes_the_resume_fingerprint(tmp_path):
+    # partial results of the old code must not be resumed as if they were the new code's
+    from pgfl.experiments.runner import _config_fingerprint
+
+    path = tmp_path / "mymodel.py"
+    path.write_text(CUSTOM)
+    cfg = parse_config(_raw(model={"kind": "custom", "source": f"{path}:make"}))
+    before = _config_fingerprint(cfg)
+    assert _config_fingerprint(cfg) == before
+    path.write_text(CUSTOM + "\n# edited\n")
+    assert _config_fingerprint(cfg) != before
