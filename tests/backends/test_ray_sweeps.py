@@ -251,3 +251,18 @@ def test_cli_runs_on_ray_and_matches_local(ray_local, tmp_path, capsys):
     ]
     assert not list((tmp_path / "local" / "partial").glob("task-*"))
     assert os.environ.get(FAULT_ENV) is None
+
+
+@pytest.mark.ray
+def test_secure_aggregation_workers_follow_the_cpus_ray_assigned(ray_local):
+    # the driver may use every usable core; a 1-CPU task must not fork one process per core
+    from pgfl.privacy.secagg import default_workers
+
+    @ray_local.remote(num_cpus=1)
+    def in_task() -> int:
+        from pgfl.privacy.secagg import default_workers
+
+        return default_workers()
+
+    assert ray_local.get(in_task.remote()) == 1
+    assert default_workers() == len(os.sched_getaffinity(0))

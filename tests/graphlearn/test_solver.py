@@ -95,3 +95,69 @@ def test_estimator_and_function_agree_and_validate():
         learn_graph(X[:, :1])
     with pytest.raises(ConfigError, match="non-finite"):
         learn_graph(np.full((3, 3), np.inf))
+
+
+# ------------------------------------------------ compiled one-pass evaluations (numba)
+
+
+def _model(d, kappa, with_center, compiled, monkeypatch, rng):
+    from pgfl.graphlearn import solver
+
+    monkeypatch.setattr(solver, "COMPILED", None if compiled else False)
+    p = edge_count(d)
+    z = rng.uniform(0.0, 3.0, size=(1, p))
+    center = rng.uniform(0.0, 1.0, size=(1, p)) if with_center else None
+    return solver._Model(d, z, 1.7, 0.3, np.array([kappa]), center)
+
+
+@pytest.mark.parametrize("with_center", [False, True])
+def test_compiled_evaluations_equal_the_numpy_ones(with_center, monkeypatch):
+    pytest.importorskip("numba")
+    rng = np.random.default_rng(4)
+    d = 13
+    fast = _model(d, 0.8 if with_center else 0.0, with_center, True, monkeypatch, rng)
+    rng = np.random.default_rng(4)
+    ref = _model(d, 0.8 if with_center else 0.0, with_center, False, monkeypatch, rng)
+    assert fast.k is not None and ref.k is None
+    p = edge_count(d)
+    w = rng.uniform(0.0, 1.0, size=(1, p))
+    w[0, rng.random(p) < 0.3] = 0.0
+    # the compiled F and ∇F against local_cost / local_gradient of smoothness.py (+ prox term)
+    f_ref = local_cost(w, ref.Z, 1.7, 0.3)
+    g_ref = local_gradient(w, ref.Z, 1.7, 0.3)
+    if with_center:
+        f_ref = f_ref + 0.4 * np.sum((w - ref.center) ** 2)
+        g_ref = g_ref + 0.8 * (w - ref.center)
+    for m in (fast, ref):
+        f, g = m.cost_grad(w)
+        np.testing.assert_allclose(f, f_ref, rtol=1e-12)
+        np.testing.assert_allclose(g, g_ref, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(m.cost(w), f_ref, rtol=1e-12)
+    y = w + 0.05
+    fy, gy = ref.cost_grad(y)
+    H = rng.uniform(0.5, 2.0, size=(1, p))
+    for L in (0.3, 4.0):
+        c1, f1, b1 = fast.trial(y, gy / H, gy, H, np.array([L]))
+        c2, f2, b2 = ref.trial(y, gy / H, gy, H, np.array([L]))
+        assert np.array_equal(c1, c2)
+        np.testing.assert_allclose([f1[0], b1[0]], [f2[0], b2[0]], rtol=1e-12, atol=1e-13)
+    # a vertex with no edge left: outside the log's domain, F = +inf on both paths
+    w0 = w.copy()
+    rows, cols = np.triu_indices(d, 1)
+    w0[0, (rows == 2) | (cols == 2)] = 0.0
+    assert np.isinf(fast.cost(w0)[0]) and np.isinf(ref.cost(w0)[0])
+
+
+def test_compiled_solver_reaches_the_numpy_solvers_objective(monkeypatch):
+    pytest.importorskip("numba")
+    from pgfl.graphlearn import solver
+
+    rng = np.random.default_rng(9)
+    z = pairwise_sq_distances(rng.standard_normal((40, 12)))
+    fast = solve_apgd(z, 2.0, 0.05, tol=1e-10)
+    monkeypatch.setattr(solver, "COMPILED", False)
+    ref = solve_apgd(z, 2.0, 0.05, tol=1e-10)
+    assert fast.converged[0] and ref.converged[0]
+    f_fast, f_ref = fast.costs[-1, 0], ref.costs[-1, 0]
+    assert abs(f_fast - f_ref) <= 1e-9 * abs(f_ref)
+    np.testing.assert_allclose(fast.w, ref.w, atol=1e-6)

@@ -156,6 +156,25 @@ def test_model_config_builds_a_network_with_seeded_initial_parameters():
     assert not np.array_equal(a.problem.initial, c.problem.initial)
 
 
+def test_repetition_blocks_give_the_bits_of_the_whole_run():
+    # what Ray sweeps rely on: repetitions simulated in another block (another batch size
+    # of every compiled call) give the same models and the same test metrics, bit for bit
+    from pgfl.engine import simulate
+    from pgfl.experiments.runner import curve_settings
+
+    raw = _raw(iterations=3, repetitions=3, model={"kind": "softmax"})
+    raw["training"] = {**raw["training"], "clip_norm": 2.0}
+    raw["curves"] = [{"label": "a"}, {"label": "b", "training": {"mu": 0.3}}]
+    cfg = parse_config(raw)
+    net = build_network(cfg.curves[0], 0)
+    settings = [curve_settings(c, 3, net) for c in cfg.curves]
+    whole = simulate(net, settings, iterations=3, repetitions=3)
+    tail = simulate(net, settings, iterations=3, repetitions=1, first_repetition=2)
+    np.testing.assert_array_equal(whole.W[:, 2:], tail.W)
+    for name in ("test_log_loss", "test_error", "server_test_loss"):
+        np.testing.assert_array_equal(getattr(whole, name)[:, :, 2:], getattr(tail, name))
+
+
 def test_digits_split_is_non_iid_and_unequal():
     X, y = load_digits_arrays()
     n_test = 297
@@ -226,3 +245,16 @@ def test_custom_jax_model_from_a_config(tmp_path):
             build_network(cfg.curves[0], 0)
     with pytest.raises(ConfigError, match="model.source is required when model.kind"):
         parse_config(_raw(model={"kind": "custom"}))
+
+
+def test_editing_a_custom_model_changes_the_resume_fingerprint(tmp_path):
+    # partial results of the old code must not be resumed as if they were the new code's
+    from pgfl.experiments.runner import _config_fingerprint
+
+    path = tmp_path / "mymodel.py"
+    path.write_text(CUSTOM)
+    cfg = parse_config(_raw(model={"kind": "custom", "source": f"{path}:make"}))
+    before = _config_fingerprint(cfg)
+    assert _config_fingerprint(cfg) == before
+    path.write_text(CUSTOM + "\n# edited\n")
+    assert _config_fingerprint(cfg) != before

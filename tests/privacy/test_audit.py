@@ -32,11 +32,11 @@ SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 MU, B = 0.5, 1.0
 
 
-def _raw(server="random", client="none", *, L=1, K=1, M=2, target=1.0, extra=None):
+def _raw(server="random", client="none", *, L=1, K=1, M=2, target=1.0, extra=None, T=1):
     privacy = {"server_noise": server, "client_noise": client, "target_epsilon": target}
     privacy.update(extra or {})
     return {
-        "name": "audit-test", "seed": 3, "iterations": 1, "repetitions": 1,
+        "name": "audit-test", "seed": 3, "iterations": T, "repetitions": 1,
         "topology": {"kind": "matrix", "P": 2, "matrix": [[0.5, 0.5], [0.5, 0.5]]},
         "data": {"kind": "regression", "K": K, "N": 6, "M": M},
         "training": {"mu": MU, "L": L, "epochs": [2, 3], "batch": [2, 3], "clip_norm": B,
@@ -144,7 +144,7 @@ def test_client_update_view_needs_one_client_and_is_consistent():
 
 
 def test_several_rounds_say_the_bound_is_loose():
-    r = audit(_cfg("random", target=4.0), "c", "message", trials=4000, rounds=3,
+    r = audit(_cfg("random", target=4.0, T=3), "c", "message", trials=4000, rounds=3,
               accountants=["pld"])  # fmt: skip
     assert r.attack == "projection" and r.refuted == ()
     assert any("far below the composed epsilon" in n for n in r.notes)
@@ -255,12 +255,31 @@ def test_cli_unprotected_view_and_bad_input(tmp_path, capsys):
 def test_a_later_round_is_audited_against_that_rounds_epsilon():
     # --round 3: the earlier noise is secret, so the generic projection attack; the
     # accountant's ε compared with is ε(3) of the run, which exceeds the one-round ε(1)
-    cfg = _cfg("random", target=4.0)
+    cfg = _cfg("random", target=4.0, T=3)
     later = audit(cfg, "c", "message", trials=4000, round=3, accountants=["pld"])
     first = audit(cfg, "c", "message", trials=4000, accountants=["pld"])
     assert later.round == 3 and later.rounds == 1 and later.attack == "projection"
     assert later.refuted == () and later.epsilon["pld"] > first.epsilon["pld"]
-    assert any("far below the composed epsilon" in n for n in later.notes)
+    assert any("a later round" in n for n in later.notes)
+    assert not any("several rounds" in n for n in later.notes)
+
+
+def test_rounds_past_the_runs_iterations_are_refused():
+    from pgfl.validation import ConfigError
+
+    with pytest.raises(ConfigError, match="at most iterations = 3; got --round 2 --rounds 3"):
+        audit(_cfg("random", target=4.0, T=3), "c", "message", trials=200, round=2, rounds=3)
+
+
+def test_a_model_config_is_refused_in_one_line():
+    # the canary is a regression/logistic sample; a [model] classifier has class labels
+    from pgfl.validation import ConfigError
+
+    raw = _raw("random")
+    raw["data"] = {"kind": "digits", "K": 2}
+    raw["model"] = {"kind": "softmax"}
+    with pytest.raises(ConfigError, match="model.kind = 'softmax'"):
+        audit(parse_config(raw), "c", "message", trials=200)
 
 
 def test_cli_text_says_not_protected_and_lower_bound(tmp_path, capsys):

@@ -612,3 +612,18 @@ def test_parallel_round_gives_the_serial_transcript_and_the_client_view(neighbou
 def test_workers_setting_is_validated():
     with pytest.raises(ConfigError, match="workers"):
         run_secagg_round(np.ones((3, 2)), SecAggConfig(threshold=2), unit=0, round=0, workers=0)
+
+
+def test_a_dead_worker_process_is_replaced_and_the_round_completes():
+    import os
+    import signal
+
+    x = np.random.default_rng(2).normal(size=(16, 3))  # 120 pairs: the worker processes run
+    cfg = SecAggConfig(threshold=9)
+    first = run_secagg_round(x, cfg, unit=0, round=0, workers=2)
+    pool = secagg._EXECUTORS[2]
+    victim = next(iter(pool._processes))
+    os.kill(victim, signal.SIGKILL)
+    again = run_secagg_round(x, cfg, unit=0, round=1, workers=2)
+    assert np.array_equal(first.mean, again.mean)
+    assert np.array_equal(again.mean, quantized_mean(x, np.ones(16, dtype=bool), cfg))

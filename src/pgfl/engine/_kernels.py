@@ -130,12 +130,36 @@ def sample_clients(keys, K, out):
     """Per cell ``keys[R, P]``, the ``L`` clients of smallest keyed uniform, into ``out``.
 
     Uniform ``k`` is entry ``k`` of the ``sampling`` cell; ``out[R, P, L]`` ascending, as
-    :func:`pgfl.engine.step.sample_clients` selects them.
+    :func:`pgfl.engine.step.sample_clients` selects them. One pass over the K uniforms
+    keeps the L smallest in a sorted buffer (insertion: O(K + L·#insertions), no sort of
+    all K, no allocation per unit), then the L indices are put in ascending order.
     """
     R, P, L = out.shape
-    u = np.empty(K)
+    best_u = np.empty(L)
+    best_k = np.empty(L, dtype=np.int64)
     for r in range(R):
         for p in range(P):
+            key = keys[r, p]
+            n = 0
             for k in range(K):
-                u[k] = keyed_uniform(keys[r, p], k)
-            out[r, p] = np.sort(np.argsort(u)[:L])
+                v = keyed_uniform(key, k)
+                if n < L:
+                    j = n
+                    n += 1
+                elif v < best_u[L - 1]:
+                    j = L - 1
+                else:
+                    continue
+                while j > 0 and best_u[j - 1] > v:
+                    best_u[j] = best_u[j - 1]
+                    best_k[j] = best_k[j - 1]
+                    j -= 1
+                best_u[j] = v
+                best_k[j] = k
+            for i in range(L):  # ascending client ids (insertion sort of L small)
+                c = best_k[i]
+                j = i
+                while j > 0 and out[r, p, j - 1] > c:
+                    out[r, p, j] = out[r, p, j - 1]
+                    j -= 1
+                out[r, p, j] = c

@@ -133,8 +133,12 @@ class LocalResult(NamedTuple):
 
 
 def _rows(a: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """``a[index]`` along the curve axis, without a copy when ``index`` is all of it."""
-    if index.size == a.shape[0] and (index == np.arange(a.shape[0])).all():
+    """``a[index]`` along the curve axis, without a copy when ``index`` is all of it.
+
+    ``index`` is a scheme group's curves: distinct and ascending, so as many as the axis
+    means all of them.
+    """
+    if index.size == a.shape[0]:
         return a
     return a[index]
 
@@ -188,7 +192,10 @@ def combine_phase(messages: np.ndarray, links: Links, start: int, stop: int) -> 
     receiver then sender); the result is ``[C, R, stop − start, M]``. Each receiver sums its
     incoming messages in sender order, so the bits do not depend on the blocking.
     """
-    first = np.searchsorted(links.dst, np.arange(start, stop))
+    cache = links.__dict__.setdefault("_receiver_starts", {})  # per-run constant
+    first = cache.get((start, stop))
+    if first is None:
+        first = cache[(start, stop)] = np.searchsorted(links.dst, np.arange(start, stop))
     return np.add.reduceat(messages * links.weight[:, None], first, axis=2)
 
 
@@ -230,6 +237,8 @@ def round_step(
     keep_local: bool = False,
 ) -> RoundResult:
     """One round over a network partitioned into ``blocks`` (contiguous, in order)."""
+    if len(blocks) == 1:  # the whole network in one block: no copies between blocks
+        return _one_block_round(W, blocks[0], links, curves, seed, iteration, reps, keep_local)
     psi = np.empty_like(W)
     C, R, P, _ = W.shape
     L = blocks[0].L
@@ -246,20 +255,17 @@ def round_step(
         clipped += out.clipped
         if local is not None:
             local[:, :, s] = out.local
-    if len(blocks) == 1:
-        messages = server_messages(psi, links, curves, draws[0], 0, iteration)
-    else:
-        messages = np.empty((C, R, links.src.size, W.shape[3]))
-        for b in blocks:
-            out_links = links.out_of(b.start, b.stop)
-            messages[:, :, out_links] = server_messages(
-                psi[:, :, b.start : b.stop],
-                links.subset(out_links),
-                curves,
-                draws[b.start],
-                b.start,
-                iteration,
-            )
+    messages = np.empty((C, R, links.src.size, W.shape[3]))
+    for b in blocks:
+        out_links = links.out_of(b.start, b.stop)
+        messages[:, :, out_links] = server_messages(
+            psi[:, :, b.start : b.stop],
+            links.subset(out_links),
+            curves,
+            draws[b.start],
+            b.start,
+            iteration,
+        )
     new = np.empty_like(W)
     for b in blocks:
         into = links.into(b.start, b.stop)
@@ -267,6 +273,17 @@ def round_step(
             messages[:, :, into], links.subset(into), b.start, b.stop
         )
     return RoundResult(new, psi, messages, local, clients, aborted, clipped)
+
+
+def _one_block_round(W, block, links, curves, seed, iteration, reps, keep_local) -> RoundResult:
+    """:func:`round_step` for a single block (the same arithmetic, fewer arrays)."""
+    draws = KeyedDraws(seed, iteration, reps, block.units)
+    out = local_phase(W, block, curves, draws, iteration)
+    messages = server_messages(out.psi, links, curves, draws, 0, iteration)
+    new = combine_phase(messages, links, 0, W.shape[2])
+    clients = out.clients if out.clients.flags.writeable else out.clients.copy()
+    local = out.local if keep_local else None
+    return RoundResult(new, out.psi, messages, local, clients, out.aborted, out.clipped)
 
 
 def gfl_round(

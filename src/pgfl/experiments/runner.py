@@ -21,6 +21,7 @@ Output files (the contract other tools read):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
@@ -497,6 +498,7 @@ def saved_curves(cfg: ExperimentConfig, out: str | Path) -> int:
 
 
 def _config_fingerprint(cfg: ExperimentConfig) -> str:
+    """What a partial result depends on: the configuration and any user model's code."""
     return json.dumps(
         _jsonable(
             {
@@ -504,10 +506,24 @@ def _config_fingerprint(cfg: ExperimentConfig) -> str:
                 "iterations": cfg.iterations,
                 "repetitions": cfg.repetitions,
                 "seed": cfg.seed,
+                "model_code": _model_code_digests(cfg),
             }
         ),
         sort_keys=True,
     )
+
+
+def _model_code_digests(cfg: ExperimentConfig) -> dict[str, str]:
+    """SHA-256 of each ``model.source`` file, so that editing a user's model is not resumed."""
+    out = {}
+    for c in cfg.curves:
+        if c.model.kind == "custom":
+            path = c.model.source.rpartition(":")[0]
+            try:
+                out[path] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            except OSError:
+                out[path] = "unreadable"
+    return out
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,11 @@ COMPOSITION_NOTE = (
     "cannot realise in one shot)"
 )
 
+LATER_ROUND_NOTE = (
+    "a later round is attacked with a generic projection test (the earlier rounds' noise is "
+    "not known to the attack): the lower bound will fall below that round's epsilon"
+)
+
 
 # --------------------------------------------------------------------------- statistics
 def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
@@ -411,6 +416,17 @@ def audit(
     if curve not in labels:
         raise ConfigError(f"--curve must be one of {', '.join(labels)}; got {curve!r}")
     ccfg = cfg.curves[labels.index(curve)]
+    if ccfg.model.kind != "none":
+        raise ConfigError(
+            f"pgfl privacy audit supports the built-in losses (least squares, logistic), whose "
+            f"canary is a sample with target ±{CANARY_TARGET:g}; curve {curve!r} has "
+            f"model.kind = {ccfg.model.kind!r}"
+        )
+    if first + T - 1 > cfg.iterations:
+        raise ConfigError(
+            f"--round + --rounds - 1 must be at most iterations = {cfg.iterations}; got "
+            f"--round {first} --rounds {T}"
+        )
     net = build_network(ccfg, cfg.seed)
     settings = curve_settings(ccfg, cfg.iterations, net)
     if view == "client-update" and net.L != 1:
@@ -480,8 +496,10 @@ def audit(
     ratio = {k: (lower / v if v > 0 else math.inf) for k, v in eps.items()}
     refuted = tuple(k for k, v in eps.items() if lower > v)
     notes = [LOWER_BOUND_NOTE]
-    if T > 1 or first > 1:
+    if T > 1:
         notes.append(COMPOSITION_NOTE)
+    elif first > 1:
+        notes.append(LATER_ROUND_NOTE)
     if refuted:
         notes.append(
             "the lower bound exceeds the epsilon of " + ", ".join(refuted) + ": that accountant "

@@ -44,7 +44,10 @@ protocol's output is bit-for-bit the fixed-point sum of the survivors, decoded, 
 Simulation note: all clients of a unit run in one process, so each pair's X25519
 agreement is computed once (by the lower-indexed client) and used by both parties —
 DH is symmetric, a test checks that both sides agree — and the pair's mask is expanded
-once and added to one party's vector and subtracted from the other's.
+once and added to one party's vector and subtracted from the other's. The per-pair work
+runs on worker processes (``workers``; see :func:`run_secagg_round`); the secret
+randomness is drawn beforehand on the calling thread, so the transcript does not depend
+on how many workers ran it.
 
 >>> cfg = SecAggConfig(frac_bits=8, clip=4.0)
 >>> x = np.array([[0.5, -1.0], [1.5, 2.0], [1.0, 0.0]])
@@ -61,9 +64,12 @@ import math
 import multiprocessing
 import os
 import struct
+import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -480,7 +486,19 @@ def sparse_abort_reason(
 
 
 def default_workers() -> int:
-    """Worker processes of :func:`run_secagg_round` by default: the usable cores."""
+    """Worker processes of :func:`run_secagg_round` by default: the usable cores.
+
+    Inside a Ray task or actor, the CPUs Ray assigned to it (so that a cluster's workers
+    do not each start one process per core of the machine).
+    """
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        try:
+            ctx = ray.get_runtime_context()
+            if ctx.worker.mode == ray.WORKER_MODE:
+                return max(1, int(ctx.get_assigned_resources().get("CPU", 1)))
+        except Exception:  # noqa: BLE001 - Ray's internals vary by version: fall back
+            pass
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not on Linux
@@ -507,13 +525,36 @@ class _Pool:
     def map(self, fn: Callable, items: list, size: int) -> list:
         if self.workers == 1 or size < _MIN_PARALLEL or len(items) < 2:
             return [fn(it) for it in items]
+        ex = self._executor()
+        try:
+            return list(ex.map(fn, items))
+        except BrokenProcessPool:  # a worker died (killed, out of memory): one fresh pool
+            _EXECUTORS.pop(self.workers, None)
+            ex.shutdown(wait=False, cancel_futures=True)
+            return list(self._executor().map(fn, items))
+
+    def _executor(self) -> ProcessPoolExecutor:
         ex = _EXECUTORS.get(self.workers)
         if ex is None:
-            # fork: no re-import of the caller's __main__ (scripts need no main guard)
-            methods = multiprocessing.get_all_start_methods()
-            ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+            ctx = multiprocessing.get_context(_start_method())
             ex = _EXECUTORS[self.workers] = ProcessPoolExecutor(self.workers, mp_context=ctx)
-        return list(ex.map(fn, items))
+        return ex
+
+
+def _start_method() -> str:
+    """How the worker processes start: ``fork`` in a single-threaded process, else ``forkserver``.
+
+    ``fork`` needs no re-import of the caller's ``__main__`` (a script needs no main guard),
+    but forking a process whose other threads may hold locks (Ray's and JAX's runtimes
+    start threads; so may the caller) can deadlock the child; there the workers are forked
+    from a clean server process instead (which, like ``spawn``, imports the caller's main
+    module: scripts then need ``if __name__ == "__main__":``).
+    """
+    methods = multiprocessing.get_all_start_methods()
+    threaded = threading.active_count() > 1 or any(m in sys.modules for m in ("jax", "ray"))
+    if "fork" in methods and not threaded:
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
 
 
 #: Below this many items (pairs, keys) a round runs on the calling thread only.
@@ -818,7 +859,7 @@ def run_secagg_round(
             coefficients. Production: ``os.urandom`` (default). A deterministic source
             exists only so that tests can replay a transcript; never use one for real.
             It is called on the calling thread only, in a fixed order.
-        workers: threads for the X25519 agreements and the per-pair symmetric
+        workers: processes for the X25519 agreements and the per-pair symmetric
             cryptography (``None``: :func:`default_workers`, the usable cores). The
             result, transcript and secret draws are the same for every value.
 
