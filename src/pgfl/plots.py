@@ -58,6 +58,8 @@ _NOISELESS_CLIENT = ("none", "secure_aggregation")
 #: A sweep line needs at least this many distinct positive values of its parameter.
 MIN_SWEEP_POINTS = 3
 
+#: Entries per column of an outside legend (more curves: more columns, a taller row).
+LEGEND_ROWS = 28
 #: Up to this many curves, ``figure.png`` keeps one panel per metric with a plain legend.
 PLAIN_CURVES = 6
 
@@ -343,14 +345,22 @@ def iteration_figure(summary: Mapping[str, Any], rows: Sequence[Mapping[str, str
         groups.append(("", [(i, colors[i], curves[i]["label"]) for i in range(len(curves))]))
 
     outside = len(curves) > PLAIN_CURVES
+    # an outside legend of many curves gets columns of at most LEGEND_ROWS entries and a
+    # row tall enough for them (else constrained layout collapses the axes to nothing)
+    ncols = [-(-len(members) // LEGEND_ROWS) if outside else 1 for _, members in groups]
+    heights = [
+        max(4.0, 0.17 * min(len(members), LEGEND_ROWS) + 1.0) if outside else 4.0
+        for _, members in groups
+    ]
     fig, axes = plt.subplots(
         len(groups),
         len(panels),
-        figsize=(5.6 * len(panels) + (2.6 if outside else 0.8), 4.0 * len(groups)),
+        figsize=(5.6 * len(panels) + (2.6 * max(ncols) if outside else 0.8), sum(heights)),
         squeeze=False,
         layout="constrained",
+        gridspec_kw={"height_ratios": heights},
     )
-    for row, (title, members) in zip(axes, groups, strict=True):
+    for row, (title, members), ncol in zip(axes, groups, ncols, strict=True):
         for ax, metric in zip(row, panels, strict=True):
             for i, color, name in members:
                 series = by_label.get(curves[i]["label"], [])
@@ -368,7 +378,7 @@ def iteration_figure(summary: Mapping[str, Any], rows: Sequence[Mapping[str, str
                 ax.legend(fontsize=7)
         drawn = [ax for ax in row if ax.lines]
         if drawn and outside:  # one legend per row, right of its last panel
-            drawn[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+            drawn[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), ncol=ncol)
     _suptitle(fig, summary.get("title") or summary.get("experiment", ""))
     return fig
 
