@@ -420,3 +420,26 @@ def test_graph_learning_figure_has_one_legend_below_and_a_log_axis_over_a_decade
     assert linear.axes[0].get_xscale() == "linear"
     forced = curves_figure([gl_curve("igl", [0.2, 0.5, 0.8])], xlabel="q", title="t", logx=True)
     assert forced.axes[0].get_xscale() == "log"
+
+
+def test_a_legend_of_many_curves_fits_beside_axes_that_keep_their_size(tmp_path):
+    # 55 curves (the frontier's sub-runs): at one column the legend is taller than the row
+    # and constrained layout collapsed the axes to nothing (a matplotlib warning)
+    import warnings
+
+    curves = [
+        curve(f"s{j}@{e:g}", server_noise="random", server_variance=0.01 * (i + 1))
+        for j in range(9)
+        for i, e in enumerate((0.5, 1, 2, 5, 10, 50))
+    ] + [curve("none")]
+    fig = iteration_figure(summary(curves, plot=("centroid_msd_db", "individual_msd_db")),
+                           rows_for(curves))  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig.savefig(tmp_path / "f.png", dpi=40)
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    assert sum(len(lg.get_texts()) for lg in legends) >= 55
+    assert all(lg._ncols >= 2 for lg in legends if len(lg.get_texts()) > 28)
+    for ax in data_axes(fig):
+        box = ax.get_position()
+        assert box.width > 0.1 and box.height > 0.3
