@@ -38,7 +38,15 @@ if TYPE_CHECKING:
     from pgfl.experiments.config import RunConfig
     from pgfl.experiments.runner import Batch, Plan
 
-__all__ = ["Backend", "LocalBackend", "Progress", "RunStopped", "make_backend", "ray_session"]
+__all__ = [
+    "Backend",
+    "LocalBackend",
+    "Progress",
+    "RunStopped",
+    "batch_progress",
+    "make_backend",
+    "ray_session",
+]
 
 #: ``progress(batch, done_iterations)``: called as a batch advances.
 Progress = Callable[["Batch", int], None]
@@ -58,6 +66,11 @@ class Backend(Protocol):
         ...
 
 
+def batch_progress(progress: Progress | None, batch: Batch) -> Callable[[int], None] | None:
+    """``progress`` bound to one batch: the ``progress(done)`` callback of its simulation."""
+    return None if progress is None else (lambda done: progress(batch, done))
+
+
 class LocalBackend:
     """Every batch in this process, one after the other (the single-process engine)."""
 
@@ -69,7 +82,7 @@ class LocalBackend:
         """Yield ``(batch, simulate(batch))`` in the plan's order."""
         cfg = plan.cfg
         for batch in plan.batches:
-            step = None if progress is None else (lambda done, b=batch: progress(b, done))
+            step = batch_progress(progress, batch)
             yield (
                 batch,
                 simulate(

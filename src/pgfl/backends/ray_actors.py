@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pgfl.backends import Progress, RunStopped, ray_session
+from pgfl.backends import Progress, RunStopped, batch_progress, ray_session
 from pgfl.backends.ray_sweeps import split_range
 from pgfl.engine import CurveSettings, Trajectory
 from pgfl.engine.network import Links, Network
@@ -409,7 +409,7 @@ class RayActors:
         """Simulate each batch on actors, in the plan's order."""
         cfg = plan.cfg
         for batch in plan.batches:
-            step = None if progress is None else (lambda done, b=batch: progress(b, done))
+            step = batch_progress(progress, batch)
             traj = self.simulate(
                 cfg.curves[batch.indices[0]],
                 batch.settings,
