@@ -32,9 +32,9 @@ import numpy as np
 
 from pgfl.engine import CurveSettings, gfl_round
 from pgfl.engine.step import draw_clients
-from pgfl.experiments.config import parse_config
+from pgfl.experiments.loader import parse_config
+from pgfl.experiments.plan import prepare_experiment
 from pgfl.experiments.presets import preset_text
-from pgfl.experiments.runner import prepare_experiment
 from pgfl.rng import KeyedDraws
 
 

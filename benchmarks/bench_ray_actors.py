@@ -26,7 +26,7 @@ import time
 
 
 def _config(P: int, K: int, rounds: int, M: int = 2):
-    from pgfl.experiments.config import parse_config
+    from pgfl.experiments.loader import parse_config
 
     prob = 1.0 if P <= 3 else min(1.0, 2.0 * math.log(P) / P)
     return parse_config(
@@ -66,7 +66,7 @@ def main() -> None:
     from pgfl.backends import ray_session
     from pgfl.backends.ray_actors import RayActors, plan_blocks
     from pgfl.engine import simulate
-    from pgfl.experiments.runner import build_network, curve_settings
+    from pgfl.experiments.build import build_network, curve_settings
 
     ray_session(workers=args.workers)
     results = {

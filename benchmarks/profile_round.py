@@ -18,9 +18,9 @@ import numpy as np
 
 from pgfl.bench import CASES, COMPARE, bench_network, compare_network
 from pgfl.engine import CurveSettings, compiled, simulate
-from pgfl.engine.schemes import RoundContext
 from pgfl.engine.settings import CurveBatch
 from pgfl.engine.step import _rows, combine_phase, draw_clients, local_models, server_messages
+from pgfl.privacy.mechanisms import RoundContext
 from pgfl.rng import KeyedDraws
 
 

@@ -75,9 +75,10 @@ def reference_round(W, net, settings, seed, iteration, reps=None):
                             g += gj
                         w = w - (s.mu / E) * g / len(batch)
                     noise = np.zeros(M)
-                    if s.client_noise != "none" and s.client_std > 0:
-                        z = draws.noise("client_noise", s.client_noise, (L, M))[0, 0, slot]
-                        noise = s.client_std * z
+                    client = s.client
+                    if client.name in ("laplace", "gaussian") and client.std > 0:
+                        z = draws.noise("client_noise", client.name, (L, M))[0, 0, slot]
+                        noise = client.std * z
                     if s.share == "models":
                         msgs.append(w + noise)
                     else:
@@ -95,17 +96,19 @@ def reference_round(W, net, settings, seed, iteration, reps=None):
                         continue
                     sender = unit_draws(seed, iteration, rep, m)
                     g_pm = np.zeros(M)
-                    dist = s.server_distribution
-                    if s.server_std > 0 and s.server_noise in ("random", "graph_homomorphic"):
-                        g_m = s.server_std * sender.noise("server_noise", dist, (M,))[0, 0]
-                        if s.server_noise == "random" or m != p:
+                    server = s.server
+                    std = getattr(server, "std", 0.0)
+                    dist = getattr(server, "distribution", "laplace")
+                    if std > 0 and server.name in ("random", "graph_homomorphic"):
+                        g_m = std * sender.noise("server_noise", dist, (M,))[0, 0]
+                        if server.name == "random" or m != p:
                             g_pm = g_m
                         else:
                             g_pm = -((1 - A[m, m]) / A[m, m]) * g_m
-                    elif s.server_std > 0 and s.server_noise == "random_per_link":
+                    elif std > 0 and server.name == "random_per_link":
                         counters = p * M + np.arange(M)
                         z = sender.noise_at("link_noise", dist, np.array([0]), counters[None])
-                        g_pm = s.server_std * z[0, 0]
+                        g_pm = std * z[0, 0]
                     acc += A[p, m] * (psi[m] + g_pm)
                 new[c, r, p] = acc
     return new

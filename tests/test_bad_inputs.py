@@ -379,7 +379,7 @@ def test_an_internal_error_exits_1_with_a_report_hint(tmp_path, monkeypatch, cap
         raise error("something inside broke")
 
     (tmp_path / "good.toml").write_text(GOOD, encoding="utf-8")
-    monkeypatch.setattr(pgfl.backends, "simulate", crash)
+    monkeypatch.setattr(pgfl.backends.local, "simulate", crash)
     monkeypatch.delenv("PGFL_DEBUG", raising=False)
     with pytest.raises(SystemExit) as stop:
         pgfl.cli.main(["run", str(tmp_path / "good.toml"), "--out", str(tmp_path / "o")])
@@ -395,7 +395,7 @@ def test_an_internal_error_exits_1_with_a_report_hint(tmp_path, monkeypatch, cap
 @pytest.mark.parametrize("how", ["env", "option"])
 def test_debug_shows_the_traceback_of_an_internal_error(tmp_path, monkeypatch, capsys, how):
     (tmp_path / "good.toml").write_text(GOOD, encoding="utf-8")
-    monkeypatch.setattr(pgfl.backends, "simulate", _crash)
+    monkeypatch.setattr(pgfl.backends.local, "simulate", _crash)
     args = ["run", str(tmp_path / "good.toml"), "--out", str(tmp_path / "o")]
     if how == "env":
         monkeypatch.setenv("PGFL_DEBUG", "1")
@@ -423,7 +423,7 @@ def test_bad_input_stays_one_line_with_debug(tmp_path, monkeypatch, capsys):
 def test_an_interrupt_keeps_finished_batches_and_says_how_many(tmp_path, monkeypatch, capsys):
     """Ctrl-C during the second batch: exit 130, the first batch's 2 curves are on disk."""
     (tmp_path / "good.toml").write_text(GOOD, encoding="utf-8")
-    real = pgfl.backends.simulate
+    real = pgfl.backends.local.simulate
     calls = []
 
     def interrupt_the_second_batch(*args, **kwargs):
@@ -432,7 +432,7 @@ def test_an_interrupt_keeps_finished_batches_and_says_how_many(tmp_path, monkeyp
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pgfl.backends, "simulate", interrupt_the_second_batch)
+    monkeypatch.setattr(pgfl.backends.local, "simulate", interrupt_the_second_batch)
     out = tmp_path / "o"
     with pytest.raises(SystemExit) as stop:
         pgfl.cli.main(["run", str(tmp_path / "good.toml"), "--out", str(out)])

@@ -16,9 +16,9 @@ from pgfl.data.federated import FederatedData
 from pgfl.engine import CurveSettings, Network, compiled, simulate
 from pgfl.engine.settings import CurveBatch
 from pgfl.engine.step import draw_clients, gfl_round
-from pgfl.experiments.config import parse_config
+from pgfl.experiments.loader import parse_config
 from pgfl.experiments.runner import run_experiment
-from pgfl.privacy.schemes import SecureAggregationScheme
+from pgfl.privacy.mechanisms import GraphHomomorphic, RandomNoise, SecureAggregationScheme
 from pgfl.privacy.secagg import SecAggConfig
 from pgfl.problems import LeastSquares, Logistic
 from pgfl.rng import KeyedDraws
@@ -30,8 +30,8 @@ SECAGG = SecAggConfig(clip=32.0, frac_bits=20, threshold=2)
 CURVES = [
     *ALL_SCHEMES,
     CurveSettings(mu=0.3, share="updates"),
-    CurveSettings(mu=0.5, share="updates", server_noise="graph_homomorphic", server_std=0.2),
-    CurveSettings(mu=0.3, clip_norm=0.05, server_noise="random", server_std=0.1),
+    CurveSettings(mu=0.5, share="updates", server=GraphHomomorphic(std=0.2)),
+    CurveSettings(mu=0.3, clip_norm=0.05, server=RandomNoise(std=0.1)),
 ]
 
 
@@ -75,10 +75,8 @@ def test_compiled_equals_numpy_every_scheme_sharing_and_clipping(
 def test_compiled_equals_numpy_with_secure_aggregation(monkeypatch, share):
     net = small_network(P=3, K=6, L=4)
     curves = [
-        CurveSettings(mu=0.3, share=share, client_noise=SecureAggregationScheme(SECAGG)),
-        CurveSettings(
-            mu=0.3, share=share, client_noise=SecureAggregationScheme(SECAGG, dropout=0.3)
-        ),
+        CurveSettings(mu=0.3, share=share, client=SecureAggregationScheme(SECAGG)),
+        CurveSettings(mu=0.3, share=share, client=SecureAggregationScheme(SECAGG, dropout=0.3)),
     ]
     assert_same(
         rounds(monkeypatch, "numpy", net, curves), rounds(monkeypatch, "compiled", net, curves)

@@ -5,7 +5,8 @@ import tracemalloc
 
 import pytest
 
-from pgfl.experiments.config import load_config, parse_config, validate_experiment
+from pgfl.experiments.build import curve_mechanisms
+from pgfl.experiments.loader import load_config, parse_config, validate_experiment
 from pgfl.experiments.presets import load_preset, preset_names
 from pgfl.validation import ConfigError
 
@@ -72,7 +73,7 @@ def test_curves_override_and_inherit():
     assert a.privacy.server_noise == "none" and b.privacy.server_noise == "random"
     assert b.privacy.server_variance == 0.1 and b.training.mu == 0.1 and a.training.mu == 0.7
     assert a.structure() == b.structure()
-    assert math.isclose(b.settings().server_std, math.sqrt(0.1))
+    assert math.isclose(curve_mechanisms(b)[1].std, math.sqrt(0.1))
 
 
 def test_structural_overrides_split_batches():
@@ -282,7 +283,7 @@ def test_a_shared_setting_used_by_some_curve_and_explicit_defaults_are_accepted(
     )
     cfg = parse_config(raw)
     assert [c.privacy.dropout for c in cfg.curves] == [0.2, 0.2]
-    assert cfg.curves[1].settings().client.dropout == 0.2
+    assert curve_mechanisms(cfg.curves[1])[0].dropout == 0.2
 
 
 def test_quick_applies_only_with_the_flag():

@@ -17,6 +17,7 @@ from pgfl.engine import (
     simulate,
 )
 from pgfl.engine.step import combine_phase, server_messages
+from pgfl.privacy.mechanisms import SERVER, ClientNoise, GraphHomomorphic, PerLinkNoise, RandomNoise
 from pgfl.problems import LeastSquares, Logistic
 from pgfl.rng import KeyedDraws
 from pgfl.topology import combination_matrix
@@ -49,11 +50,11 @@ def run_both(net, settings, R=2, rounds=3, seed=5, block_size=None):
 
 ALL_SCHEMES = [
     CurveSettings(mu=0.3),
-    CurveSettings(mu=0.5, server_noise="graph_homomorphic", server_std=0.4),
-    CurveSettings(mu=0.2, server_noise="random", server_std=0.3, server_distribution="gaussian"),
-    CurveSettings(mu=0.4, server_noise="random_per_link", server_std=0.2),
-    CurveSettings(mu=0.3, client_noise="laplace", client_std=0.5),
-    CurveSettings(mu=0.3, share="updates", client_noise="gaussian", client_std=0.5),
+    CurveSettings(mu=0.5, server=GraphHomomorphic(std=0.4)),
+    CurveSettings(mu=0.2, server=RandomNoise(std=0.3, distribution="gaussian")),
+    CurveSettings(mu=0.4, server=PerLinkNoise(std=0.2)),
+    CurveSettings(mu=0.3, client=ClientNoise(distribution="laplace", std=0.5)),
+    CurveSettings(mu=0.3, share="updates", client=ClientNoise(distribution="gaussian", std=0.5)),
     CurveSettings(mu=0.3, clip_norm=0.5),
 ]
 
@@ -95,7 +96,11 @@ def test_p_equals_one_is_fedavg():
     net = small_network(P=1, K=6, L=4, A=np.ones((1, 1)))
     assert net.iota2 == 0.0
     W = run_both(
-        net, [CurveSettings(mu=0.3), CurveSettings(mu=0.3, client_noise="laplace", client_std=0.1)]
+        net,
+        [
+            CurveSettings(mu=0.3),
+            CurveSettings(mu=0.3, client=ClientNoise(distribution="laplace", std=0.1)),
+        ],
     )
     assert W.shape == (2, 2, 1, 3)
 
@@ -160,9 +165,7 @@ def test_graph_homomorphic_noise_has_zero_network_average(matrix_seed, M, R):
     rng = np.random.default_rng(seed)
     data = regression_data(rng, P=P, K=1, N=2, M=M)
     net = Network(data, LeastSquares(0.1), A, 1, np.ones((P, 1), int), None)
-    curves = [
-        CurveSettings(mu=0.1, server_noise="graph_homomorphic", server_std=s) for s in (0.5, 3.0)
-    ]
+    curves = [CurveSettings(mu=0.1, server=GraphHomomorphic(std=s)) for s in (0.5, 3.0)]
     psi = rng.standard_normal((2, R, P, M))
     _, W = messages_and_combine(psi, net, curves, seed, R)
     noiseless = np.einsum("pm,crmd->crpd", A, psi)
@@ -179,9 +182,7 @@ def test_random_server_noise_has_requested_variance(scheme, distribution):
     data = regression_data(np.random.default_rng(0), P=P, K=1, N=2, M=M)
     A = combination_matrix(nx.complete_graph(P))
     net = Network(data, LeastSquares(0.1), A, 1, np.ones((P, 1), int), None)
-    s = CurveSettings(
-        mu=0.1, server_noise=scheme, server_std=np.sqrt(var), server_distribution=distribution
-    )
+    s = CurveSettings(mu=0.1, server=SERVER[scheme](std=np.sqrt(var), distribution=distribution))
     messages, g = messages_and_combine(np.zeros((1, R, P, M)), net, [s], 3, R)
     # random: W = A g, with a_pm = 1/P => var = var / P; per link: sum_m a_pm^2 var = var / P
     expected = var / P
@@ -202,7 +203,9 @@ def test_client_noise_variance_on_the_aggregate():
     net = small_network(P=2, K=6, L=6, batch=False)
     var, R = 0.5, 4000
     draws = KeyedDraws(4, 1, range(R), range(2))
-    noisy = CurveBatch.of([CurveSettings(mu=1e-9, client_noise="laplace", client_std=var**0.5)])
+    noisy = CurveBatch.of(
+        [CurveSettings(mu=1e-09, client=ClientNoise(distribution="laplace", std=var**0.5))]
+    )
     plain = CurveBatch.of([CurveSettings(mu=1e-9)])
     W = np.zeros((1, R, 2, 3))
     block = net.block()
@@ -251,10 +254,10 @@ def test_graph_homomorphic_needs_self_weights():
     with pytest.raises(ConfigError, match="a_pp > 0"):
         simulate(
             net,
-            [CurveSettings(mu=0.1, server_noise="graph_homomorphic", server_std=0.1)],
+            [CurveSettings(mu=0.1, server=GraphHomomorphic(std=0.1))],
             iterations=1,
         )
-    simulate(net, [CurveSettings(mu=0.1, server_noise="random", server_std=0.1)], iterations=1)
+    simulate(net, [CurveSettings(mu=0.1, server=RandomNoise(std=0.1))], iterations=1)
 
 
 def test_network_rejects_l_above_k():
@@ -266,7 +269,7 @@ def test_network_rejects_l_above_k():
 
 
 def secagg(**kw):
-    from pgfl.privacy.schemes import SecureAggregationScheme
+    from pgfl.privacy.mechanisms import SecureAggregationScheme
     from pgfl.privacy.secagg import SecAggConfig
 
     return SecureAggregationScheme(SecAggConfig(clip=32.0, frac_bits=20, threshold=2), **kw)
@@ -274,13 +277,9 @@ def secagg(**kw):
 
 EVERY_SCHEME = [
     *ALL_SCHEMES,
-    CurveSettings(mu=0.3, client_noise=secagg(dropout=0.3)),
+    CurveSettings(mu=0.3, client=secagg(dropout=0.3)),
     CurveSettings(
-        mu=0.3,
-        share="updates",
-        client_noise=secagg(dropout=0.2),
-        server_noise="graph_homomorphic",
-        server_std=0.2,
+        mu=0.3, share="updates", server=GraphHomomorphic(std=0.2), client=secagg(dropout=0.2)
     ),
 ]
 
@@ -318,7 +317,7 @@ def test_a_curve_sees_the_same_draws_whatever_it_is_batched_with():
     # common random numbers: a random-noise curve alone and next to Gaussian and per-link
     # curves gets the same noise (up to the last bits of the batched matrix products)
     net = small_network(P=4, K=5, L=2)
-    mine = CurveSettings(mu=0.3, server_noise="random", server_std=0.3)
+    mine = CurveSettings(mu=0.3, server=RandomNoise(std=0.3))
     others = [ALL_SCHEMES[2], ALL_SCHEMES[3], ALL_SCHEMES[5]]
     alone = simulate(net, [mine], iterations=15, repetitions=2, seed=4)
     batched = simulate(net, [*others, mine], iterations=15, repetitions=2, seed=4)

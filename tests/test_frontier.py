@@ -17,12 +17,7 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from pgfl.experiments.frontier import (
-    EPSILONS,
-    SCHEMES,
-    frontier_configs,
-    run_frontier,
-)
+from pgfl.experiments.frontier import EPSILONS, SCHEMES, frontier_configs, run_frontier
 
 EPS = (0.5, 2.0, 50.0)
 COUNTS = (2, 6)

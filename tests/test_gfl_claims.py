@@ -18,9 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pgfl.experiments.config import parse_config
+from pgfl.experiments.build import build_network
+from pgfl.experiments.loader import parse_config
 from pgfl.experiments.presets import load_preset, preset_text
-from pgfl.experiments.runner import build_network, run_experiment
+from pgfl.experiments.runner import run_experiment
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -305,7 +306,7 @@ def test_fig7_runs_on_an_avazu_file(tmp_path):
 
 
 def test_classification_metrics_per_server_and_log_loss(tmp_path):
-    from pgfl.experiments.results import read_csv
+    from pgfl.files import read_csv
 
     cfg = load_preset("fig7", quick=True)
     s = {c["label"]: c for c in run_experiment(cfg, tmp_path)["curves"]}

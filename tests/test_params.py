@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pgfl import engine, params
+from pgfl import params
 from pgfl.experiments import config
 from pgfl.params import PARAMS, check, markdown
+from pgfl.privacy import mechanisms
 from pgfl.privacy.accounting import accountants as composition
 from pgfl.privacy.secagg import SecAggConfig
 from pgfl.validation import ConfigError
@@ -65,11 +66,11 @@ def test_every_entry_rejects_a_bad_value_naming_itself_its_range_and_the_value(n
     p = PARAMS[name]
     if p.kind in ("choice", "choices"):
         value = data.draw(
-            st.one_of(st.text(max_size=8).filter(lambda v: v not in p.choices), st.integers())
+            st.one_of(st.text(max_size=8).filter(lambda v: v not in p.options), st.integers())
         )
         with pytest.raises(ConfigError) as err:
             check(name, value)
-        for choice in p.choices:  # the allowed values are listed
+        for choice in p.options:  # the allowed values are listed
             assert repr(choice) in str(err.value)
     elif p.kind == "string":
         bad = [st.integers(), st.floats(allow_nan=False)]
@@ -223,16 +224,21 @@ def test_the_table_is_every_field_of_the_config_dataclasses():
     assert run == {p.name for p in params.section_params("run")}
 
 
-def test_choices_agree_with_the_modules_that_use_them():
-    from pgfl.engine.schemes import SERVER_SCHEMES
-
-    # every server-noise name is a built-in scheme of that name, every DP client noise a
-    # client scheme of that distribution
-    assert params.SERVER_NOISE == ("none", *SERVER_SCHEMES)
-    for name in params.SERVER_NOISE:
-        assert engine.CurveSettings(mu=0.1, server_noise=name, server_std=0.1).server.name == name
-    for name in params.DP_NOISE:
-        assert engine.CurveSettings(mu=0.1, client_noise=name, client_std=0.1).client.name == name
+def test_choices_agree_with_the_mechanism_registry():
+    # the vocabularies are the registry's names: each builds an instance of its class, and
+    # a scheme registered later is accepted by the table without touching it
+    assert params.PARAMS["privacy.server_noise"].options == mechanisms.names("server")
+    assert params.PARAMS["privacy.client_noise"].options == mechanisms.names("client")
+    settings = {
+        "privacy.server_variance": 0.1, "privacy.server_distribution": "laplace",
+        "privacy.client_variance": 0.1,
+        **{p.name: p.default for p in mechanisms.params()},
+    }  # fmt: skip
+    for level in ("client", "server"):
+        table = mechanisms.CLIENT if level == "client" else mechanisms.SERVER
+        for name, cls in table.items():
+            built = mechanisms.build(level, {**settings, f"privacy.{level}_noise": name})
+            assert type(built) is cls and built.name == name
     assert params.ACCOUNTANTS == composition.ACCOUNTANTS  # the registry of accountant classes
 
 

@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pgfl.experiments.config import parse_config
-from pgfl.experiments.results import write_csv, write_json
+from pgfl.experiments.loader import parse_config
 from pgfl.experiments.runner import run_experiment
+from pgfl.files import write_csv, write_json
 from pgfl.graphlearn.plots import curves_figure, spans_decades
 from pgfl.plots import (
     find_sweeps,

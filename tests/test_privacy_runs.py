@@ -9,11 +9,10 @@ import math
 import numpy as np
 import pytest
 
-from pgfl.engine import RoundContext
-from pgfl.experiments.config import parse_config
-from pgfl.experiments.results import read_csv
+from pgfl.experiments.loader import parse_config
 from pgfl.experiments.runner import run_experiment
-from pgfl.privacy.schemes import SecureAggregationScheme
+from pgfl.files import read_csv
+from pgfl.privacy.mechanisms import RoundContext, SecureAggregationScheme
 from pgfl.privacy.secagg import SecAggConfig
 from pgfl.validation import ConfigError
 
@@ -141,7 +140,8 @@ def test_random_noise_is_accounted_with_l_clients_and_client_level_epsilon_is_ad
 def test_server_noise_of_variance_zero_keeps_the_client_level_epsilon():
     from dataclasses import replace
 
-    from pgfl.experiments.runner import build_network, curve_epsilon
+    from pgfl.experiments.build import build_network, curve_settings
+    from pgfl.experiments.privacy import curve_epsilon
 
     # a config cannot ask for it (a noisy link of variance 0 is refused at load) ...
     raw = {**BASE, "privacy": {"server_noise": "random", "server_variance": 0.0}}
@@ -161,7 +161,9 @@ def test_server_noise_of_variance_zero_keeps_the_client_level_epsilon():
     }
     curve = parse_config(raw).curves[0]
     net = build_network(curve, 0)
-    _, entry = curve_epsilon(curve, replace(curve.settings(), server_std=0.0), T, net)
+    settings = curve_settings(curve, T, net)
+    settings = replace(settings, server=settings.server.with_std(0.0))
+    _, entry = curve_epsilon(settings, net, T, delta=DELTA, accountants=ACCOUNTANTS, checkpoints=64)
     expected = _basic(np.full(T, 2 * MU * B), math.sqrt(0.2))
     assert entry["epsilon"]["basic"] == pytest.approx(expected)
     assert "honest-but-curious server" in entry["epsilon_scope"]

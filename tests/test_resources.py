@@ -7,13 +7,13 @@ import pytest
 
 from pgfl import resources
 from pgfl.engine import simulate
-from pgfl.experiments.config import parse_config
-from pgfl.experiments.runner import build_network
+from pgfl.experiments.build import build_network, curve_settings
+from pgfl.experiments.loader import parse_config
+from pgfl.experiments.memory import experiment_memory
 from pgfl.resources import (
     accounting_memory,
     available_memory,
     check_fits,
-    experiment_memory,
     format_bytes,
     simulation_memory,
 )
@@ -164,7 +164,7 @@ def test_the_estimate_bounds_the_measured_peak_of_a_simulation(sizes, monkeypatc
         net = build_network(c, cfg.seed)
         simulate(
             net,
-            [x.settings() for x in cfg.curves],
+            [curve_settings(x, cfg.iterations, net) for x in cfg.curves],
             iterations=cfg.iterations,
             repetitions=cfg.repetitions,
         )

@@ -3,9 +3,9 @@ import json
 import numpy as np
 import pytest
 
-from pgfl.experiments.config import parse_config
-from pgfl.experiments.results import read_csv, read_json
+from pgfl.experiments.loader import parse_config
 from pgfl.experiments.runner import run_experiment
+from pgfl.files import read_csv, read_json
 from pgfl.validation import ConfigError
 
 RAW = {

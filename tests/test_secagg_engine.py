@@ -5,10 +5,10 @@ import pytest
 from tests.test_engine import small_network
 
 from pgfl.engine import CurveSettings, simulate
-from pgfl.experiments.config import parse_config
+from pgfl.experiments.loader import parse_config
 from pgfl.experiments.presets import load_preset
 from pgfl.experiments.runner import run_experiment
-from pgfl.privacy.schemes import SecureAggregationScheme
+from pgfl.privacy.mechanisms import SecureAggregationScheme
 from pgfl.privacy.secagg import SecAggConfig
 
 CFG = SecAggConfig(clip=32.0, frac_bits=20, threshold=2)
@@ -19,11 +19,7 @@ def test_cryptographic_protocol_gives_the_same_bits_as_the_simulation(share):
     net = small_network(P=2, K=5, L=3)
     sim = simulate(
         net,
-        [
-            CurveSettings(
-                mu=0.3, share=share, client_noise=SecureAggregationScheme(CFG, dropout=0.3)
-            )
-        ],
+        [CurveSettings(mu=0.3, share=share, client=SecureAggregationScheme(CFG, dropout=0.3))],
         iterations=4,
         repetitions=2,
         seed=3,
@@ -31,7 +27,7 @@ def test_cryptographic_protocol_gives_the_same_bits_as_the_simulation(share):
     crypto = SecureAggregationScheme(CFG, "cryptographic", dropout=0.3)
     real = simulate(
         net,
-        [CurveSettings(mu=0.3, share=share, client_noise=crypto)],
+        [CurveSettings(mu=0.3, share=share, client=crypto)],
         iterations=4,
         repetitions=2,
         seed=3,
@@ -44,7 +40,7 @@ def test_without_dropout_secure_aggregation_is_the_plain_mean_up_to_quantization
     net = small_network(P=3, K=5, L=4)
     plain, masked = (
         CurveSettings(mu=0.3),
-        CurveSettings(mu=0.3, client_noise=SecureAggregationScheme(CFG)),
+        CurveSettings(mu=0.3, client=SecureAggregationScheme(CFG)),
     )
     t = simulate(net, [plain, masked], iterations=30, repetitions=2)
     gap = np.abs(t.W[0] - t.W[1]).max()
@@ -78,7 +74,7 @@ def test_an_aborted_unit_keeps_its_model_exactly():
     net = small_network(P=2, K=4, L=3, batch=False)
     # dropout 0.99 with t = 3 of 3: essentially every round aborts, so nothing moves
     scheme = SecureAggregationScheme(SecAggConfig(threshold=3), dropout=0.99)
-    t = simulate(net, [CurveSettings(mu=0.3, client_noise=scheme)], iterations=5, w0=np.ones(3))
+    t = simulate(net, [CurveSettings(mu=0.3, client=scheme)], iterations=5, w0=np.ones(3))
     assert t.aborted[0].sum() == 10  # 2 units x 5 rounds
     assert np.array_equal(t.W[0, 0], np.ones((2, 3)))
 
@@ -100,7 +96,7 @@ def test_a_model_leaving_the_encodable_range_diverges_its_curve_only():
     wide = SecureAggregationScheme(SecAggConfig(clip=1e3, frac_bits=20))
     t = simulate(
         net,
-        [CurveSettings(mu=0.3, client_noise=narrow), CurveSettings(mu=0.3, client_noise=wide)],
+        [CurveSettings(mu=0.3, client=narrow), CurveSettings(mu=0.3, client=wide)],
         iterations=20,
         w0=np.full(3, 2.0),
     )
@@ -114,7 +110,7 @@ def test_clipping_updates_is_counted_and_the_run_goes_on():
     scheme = SecureAggregationScheme(SecAggConfig(clip=0.05, frac_bits=20))
     t = simulate(
         net,
-        [CurveSettings(mu=0.3, share="updates", client_noise=scheme)],
+        [CurveSettings(mu=0.3, share="updates", client=scheme)],
         iterations=10,
         w0=np.full(3, 2.0),
     )

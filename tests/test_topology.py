@@ -65,7 +65,7 @@ def test_user_edges_and_relabelled_graphs():
     assert check_combination_matrix(A) < 1
     h = nx.relabel_nodes(nx.path_graph(3), {0: 10, 1: 20, 2: 30})
     assert combination_matrix(h).shape == (3, 3)
-    with pytest.raises(ConfigError, match="topology.edges node must be an integer in"):
+    with pytest.raises(ConfigError, match=r"topology.edges\[0\] must be an integer in"):
         graph_from_edges(3, [[0, 5]])
 
 

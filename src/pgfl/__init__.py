@@ -21,7 +21,7 @@ Docstrings cite the papers by these short names, with their section and equation
 
 from pgfl.data.federated import FederatedData
 from pgfl.engine import CurveSettings, Network, Trajectory, simulate
-from pgfl.experiments.config import load_config, parse_config
+from pgfl.experiments.loader import load_config, parse_config
 from pgfl.experiments.presets import load_preset, preset_names
 from pgfl.experiments.runner import run_experiment
 from pgfl.problems import LeastSquares, Logistic

@@ -20,6 +20,7 @@ import numpy as np
 
 from pgfl.data.synthetic import client_schedule, logistic_data, regression_data
 from pgfl.engine import CurveSettings, Network, simulate
+from pgfl.privacy.mechanisms import GraphHomomorphic, NoServerNoise, RandomNoise
 from pgfl.problems import LeastSquares, Logistic
 from pgfl.rng import stream
 from pgfl.topology import build_graph, combination_matrix
@@ -52,8 +53,8 @@ def bench_network(name: str) -> tuple[Network, list[CurveSettings], int, np.ndar
     E, B = client_schedule(stream(0, "schedule"), P, K)
     A = combination_matrix(build_graph("ring", P))
     net = Network(data, LeastSquares(0.1), A, L, E, B)
-    noise = ("none", "graph_homomorphic", "random")
-    curves = [CurveSettings(mu=0.7, server_noise=noise[c % 3], server_std=0.3) for c in range(C)]
+    noise = (NoServerNoise(), GraphHomomorphic(std=0.3), RandomNoise(std=0.3))
+    curves = [CurveSettings(mu=0.7, server=noise[c % 3]) for c in range(C)]
     return net, curves, R, net.problem.optimum(data)
 
 

@@ -11,7 +11,10 @@ Two kinds of failure reach a user through a path:
   the reader's exception into one line naming the file and the problem.
 
 Both raise :class:`FileError`, a :class:`~pgfl.validation.ConfigError`, so the CLI reports
-them as bad input (one line on stderr, exit code 2).
+them as bad input (one line on stderr, exit code 2). Results are data first: JSON and CSV
+files are written atomically (:func:`write_json`, :func:`write_csv`: to a temporary name,
+then renamed), so an interrupted run never leaves a half-written result behind;
+:func:`read_toml` reads a configuration file.
 
 >>> import tempfile, pathlib
 >>> f = pathlib.Path(tempfile.mkdtemp()) / "results"
@@ -24,12 +27,17 @@ pgfl.files.FileError: output folder ... is an existing file, not a folder
 
 from __future__ import annotations
 
+import csv
+import json
+import math
 import os
 import re
+import tomllib
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from pgfl.validation import ConfigError
 
@@ -39,7 +47,14 @@ __all__ = [
     "check_output_file",
     "check_output_folder",
     "check_input_file",
+    "jsonable",
+    "read_csv",
+    "read_json",
+    "read_toml",
     "reading",
+    "write_atomic",
+    "write_csv",
+    "write_json",
     "writing",
 ]
 
@@ -166,3 +181,86 @@ def reading(path: str | os.PathLike[str], what: str = "data file") -> Iterator[N
         raise
     except READ_ERRORS as exc:
         raise FileError(f"{what} {str(path)!r}: {_problem(exc)}") from exc
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """The table of a TOML file; a bad file raises :class:`ConfigError` naming it.
+
+    Bad: missing, a folder, unreadable, not UTF-8, or not valid TOML.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"config file not found: {path}")
+    if not path.is_file():
+        raise ConfigError(f"config file {path} is not a file")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text (invalid byte at offset {exc.start})"
+        ) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML ({exc})") from None
+
+
+# ------------------------------------------------------------- results as files
+def jsonable(value: Any) -> Any:
+    """Convert numpy scalars/arrays and non-finite floats into JSON-safe values.
+
+    >>> jsonable({"a": float("inf"), "b": (1, float("nan"))})
+    {'a': 'inf', 'b': [1, None]}
+    """
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "tolist"):
+        return jsonable(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temporary file + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, data: Mapping[str, Any]) -> None:
+    """Write ``data`` as indented JSON (numpy values converted, NaN → null)."""
+    write_atomic(path, json.dumps(jsonable(data), indent=2) + "\n")
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """Read a JSON file written by :func:`write_json`."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def write_csv(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Write rows (dicts) as CSV; the header is the union of keys in first-seen order."""
+    rows = [dict(jsonable(r)) for r in rows]
+    fields: list[str] = []
+    for r in rows:
+        fields.extend(k for k in r if k not in fields)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, path)
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    """Read a CSV written by :func:`write_csv` (values stay strings)."""
+    with Path(path).open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))

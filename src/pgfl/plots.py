@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pgfl.experiments.results import read_csv, read_json
+from pgfl.files import read_csv, read_json
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

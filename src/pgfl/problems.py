@@ -14,12 +14,18 @@ of samples, ``J(w) = (1/P) sum_p (1/K) sum_k (1/N_pk) sum_n Q(w; x_pkn)``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import reduce
 
 import numpy as np
 
 from pgfl.data.federated import FederatedData
-from pgfl.validation import ConfigError, check_real
+from pgfl.param import Param
+from pgfl.validation import ConfigError
+
+#: ``training.rho``: the regularization ρ of every risk.
+RHO = Param("training.rho", "real", 0.1, "Regularization ρ of the risk (preprint eq. 54).", lo=0)
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -38,7 +44,7 @@ class _Problem:
     initial = None
 
     def __post_init__(self) -> None:
-        check_real("training.rho", self.rho, lo=0)
+        RHO.check(self.rho)
 
     def dim(self, features: int) -> int:
         """Number of model parameters ``M`` for samples with ``features`` features."""
@@ -106,7 +112,30 @@ class _Problem:
         return g + 2.0 * self.rho * w
 
     def optimum(self, data: FederatedData) -> np.ndarray:
-        """The minimizer ``w°`` of preprint eq. 1 (every client weighted equally)."""
+        """The minimizer ``w°`` of preprint eq. 1 (every client weighted equally).
+
+        Map-reduce over the clients: :meth:`optimum_terms` of the data (one block here;
+        a distributed backend sums the blocks' terms) and :meth:`optimum_update`.
+        """
+        clients, dim = data.counts.size, self.dim(data.shape[-1])
+        return solve_optimum(self, lambda w: [self.optimum_terms(data, w, clients)], clients, dim)
+
+    def optimum_start(self, dim: int) -> np.ndarray | None:
+        """The first iterate of :meth:`optimum_update` (``None``: a closed form)."""
+        return None
+
+    def optimum_terms(self, data: FederatedData, w: np.ndarray | None, clients: int) -> tuple:
+        """A block of clients' additive share of what :meth:`optimum_update` needs at ``w``.
+
+        ``clients`` is the number of clients of the whole network (every client weighs
+        ``1/clients`` in eq. 1).
+        """
+        raise NotImplementedError
+
+    def optimum_update(
+        self, terms: list[tuple], w: np.ndarray | None, clients: int
+    ) -> tuple[np.ndarray, bool]:
+        """The next iterate from every block's terms, and whether it is ``w°``."""
         raise NotImplementedError
 
     def test_error(self, w: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -138,17 +167,27 @@ class LeastSquares(_Problem):
         """``(d - u^T w)^2``."""
         return (d - margin) ** 2
 
-    def optimum(self, data: FederatedData) -> np.ndarray:
+    def optimum_terms(
+        self, data: FederatedData, w: np.ndarray | None, clients: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(Σ_pk (1/N_pk) Σ_n u uᵀ, Σ_pk (1/N_pk) Σ_n d u)`` over the block's clients."""
+        weight = data.mask / data.counts[..., None]
+        R = np.einsum("pkn,pkni,pknj->ij", weight, data.X, data.X)
+        r = np.einsum("pkn,pkn,pkni->i", weight, data.y, data.X)
+        return R, r
+
+    def optimum_update(
+        self, terms: list[tuple], w: np.ndarray | None, clients: int
+    ) -> tuple[np.ndarray, bool]:
         """Closed form ``w° = (R_u + rho I)^{-1} r_du`` (preprint eq. 55).
 
         Here ``R_u = (1/PK) sum_pk (1/N_pk) sum_n u u^T`` and ``r_du`` the same average of ``d u``.
 
         With ``d = u^T w* + v`` this is eq. 55's ``(R_u + rho I)^{-1} (R_u w* + r_uv)``.
         """
-        weight = data.mask / data.counts[..., None]
-        R = np.einsum("pkn,pkni,pknj->ij", weight, data.X, data.X) / data.counts.size
-        r = np.einsum("pkn,pkn,pkni->i", weight, data.y, data.X) / data.counts.size
-        return np.linalg.solve(R + self.rho * np.eye(R.shape[0]), r)
+        R = reduce(np.add, [t[0] for t in terms]) / clients
+        r = reduce(np.add, [t[1] for t in terms]) / clients
+        return np.linalg.solve(R + self.rho * np.eye(R.shape[0]), r), True
 
 
 @dataclass(frozen=True)
@@ -170,29 +209,37 @@ class Logistic(_Problem):
         """``ln(1 + exp(-d u^T w))``."""
         return np.logaddexp(0.0, -d * margin)
 
-    def optimum(
-        self, data: FederatedData, *, tol: float = 1e-10, max_iter: int = 100
-    ) -> np.ndarray:
-        """``w°`` by Newton's method on preprint eq. 1, to ``||grad J(w°)|| <= tol``."""
+    #: Newton's method stops at ``||grad J(w)|| <= OPTIMUM_TOL``.
+    OPTIMUM_TOL = 1e-10
+
+    def optimum_start(self, dim: int) -> np.ndarray:
+        """Newton's method starts at ``w = 0`` (needs ρ > 0: a unique optimum)."""
         if self.rho <= 0:
             raise ConfigError(
                 f"training.rho must be > 0 for a unique logistic optimum; got {self.rho}"
             )
-        M = data.X.shape[-1]
-        w = np.zeros(M)
-        weight = data.mask / data.counts[..., None] / data.counts.size
-        for _ in range(max_iter):
-            g = self.full_gradient(w, data)
-            if np.linalg.norm(g) <= tol:
-                return w
-            margin = data.X @ w
-            s = _sigmoid(margin)
-            h = weight * s * (1.0 - s)
-            H = np.einsum("pkn,pkni,pknj->ij", h, data.X, data.X) + 2.0 * self.rho * np.eye(M)
-            w = w - np.linalg.solve(H, g)
-        raise RuntimeError(  # pragma: no cover - Newton on a strongly convex risk converges
-            f"logistic optimum did not reach ||grad|| <= {tol:g} in {max_iter} Newton steps"
-        )
+        return np.zeros(dim)
+
+    def optimum_terms(
+        self, data: FederatedData, w: np.ndarray, clients: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The block's unscaled gradient ``Σ_pk (1/N_pk) Σ_n ∇ℓ`` and its Hessian share at ``w``."""
+        margin = data.X @ w
+        c = self.residual_weight(margin, data.y) * data.mask / data.counts[..., None]
+        g = np.einsum("pkn,pknm->m", c, data.X)
+        s = _sigmoid(margin)
+        h = data.mask / data.counts[..., None] / clients * s * (1.0 - s)
+        return g, np.einsum("pkn,pkni,pknj->ij", h, data.X, data.X)
+
+    def optimum_update(
+        self, terms: list[tuple], w: np.ndarray, clients: int
+    ) -> tuple[np.ndarray, bool]:
+        """One Newton step on preprint eq. 1; done when ``||grad J(w)|| <= OPTIMUM_TOL``."""
+        g = reduce(np.add, [t[0] for t in terms]) / clients + 2.0 * self.rho * w
+        if np.linalg.norm(g) <= self.OPTIMUM_TOL:
+            return w, True
+        H = reduce(np.add, [t[1] for t in terms]) + 2.0 * self.rho * np.eye(w.size)
+        return w - np.linalg.solve(H, g), False
 
     def test_error(self, w: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Misclassification rate of ``sign(X w)`` against labels ``y = ±1``."""
@@ -201,3 +248,28 @@ class Logistic(_Problem):
 
 
 PROBLEMS = {"least_squares": LeastSquares, "logistic": Logistic}
+
+#: Newton steps (or closed-form solves) before :func:`solve_optimum` gives up.
+MAX_OPTIMUM_STEPS = 100
+
+
+def solve_optimum(
+    problem: _Problem,
+    terms_at: Callable[[np.ndarray | None], list[tuple]],
+    clients: int,
+    dim: int,
+) -> np.ndarray:
+    """``w°`` of a problem from the terms of its blocks of clients (map-reduce).
+
+    ``terms_at(w)`` returns every block's :meth:`~_Problem.optimum_terms` at ``w`` (a
+    list, in block order); ``clients`` is the number of clients of the network and ``dim``
+    the model dimension M. One block gives the bits of :meth:`~_Problem.optimum`.
+    """
+    w = problem.optimum_start(dim)
+    for _ in range(MAX_OPTIMUM_STEPS):
+        w, done = problem.optimum_update(terms_at(w), w, clients)
+        if done:
+            return w
+    raise RuntimeError(  # pragma: no cover - Newton on a strongly convex risk converges
+        f"{problem.name} optimum did not converge in {MAX_OPTIMUM_STEPS} steps"
+    )

@@ -23,9 +23,10 @@ arrays a batched simulation holds at its peak (named by their shapes, the symbol
 * with a test set, the test margins of every kept server model
   ``[64, C, R, P, N_test]``;
 
-:func:`experiment_memory` takes the largest batch of curves of a configuration and adds
-what the run keeps for every curve (saved metrics and the rows of ``curves.csv``) and the
-ε accounting of a privatized curve (:func:`accounting_memory`). :func:`check_fits`
+:func:`pgfl.experiments.memory.experiment_memory` takes the largest batch of curves of a
+configuration and adds what the run keeps for every curve (saved metrics and the rows of
+``curves.csv``) and the ε accounting of a privatized curve (:func:`accounting_memory`).
+:func:`check_fits`
 compares an estimate with :func:`available_memory` and raises
 :class:`~pgfl.validation.ConfigError` in one line:
 
@@ -51,25 +52,19 @@ this machine has 1 GiB available
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from pgfl.validation import ConfigError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from pgfl.experiments.config import ExperimentConfig
 
 __all__ = [
     "ACCOUNTING_BYTES_PER_ITERATION",
     "CSV_ROW_BYTES",
+    "FLOAT",
     "accounting_memory",
     "available_memory",
     "check_fits",
-    "check_experiment_fits",
-    "experiment_memory",
     "format_bytes",
     "simulation_memory",
 ]
@@ -257,99 +252,3 @@ def accounting_memory(iterations: int, accountants: Iterable[str]) -> int:
         default=0,
     )
     return iterations * per
-
-
-def _curve_sizes(curve: Any, cfg: ExperimentConfig, C: int) -> dict[str, Any]:
-    """The sizes of :func:`simulation_memory` for a batch of ``C`` curves like ``curve``."""
-    d, t = curve.data, curve.training
-    high = lambda v: v[1] if isinstance(v, tuple) else v  # noqa: E731
-    if d.kind == "classification":
-        # the real data's dimension is known only after loading: a lower bound (hashed
-        # columns and an intercept), its rows spread evenly over the clients
-        P, K = curve.topology.P, d.K
-        N = math.ceil((d.rows or 1) / (P * K))
-        M = (d.hash_dim or 16) + 1
-        test = d.test_size or 256
-    elif d.kind == "digits":
-        # 1,500 training images spread unequally: a generous bound on the longest client
-        P, K = curve.topology.P, d.K
-        N = min(1797, 4 * math.ceil(1500 / (P * K)))
-        M, test = 64, d.test_size or 297
-    else:
-        N, M, test = high(d.N), d.M, d.test_size if d.kind == "logistic" else 0
-    if curve.model.kind in ("softmax", "mlp", "cnn"):
-        from pgfl.models.builtin import model_dim
-
-        classes = 10 if d.kind == "digits" else 2
-        m = curve.model
-        M = model_dim(m.kind, M, classes, hidden=m.hidden, channels=m.channels)
-    return {
-        "P": curve.topology.P,
-        "K": d.K,
-        "N": N,
-        "M": M,
-        "L": t.L,
-        "E": high(t.epochs),
-        "B": None if t.batch == "full" else high(t.batch),
-        "C": C,
-        "R": cfg.repetitions,
-        "T": cfg.iterations,
-        "test_size": test,
-        "covariances": d.kind == "regression",
-    }
-
-
-_SETTINGS = {
-    "P": "topology.P",
-    "K": "data.K",
-    "N": "data.N",
-    "M": "data.M",
-    "L": "training.L",
-    "E": "training.epochs",
-    "B": "training.batch",
-    "C": "curves in a batch",
-    "R": "repetitions",
-    "curves": "curves",
-    "T": "iterations",
-}
-
-
-def experiment_memory(cfg: ExperimentConfig) -> tuple[dict[str, int], dict[str, Any]]:
-    """Estimated peak bytes of running ``cfg`` by term, and the sizes behind them.
-
-    Batches of curves run one after the other, so the largest batch counts; what the run
-    keeps for every curve (its metrics and ``curves.csv`` rows) and the ε accounting of
-    one privatized curve come on top.
-    """
-    batches: dict[tuple, list[Any]] = {}
-    for c in cfg.curves:
-        batches.setdefault(c.structure(), []).append(c)
-    estimates = []
-    for curves in batches.values():
-        sizes = _curve_sizes(curves[0], cfg, len(curves))
-        estimates.append((simulation_memory(**sizes), sizes))
-    terms, sizes = max(estimates, key=lambda e: sum(e[0].values()))
-    T, curves = cfg.iterations, len(cfg.curves)
-    test = 2 + sizes["P"] if sizes["test_size"] else 0
-    accountants = [c.privacy.accountants for c in cfg.curves if c.privacy.scheme is not None]
-    terms = {
-        **terms,
-        "results [T, curves]": T * curves * (FLOAT * (3 + test + 6) + CSV_ROW_BYTES),
-        "ε accounting [T]": max((accounting_memory(T, a) for a in accountants), default=0),
-    }
-    return terms, {**sizes, "curves": curves}
-
-
-def check_experiment_fits(cfg: ExperimentConfig, *, available: int | None = None) -> int:
-    """:func:`check_fits` for a whole configuration; the message names the largest size.
-
-    The subject is the setting with the largest value among those the largest term grows
-    with (``iterations=10000000000`` for the metrics ``[T, C, R]``).
-    """
-    terms, sizes = experiment_memory(cfg)
-    largest = max(terms, key=terms.__getitem__)
-    inside = largest[largest.index("[") + 1 : largest.index("]")]
-    symbols = [s.strip().removesuffix("+1") for s in inside.split(",")]
-    symbols = [s for s in symbols if s in _SETTINGS] or ["T"]
-    culprit = max(symbols, key=lambda s: sizes[s] or 0)
-    return check_fits(f"{_SETTINGS[culprit]}={sizes[culprit]}", terms, available=available)

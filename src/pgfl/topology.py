@@ -19,16 +19,18 @@ Graph-homomorphic perturbations (preprint eq. 47) also need ``a_pp > 0`` for eve
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import networkx as nx
 import numpy as np
 
-from pgfl.params import TOPOLOGIES, WEIGHT_RULES
-from pgfl.validation import ConfigError, check_choice, check_int, check_real
+from pgfl.param import Param, When, kind_is, ref
+from pgfl.validation import ConfigError, check_int
 
 __all__ = [
+    "PARAMS",
     "TOPOLOGIES",
     "WEIGHT_RULES",
     "build_graph",
@@ -39,6 +41,97 @@ __all__ = [
 ]
 
 _MAX_RESAMPLES = 1000
+#: Named graph families.
+TOPOLOGIES = ("ring", "grid", "torus", "complete", "star", "erdos_renyi", "random_geometric")
+#: Rules that turn a graph into combination weights.
+WEIGHT_RULES = ("metropolis", "max_degree")
+
+
+def _check_edges(p: Param, value: Any, c: Mapping[str, Any]) -> tuple[tuple[int, int], ...]:
+    """A list of ``[p, m]`` server pairs that connects all ``topology.P`` servers."""
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(f"{p.name} must be a list of [p, m] pairs; got {value!r}")
+    P = c.get("topology.P")
+    hi = {"hi": None if P is None else P - 1, "hi_name": "topology.P-1"}
+    edges = []
+    for i, e in enumerate(value):
+        if not isinstance(e, (list, tuple)) or len(e) != 2:
+            raise ConfigError(f"{p.name}[{i}] must be a [p, m] pair; got {e!r}")
+        edges.append(tuple(check_int(f"{p.name}[{i}]", v, lo=0, **hi) for v in e))
+    if P is not None:
+        # union-find over the servers the edges name (memory bounded by the list, not by P)
+        root: dict[int, int] = {}
+
+        def find(x: int) -> int:
+            while root.setdefault(x, x) != x:
+                root[x] = root[root[x]]
+                x = root[x]
+            return x
+
+        for a, b in edges:
+            root[find(a)] = find(b)
+        parts = len({find(x) for x in list(root)}) + P - len(root)
+        if parts > 1:
+            raise ConfigError(
+                f"{p.name} must connect all topology.P={P} servers; got {parts} components"
+            )
+    return tuple(edges)
+
+
+def _check_matrix(p: Param, value: Any, c: Mapping[str, Any]) -> tuple[tuple[float, ...], ...]:
+    """A ``P × P`` table of real numbers satisfying Assumption 1 (preprint §II)."""
+    P = c.get("topology.P")
+    shape = f"a {P} x {P} table (topology.P={P})" if P is not None else "a square table"
+    what = f"{p.name} must be {shape} of real numbers"
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ConfigError(f"{what}; got {value!r}")
+    rows = []
+    for i, row in enumerate(value):
+        if not isinstance(row, (list, tuple)):
+            raise ConfigError(f"{what}; got row {i} = {row!r}, not a list")
+        for j, x in enumerate(row):
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+                raise ConfigError(f"{what}; got {x!r} at row {i}, column {j}")
+        rows.append(tuple(float(x) for x in row))
+    lengths = sorted({len(r) for r in rows})
+    if len(lengths) > 1:
+        raise ConfigError(f"{what}; got a ragged table (rows of {lengths} entries)")
+    n = P if P is not None else len(rows)
+    if (len(rows), lengths[0]) != (n, n):
+        raise ConfigError(f"{what}; got {len(rows)} rows of {lengths[0]} entries")
+    try:
+        check_combination_matrix(np.array(rows))
+    except ConfigError as exc:
+        raise ConfigError(f"{p.name}: {exc}") from None
+    return tuple(rows)
+
+
+#: The ``[topology]`` settings of a configuration.
+PARAMS = (
+    Param("topology.kind", "choice", "erdos_renyi", "Graph of servers: a named family, an edge "
+          "list or a combination matrix.", choices=(*TOPOLOGIES, "edges", "matrix")),
+    Param("topology.P", "int", 10, "Number of federated units (servers) P.", lo=1),
+    Param("topology.weights", "choice", "metropolis", "Combination weights from the graph.",
+          choices=WEIGHT_RULES, applies=When('topology.kind other than "matrix"',
+                                             lambda c: c["topology.kind"] != "matrix")),
+    Param("topology.probability", "real", 0.4, "Edge probability (resampled until connected).",
+          lo=0, hi=1, lo_open=True, applies=kind_is("topology", "erdos_renyi")),
+    Param("topology.radius", "real", 0.5, "Connection radius in the unit square (resampled "
+          "until connected).", lo=0, lo_open=True,
+          applies=kind_is("topology", "random_geometric")),
+    Param("topology.rows", "int", None, "Rows of the grid; must divide P (unset: the largest "
+          "divisor of P not above √P).", lo=1, hi_ref=ref("topology.P"),
+          applies=kind_is("topology", "grid", "torus")),
+    Param("topology.edges", "edges", None, "Undirected edges `[[p, m], ...]` between servers "
+          "0..P-1; Metropolis or max-degree weights.", applies=kind_is("topology", "edges"),
+          required=True, checker=_check_edges,
+          allowed_doc="pairs of integers in [0, topology.P-1]; connected"),
+    Param("topology.matrix", "matrix", None, "The combination matrix A itself, P rows of P "
+          "entries.", applies=kind_is("topology", "matrix"), required=True,
+          checker=_check_matrix,
+          allowed_doc="symmetric, doubly stochastic, connected (Assumption 1)"),
+)  # fmt: skip
+_P = {p.name: p for p in PARAMS}
 
 
 def build_graph(
@@ -59,8 +152,8 @@ def build_graph(
     >>> sorted(build_graph("ring", 4).edges())
     [(0, 1), (0, 3), (1, 2), (2, 3)]
     """
-    check_choice("topology.kind", kind, TOPOLOGIES)
-    P = check_int("topology.P", P, lo=1)
+    _P["topology.kind"].check(kind)
+    P = _P["topology.P"].check(P)
     if kind == "ring":
         return nx.cycle_graph(P) if P > 2 else nx.path_graph(P)
     if kind == "complete":
@@ -70,7 +163,7 @@ def build_graph(
     if kind in ("grid", "torus"):
         if rows is None:
             rows = max(r for r in range(1, int(np.sqrt(P)) + 1) if P % r == 0)
-        rows = check_int("topology.rows", rows, lo=1, hi=P, hi_name="P")
+        rows = _P["topology.rows"].check(rows, {"topology.P": P})
         if P % rows:
             raise ConfigError(f"topology.rows must divide P={P}; got {rows}")
         g = nx.grid_2d_graph(rows, P // rows, periodic=(kind == "torus"))
@@ -78,13 +171,13 @@ def build_graph(
     if rng is None:
         raise ConfigError(f"topology.kind={kind!r} is random and needs a generator (rng)")
     if kind == "erdos_renyi":
-        probability = check_real("topology.probability", probability, lo=0, hi=1, lo_open=True)
+        probability = _P["topology.probability"].check(probability)
         for _ in range(_MAX_RESAMPLES):
             g = nx.gnp_random_graph(P, probability, seed=int(rng.integers(2**32)))
             if nx.is_connected(g):
                 return g
     else:
-        radius = check_real("topology.radius", radius, lo=0, lo_open=True)
+        radius = _P["topology.radius"].check(radius)
         for _ in range(_MAX_RESAMPLES):
             g = nx.random_geometric_graph(P, radius, seed=int(rng.integers(2**32)))
             if nx.is_connected(g):
@@ -101,12 +194,9 @@ def graph_from_edges(P: int, edges: Sequence[Sequence[int]]) -> nx.Graph:
     >>> graph_from_edges(3, [(0, 1), (1, 2)]).number_of_edges()
     2
     """
-    P = check_int("topology.P", P, lo=1)
+    P = _P["topology.P"].check(P)
     g = nx.empty_graph(P)
-    for e in edges:
-        if len(e) != 2:
-            raise ConfigError(f"topology.edges entries must be pairs [p, m]; got {list(e)!r}")
-        p, m = (check_int("topology.edges node", v, lo=0, hi=P - 1, hi_name="P-1") for v in e)
+    for p, m in _P["topology.edges"].check(edges, {"topology.P": P}):
         if p != m:
             g.add_edge(p, m)
     return g
@@ -126,7 +216,7 @@ def combination_matrix(graph: nx.Graph, rule: str = "metropolis") -> np.ndarray:
     >>> (3 * combination_matrix(nx.path_graph(3))).round(12).tolist()
     [[2.0, 1.0, 0.0], [1.0, 1.0, 1.0], [0.0, 1.0, 2.0]]
     """
-    check_choice("topology.weights", rule, WEIGHT_RULES)
+    _P["topology.weights"].check(rule)
     nodes = sorted(graph.nodes())
     P = len(nodes)
     if nodes != list(range(P)):

@@ -7,8 +7,8 @@ from pgfl.backends.ray_actors import BlockActor, RayActors, plan_blocks
 from pgfl.data import synthetic
 from pgfl.engine import Trajectory, simulate
 from pgfl.engine.network import Links
-from pgfl.experiments.config import parse_config
-from pgfl.experiments.runner import build_block, build_network, curve_settings
+from pgfl.experiments.build import build_block, build_network, curve_settings
+from pgfl.experiments.loader import parse_config
 
 BASE = {
     "name": "actors",
@@ -102,7 +102,7 @@ def test_build_block_is_the_block_of_the_whole_network(data):
 
 def test_the_driver_plans_an_actors_run_without_client_data(tmp_path):
     from pgfl.data.federated import DataOutline
-    from pgfl.experiments.runner import prepare_experiment
+    from pgfl.experiments.plan import prepare_experiment
 
     cfg = _config([{"label": "a"}], run={"backend": "ray", "mode": "actors", "actors": 2})
     (batch,) = prepare_experiment(cfg, tmp_path / "out").batches
@@ -307,8 +307,9 @@ def test_a_killed_actor_restarts_from_its_checkpoint_with_the_same_numbers(ray_l
 @pytest.mark.slow
 def test_a_run_whose_actors_keep_dying_stops_in_one_line_and_resumes(ray_local, tmp_path):
     from pgfl.backends import LocalBackend, RunStopped
-    from pgfl.experiments.results import read_json
-    from pgfl.experiments.runner import prepare_experiment, run_plan
+    from pgfl.experiments.plan import prepare_experiment
+    from pgfl.experiments.runner import run_plan
+    from pgfl.files import read_json
 
     cfg = _two_batches()
 
@@ -336,7 +337,7 @@ def test_a_run_whose_actors_keep_dying_stops_in_one_line_and_resumes(ray_local, 
 @pytest.mark.ray
 def test_cli_runs_with_actors_and_matches_local(ray_local, tmp_path, capsys):
     from pgfl.cli import main
-    from pgfl.experiments.results import read_csv
+    from pgfl.files import read_csv
 
     config = tmp_path / "tiny.toml"
     config.write_text(

@@ -22,10 +22,12 @@ from pgfl.backends.ray_sweeps import (
     split_range,
 )
 from pgfl.engine import Trajectory, simulate
-from pgfl.experiments.config import parse_config
+from pgfl.experiments.loader import parse_config
+from pgfl.experiments.partial import PartialResultWarning
+from pgfl.experiments.plan import prepare_experiment
 from pgfl.experiments.presets import load_preset
-from pgfl.experiments.results import read_csv, read_json
-from pgfl.experiments.runner import PartialResultWarning, prepare_experiment, run_plan
+from pgfl.experiments.runner import run_plan
+from pgfl.files import read_csv, read_json
 
 TINY = {
     "name": "tiny",

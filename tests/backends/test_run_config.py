@@ -7,8 +7,9 @@ import pytest
 
 from pgfl.backends import LocalBackend, make_backend
 from pgfl.cli import main
-from pgfl.experiments.config import RunConfig, parse_config
-from pgfl.experiments.runner import prepare_experiment
+from pgfl.experiments.config import RunConfig
+from pgfl.experiments.loader import parse_config
+from pgfl.experiments.plan import prepare_experiment
 from pgfl.extras import MissingExtra
 from pgfl.validation import ConfigError
 

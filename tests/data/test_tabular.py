@@ -3,13 +3,7 @@ import pandas as pd
 import pytest
 
 from pgfl.data.hashing import hash_fields, hashed_to_dense
-from pgfl.data.tabular import (
-    TabularEncoder,
-    encode_labels,
-    infer_columns,
-    load_tabular,
-    read_table,
-)
+from pgfl.data.tabular import TabularEncoder, encode_labels, infer_columns, load_tabular, read_table
 from pgfl.validation import ConfigError
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from pgfl.graphlearn.cli import app
+from pgfl.commands.graphlearn import app
 from pgfl.graphlearn.config import load_config, parse_config
 from pgfl.validation import ConfigError
 

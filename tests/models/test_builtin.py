@@ -6,8 +6,8 @@ import pytest
 pytest.importorskip("jax")
 
 from pgfl.data.digits import digits_federated_data, load_digits_arrays  # noqa: E402
-from pgfl.experiments.config import parse_config  # noqa: E402
-from pgfl.experiments.runner import build_network  # noqa: E402
+from pgfl.experiments.build import build_network  # noqa: E402
+from pgfl.experiments.loader import parse_config  # noqa: E402
 from pgfl.models.builtin import build_model, init_params, model_dim  # noqa: E402
 from pgfl.validation import ConfigError  # noqa: E402
 
@@ -160,7 +160,7 @@ def test_repetition_blocks_give_the_bits_of_the_whole_run():
     # what Ray sweeps rely on: repetitions simulated in another block (another batch size
     # of every compiled call) give the same models and the same test metrics, bit for bit
     from pgfl.engine import simulate
-    from pgfl.experiments.runner import curve_settings
+    from pgfl.experiments.build import curve_settings
 
     raw = _raw(iterations=3, repetitions=3, model={"kind": "softmax"})
     raw["training"] = {**raw["training"], "clip_norm": 2.0}
@@ -249,7 +249,7 @@ def test_custom_jax_model_from_a_config(tmp_path):
 
 def test_editing_a_custom_model_changes_the_resume_fingerprint(tmp_path):
     # partial results of the old code must not be resumed as if they were the new code's
-    from pgfl.experiments.runner import _config_fingerprint
+    from pgfl.experiments.partial import config_fingerprint as _config_fingerprint
 
     path = tmp_path / "mymodel.py"
     path.write_text(CUSTOM)

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("jax")
 
-from pgfl.experiments.config import parse_config  # noqa: E402
+from pgfl.experiments.loader import parse_config  # noqa: E402
 from pgfl.experiments.presets import preset_text  # noqa: E402
 from pgfl.experiments.runner import run_experiment  # noqa: E402
 

@@ -19,6 +19,7 @@ from pgfl.engine import CurveSettings, Network, simulate  # noqa: E402
 from pgfl.extras import MissingExtra  # noqa: E402
 from pgfl.models import NumpyProblem  # noqa: E402
 from pgfl.models.jax_adapter import JaxProblem, jax_module  # noqa: E402
+from pgfl.privacy.mechanisms import GraphHomomorphic, RandomNoise
 from pgfl.problems import LeastSquares, Logistic  # noqa: E402
 from pgfl.validation import ConfigError  # noqa: E402
 
@@ -106,8 +107,8 @@ def test_engine_with_jax_problem_equals_engine_with_numpy_problem():
     E, B = rng.integers(1, 4, (4, 5)), rng.integers(2, 5, (4, 5))
     curves = [
         CurveSettings(mu=0.3),
-        CurveSettings(mu=0.2, server_noise="graph_homomorphic", server_std=0.1, clip_norm=0.5),
-        CurveSettings(mu=0.3, server_noise="random", server_std=0.1, clip_norm=2.0),
+        CurveSettings(mu=0.2, clip_norm=0.5, server=GraphHomomorphic(std=0.1)),
+        CurveSettings(mu=0.3, clip_norm=2.0, server=RandomNoise(std=0.1)),
     ]
     ref = Network(data, Logistic(0.1), A, 3, E, B)
     # the JAX classifier predicts class indices: test labels 0/1 for −1/+1

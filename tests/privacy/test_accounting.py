@@ -16,9 +16,60 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from pgfl.privacy import accounting as acc
+from pgfl.privacy import mechanisms
 from pgfl.validation import ConfigError
 
 DELTA = 1e-5
+#: The GFL links accounted here: the server-level mechanisms, and client noise on what a
+#: client shares (its model or its update).
+SCHEMES = ("graph_homomorphic", "random", "random_per_link", "models", "updates")
+
+
+def gfl_transcript(
+    *, scheme, sigma, mu, clip, iterations, distribution="laplace", dim=1, observed_links=1,
+    rigorous=True, clients_per_round=1, aggregation_error=0.0,
+):  # fmt: skip
+    """The transcript of a GFL link described by its scheme name, via the mechanism objects."""
+    if scheme not in SCHEMES:
+        raise ConfigError(f"scheme must be one of {', '.join(SCHEMES)}; got {scheme!r}")
+    std = 0.0 if sigma is None else sigma
+    if scheme in ("models", "updates"):
+        mechanism = mechanisms.ClientNoise(distribution=distribution, std=std)
+    else:
+        mechanism = mechanisms.SERVER[scheme](std=std, distribution=distribution)
+    ctx = mechanisms.ReleaseContext(
+        mu=mu, clip=clip, share=scheme if scheme == "updates" else "models",
+        iterations=iterations, dim=dim, clients_per_round=clients_per_round,
+        aggregation_error=aggregation_error, observed_links=observed_links, rigorous=rigorous,
+    )  # fmt: skip
+    return mechanism.transcript(ctx)
+
+
+def gfl_epsilon_curve(*, delta=DELTA, accountants=None, checkpoints=64, **link):
+    """ε(i) of a GFL link (:func:`gfl_transcript`) by the accountants."""
+    return acc.epsilon_curve(
+        gfl_transcript(**link), delta=delta, accountants=accountants, checkpoints=checkpoints
+    )
+
+
+def gfl_calibrate(target, delta, iterations, *, accountant="pld", rtol=1e-4, **link):
+    """The noise σ a GFL link needs for ε(T) ≤ target."""
+    return acc.calibrate(
+        lambda s: gfl_transcript(sigma=s, iterations=iterations, **link),
+        target, delta, accountant=accountant, rtol=rtol,
+    )  # fmt: skip
+
+
+def gfl_releases(**link):
+    """The per-iteration releases of a GFL link in its reading (rigorous or the papers')."""
+    return gfl_transcript(**link).releases()
+
+
+def gfl_sensitivities(iterations, *, scheme, mu, clip, clients_per_round=1, dim=1):
+    """Δ₂(j) the mechanism of ``scheme`` charges, j = 1..T (rigorous reading)."""
+    t = gfl_transcript(scheme=scheme, sigma=1.0, mu=mu, clip=clip, iterations=iterations,
+                       clients_per_round=clients_per_round, dim=dim)  # fmt: skip
+    return np.array(t.sensitivities)
 
 
 # ------------------------------------------------------------------------- closed forms
@@ -38,7 +89,7 @@ def test_laplace_density_ratio_attains_delta1_over_b():
     loss = np.sum(stats.laplace.logpdf(x, scale=b) - stats.laplace.logpdf(x, loc=v, scale=b))
     assert loss == pytest.approx(math.sqrt(m) * d2 / b)
     assert loss > d2 / b
-    rel = acc.releases_for(
+    rel = gfl_releases(
         scheme="updates", sigma=b * math.sqrt(2), mu=0.5, clip=d2 / 2, iterations=1, dim=m
     )
     assert rel[0].epsilon0 == pytest.approx(loss)
@@ -179,7 +230,7 @@ def test_facade_matches_dp_accounting_on_heterogeneous_events():
 def test_gaussian_curve_is_the_pld_answer():
     # Server-level Gaussian releases have growing sensitivities; our exact (GDP) curve must
     # equal dp_accounting's PLD composition of the same events.
-    curve = acc.epsilon_curve(
+    curve = gfl_epsilon_curve(
         scheme="graph_homomorphic",
         sigma=40.0,
         mu=0.1,
@@ -189,7 +240,7 @@ def test_gaussian_curve_is_the_pld_answer():
     )
     pld = PLDAccountant(value_discretization_interval=1e-4)
     for i, r in enumerate(
-        acc.releases_for(
+        gfl_releases(
             scheme="graph_homomorphic",
             sigma=40.0,
             mu=0.1,
@@ -279,7 +330,7 @@ def test_paper_epsilon_is_composition_of_laplace_steps_with_growing_sensitivity(
     # Composing j = 1..i Laplace releases of sensitivity 2μBj and scale σ/√2 by adding the
     # epsilons gives exactly the preprint's ε(i) (Appendix F).
     mu, b, sigma, t = 0.7, 3.0, 1.9, 15
-    curve = acc.epsilon_curve(
+    curve = gfl_epsilon_curve(
         scheme="graph_homomorphic",
         sigma=sigma,
         mu=mu,
@@ -304,9 +355,9 @@ def test_rigorous_mode_charges_sqrt_dim():
         iterations=7,
         accountants=["paper", "basic"],
     )
-    c = acc.epsilon_curve(dim=9, **kw)
+    c = gfl_epsilon_curve(dim=9, **kw)
     np.testing.assert_allclose(c["basic"], 3.0 * c["paper"])  # √9
-    c1 = acc.epsilon_curve(dim=1, **kw)
+    c1 = gfl_epsilon_curve(dim=1, **kw)
     np.testing.assert_allclose(c1["basic"], c1["paper"])
 
 
@@ -329,13 +380,13 @@ def test_graph_topology_theorem3():
 
 def test_paper_accountant_for_gaussian_is_eq32_of_classic_steps():
     t, sigma, mu, b = 6, 60.0, 0.1, 1.0
-    c = acc.epsilon_curve(
+    c = gfl_epsilon_curve(
         scheme="models", sigma=sigma, mu=mu, clip=b, iterations=t, distribution="gaussian"
     )
     eps_t = 2 * mu * b * math.sqrt(2 * math.log(1.25 / (DELTA / (2 * t)))) / sigma
     assert c["paper"][-1] == pytest.approx(acc.kairouz_epsilon(np.full(t, eps_t), DELTA / 2))
     # outside the classic bound's range the paper certifies nothing
-    c_small = acc.epsilon_curve(
+    c_small = gfl_epsilon_curve(
         scheme="models", sigma=0.5, mu=mu, clip=b, iterations=t, distribution="gaussian"
     )
     assert np.all(np.isinf(c_small["paper"]))
@@ -343,10 +394,10 @@ def test_paper_accountant_for_gaussian_is_eq32_of_classic_steps():
 
 
 # ------------------------------------------------------------------------------ curves
-@pytest.mark.parametrize("scheme", acc.SCHEMES)
+@pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("distribution", acc.DISTRIBUTIONS)
 def test_curve_shape_monotone_and_ordered(scheme, distribution):
-    c = acc.epsilon_curve(
+    c = gfl_epsilon_curve(
         scheme=scheme, sigma=8.0, mu=0.1, clip=1.0, iterations=25, dim=3, distribution=distribution
     )
     assert set(c) == set(acc.default_accountants(distribution))
@@ -364,21 +415,21 @@ def test_curve_shape_monotone_and_ordered(scheme, distribution):
 
 
 def test_curve_without_bound_or_noise_is_infinite_with_reason():
-    c = acc.epsilon_curve(scheme="graph_homomorphic", sigma=1.0, mu=0.1, clip=None, iterations=4)
+    c = gfl_epsilon_curve(scheme="graph_homomorphic", sigma=1.0, mu=0.1, clip=None, iterations=4)
     assert all(np.all(np.isinf(v)) for v in c.values())
     assert "clip" in c.reason
     s = c.summary()
     assert s["epsilon"]["pld"] == math.inf and s["delta"] == DELTA and "epsilon_reason" in s
-    c0 = acc.epsilon_curve(scheme="models", sigma=0.0, mu=0.1, clip=1.0, iterations=4)
+    c0 = gfl_epsilon_curve(scheme="models", sigma=0.0, mu=0.1, clip=1.0, iterations=4)
     assert all(np.all(np.isinf(v)) for v in c0.values()) and "no noise" in c0.reason
-    c_inf = acc.epsilon_curve(scheme="models", sigma=1.0, mu=0.1, clip=math.inf, iterations=4)
+    c_inf = gfl_epsilon_curve(scheme="models", sigma=1.0, mu=0.1, clip=math.inf, iterations=4)
     assert c_inf.reason == c.reason
-    c_none = acc.epsilon_curve(scheme="models", sigma=None, mu=0.1, clip=1.0, iterations=4)
+    c_none = gfl_epsilon_curve(scheme="models", sigma=None, mu=0.1, clip=1.0, iterations=4)
     assert c_none.reason == c0.reason
 
 
 def test_curve_summary_and_rows():
-    c = acc.epsilon_curve(
+    c = gfl_epsilon_curve(
         scheme="updates", sigma=3.0, mu=0.1, clip=1.0, iterations=3, accountants=["paper", "pld"]
     )
     s = c.summary()
@@ -386,7 +437,7 @@ def test_curve_summary_and_rows():
     assert s["epsilon"]["paper"] == pytest.approx(3 * 2.0 / (3.0 / math.sqrt(2)))
     assert "honest-but-curious server" in s["epsilon_scope"]
     assert "Mironov" in s["epsilon_caveat"]
-    gh = acc.epsilon_curve(scheme="graph_homomorphic", sigma=3.0, mu=0.1, clip=1.0, iterations=2)
+    gh = gfl_epsilon_curve(scheme="graph_homomorphic", sigma=3.0, mu=0.1, clip=1.0, iterations=2)
     assert "NOT the centroid" in gh.summary()["epsilon_scope"]
     rows = c.rows()
     assert [r["iteration"] for r in rows] == [1, 2, 3]
@@ -396,8 +447,8 @@ def test_curve_summary_and_rows():
 def test_noisy_updates_cost_one_over_mu_more_than_noisy_models():
     kw = dict(sigma=2.0, clip=1.0, iterations=20, dim=2, accountants=["paper", "basic", "pld"])
     for mu in (0.1, 0.5):
-        models = acc.epsilon_curve(scheme="models", mu=mu, **kw)
-        updates = acc.epsilon_curve(scheme="updates", mu=mu, **kw)
+        models = gfl_epsilon_curve(scheme="models", mu=mu, **kw)
+        updates = gfl_epsilon_curve(scheme="updates", mu=mu, **kw)
         np.testing.assert_allclose(updates["basic"], models["basic"] / mu)
         np.testing.assert_allclose(updates["paper"], models["paper"] / mu)
         assert np.all(updates["pld"] > models["pld"])
@@ -405,11 +456,11 @@ def test_noisy_updates_cost_one_over_mu_more_than_noisy_models():
 
 def test_links_only_matter_for_independent_noise_per_link():
     kw = dict(sigma=4.0, mu=0.1, clip=1.0, iterations=10, accountants=["basic", "pld"])
-    gh1 = acc.epsilon_curve(scheme="graph_homomorphic", observed_links=1, **kw)
-    gh3 = acc.epsilon_curve(scheme="graph_homomorphic", observed_links=3, **kw)
+    gh1 = gfl_epsilon_curve(scheme="graph_homomorphic", observed_links=1, **kw)
+    gh3 = gfl_epsilon_curve(scheme="graph_homomorphic", observed_links=3, **kw)
     np.testing.assert_allclose(gh1["basic"], gh3["basic"])  # the same copy on every link
-    pl1 = acc.epsilon_curve(scheme="random_per_link", observed_links=1, **kw)
-    pl3 = acc.epsilon_curve(scheme="random_per_link", observed_links=3, **kw)
+    pl1 = gfl_epsilon_curve(scheme="random_per_link", observed_links=1, **kw)
+    pl3 = gfl_epsilon_curve(scheme="random_per_link", observed_links=3, **kw)
     np.testing.assert_allclose(pl1["basic"], gh1["basic"])
     np.testing.assert_allclose(pl3["basic"], 3 * pl1["basic"])
     assert np.all(pl3["pld"] > pl1["pld"])
@@ -419,8 +470,8 @@ def test_pld_checkpoints_give_upper_bounds_exact_at_checkpoints():
     kw = dict(
         scheme="graph_homomorphic", sigma=30.0, mu=0.1, clip=1.0, iterations=40, accountants=["pld"]
     )
-    full = acc.epsilon_curve(checkpoints=40, **kw)["pld"]
-    sparse = acc.epsilon_curve(checkpoints=5, **kw)["pld"]
+    full = gfl_epsilon_curve(checkpoints=40, **kw)["pld"]
+    sparse = gfl_epsilon_curve(checkpoints=5, **kw)["pld"]
     assert np.all(sparse >= full - 1e-12)
     assert sparse[-1] == pytest.approx(full[-1], rel=1e-12)
     assert sparse[0] == pytest.approx(full[0], rel=1e-12)
@@ -428,7 +479,7 @@ def test_pld_checkpoints_give_upper_bounds_exact_at_checkpoints():
 
 def test_server_level_tight_epsilon_grows_slower_than_the_paper():
     # tight accounting of the same releases (papers' ℓ₂ reading) never exceeds the paper's
-    c = acc.epsilon_curve(
+    c = gfl_epsilon_curve(
         scheme="graph_homomorphic",
         sigma=200.0,
         mu=0.05,
@@ -471,12 +522,12 @@ def test_calibration_meets_the_target_closely_and_minimally(
               observed_links=2, clients_per_round=3)  # fmt: skip
 
     def eps(sigma: float) -> float:
-        curve = acc.epsilon_curve(
+        curve = gfl_epsilon_curve(
             sigma=sigma, iterations=iterations, delta=delta, accountants=[accountant], **kw
         )
         return float(curve[accountant][-1])
 
-    sigma = acc.calibrate(target, delta, iterations, accountant=accountant, **kw)
+    sigma = gfl_calibrate(target, delta, iterations, accountant=accountant, **kw)
     e = eps(sigma)
     assert e <= target
     assert eps(sigma * (1 - 1e-3)) > target  # minimal: 1e-3 less noise overshoots
@@ -501,7 +552,7 @@ def test_calibrate_releases_brackets_from_any_guess():
 
 
 def test_calibrate_paper_matches_theorem2():
-    s = acc.calibrate(
+    s = gfl_calibrate(
         2.5, DELTA, 40, scheme="graph_homomorphic", mu=0.3, clip=2.0, accountant="paper"
     )
     exact = acc.preprint_theorem2_sigma(2.5, 40, mu=0.3, bound=2.0)
@@ -510,8 +561,8 @@ def test_calibrate_paper_matches_theorem2():
 
 def test_calibrate_tight_needs_less_noise_than_paper_rigorous():
     kw = dict(scheme="graph_homomorphic", mu=0.1, clip=1.0, dim=1)
-    tight = acc.calibrate(2.0, DELTA, 30, accountant="pld", **kw)
-    basic = acc.calibrate(2.0, DELTA, 30, accountant="basic", **kw)
+    tight = gfl_calibrate(2.0, DELTA, 30, accountant="pld", **kw)
+    basic = gfl_calibrate(2.0, DELTA, 30, accountant="basic", **kw)
     assert tight < basic
 
 
@@ -538,44 +589,36 @@ def test_calibrate_tight_needs_less_noise_than_paper_rigorous():
         (lambda: acc.advanced_composition_epsilon(-0.1, 0.0, 3, DELTA), "epsilon0"),
         (lambda: acc.kairouz_epsilon([0.1, -0.2], DELTA), "epsilons"),
         (
-            lambda: acc.calibrate(0.0, DELTA, 10, scheme="models", mu=0.1, clip=1.0),
+            lambda: gfl_calibrate(0.0, DELTA, 10, scheme="models", mu=0.1, clip=1.0),
             "target_epsilon",
         ),
         (
-            lambda: acc.calibrate(-1.0, DELTA, 10, scheme="models", mu=0.1, clip=1.0),
+            lambda: gfl_calibrate(-1.0, DELTA, 10, scheme="models", mu=0.1, clip=1.0),
             "target_epsilon",
         ),
-        (lambda: acc.calibrate(1.0, DELTA, 10, scheme="models", mu=0.1, clip=None), "clip"),
+        (lambda: gfl_calibrate(1.0, DELTA, 10, scheme="models", mu=0.1, clip=None), "clip"),
         (
-            lambda: acc.calibrate(
+            lambda: gfl_calibrate(
                 1.0, DELTA, 10, scheme="models", mu=0.1, clip=1.0, accountant="x"
             ),
             "accountant",
         ),
         (
-            lambda: acc.epsilon_curve(scheme="models", sigma=-1.0, mu=0.1, clip=1.0, iterations=3),
-            "sigma",
+            lambda: gfl_epsilon_curve(scheme="models", sigma=-1.0, mu=0.1, clip=1.0, iterations=3),
+            r"std must be a real number in \[0, inf\)",
         ),
         (
-            lambda: acc.epsilon_curve(
+            lambda: gfl_epsilon_curve(
                 scheme="models", sigma=1.0, mu=0.1, clip=1.0, iterations=3, delta=0
             ),
             "delta",
         ),
         (
-            lambda: acc.epsilon_curve(scheme="centroid", sigma=1.0, mu=0.1, clip=1.0, iterations=3),
+            lambda: gfl_epsilon_curve(scheme="centroid", sigma=1.0, mu=0.1, clip=1.0, iterations=3),
             "scheme",
         ),
         (
-            lambda: acc.epsilon_curve(scheme="models", sigma=1.0, mu=0.1, clip=-1.0, iterations=3),
-            "clip",
-        ),
-        (
-            lambda: acc.epsilon_curve(scheme="models", sigma=1.0, mu=0.1, clip=1.0, iterations=0),
-            "iterations",
-        ),
-        (
-            lambda: acc.epsilon_curve(
+            lambda: gfl_epsilon_curve(
                 scheme="models",
                 sigma=1.0,
                 mu=0.1,
@@ -586,10 +629,10 @@ def test_calibrate_tight_needs_less_noise_than_paper_rigorous():
             "accountant",
         ),
         (
-            lambda: acc.epsilon_curve(
-                scheme="models", sigma=1.0, mu=0.1, clip=1.0, iterations=3, distribution="uniform"
+            lambda: gfl_epsilon_curve(
+                scheme="random", sigma=1.0, mu=0.1, clip=1.0, iterations=3, distribution="uniform"
             ),
-            "distribution",
+            "distribution must be one of 'laplace', 'gaussian'",
         ),
     ],
 )
@@ -604,7 +647,7 @@ def test_cli_epsilon_json_and_plot(tmp_path):
 
     from typer.testing import CliRunner
 
-    from pgfl.privacy.cli import app
+    from pgfl.commands.privacy import app
 
     png = tmp_path / "eps.png"
     res = CliRunner().invoke(
@@ -626,7 +669,7 @@ def test_cli_calibrate_and_bad_input():
 
     from typer.testing import CliRunner
 
-    from pgfl.privacy.cli import app
+    from pgfl.commands.privacy import app
 
     res = CliRunner().invoke(
         app,
@@ -646,7 +689,7 @@ def test_cli_calibrate_and_bad_input():
 def test_pld_curve_survives_dp_accounting_underflow():
     # ε₀ ≈ 5.66 per round: dp_accounting 0.6 returns ∞ after 137..140 compositions on this
     # grid (a subnormal lower mass); pgfl repairs those points with the RDP bound.
-    c = acc.epsilon_curve(scheme="models", sigma=math.sqrt(0.02), mu=0.2, clip=1.0,
+    c = gfl_epsilon_curve(scheme="models", sigma=math.sqrt(0.02), mu=0.2, clip=1.0,
                           iterations=139, dim=2, checkpoints=139,
                           accountants=["basic", "pld", "rdp"])  # fmt: skip
     assert np.all(np.isfinite(c["pld"])) and np.all(c["pld"][1:] >= c["pld"][:-1])
@@ -656,7 +699,7 @@ def test_pld_curve_survives_dp_accounting_underflow():
 
 
 def test_huge_epsilon_falls_back_to_rdp_and_says_so():
-    c = acc.epsilon_curve(scheme="graph_homomorphic", sigma=math.sqrt(0.1), mu=0.7, clip=10.0,
+    c = gfl_epsilon_curve(scheme="graph_homomorphic", sigma=math.sqrt(0.1), mu=0.7, clip=10.0,
                           iterations=200, dim=2, accountants=["pld", "rdp", "basic"])  # fmt: skip
     # at the read-outs (T among them) the value is the Rényi one; in between, the next
     # read-out's, an upper bound
@@ -704,7 +747,7 @@ def test_server_message_sensitivity_reference(seed, mu, bound, scheme):
         return _clip(gk @ w + hk, bound)  # per-sample clipping
 
     w = [np.zeros((p_, m_)), np.zeros((p_, m_))]
-    sens = acc.gfl_sensitivities(t_, scheme=scheme, mu=mu, clip=bound, clients_per_round=l_)
+    sens = gfl_sensitivities(t_, scheme=scheme, mu=mu, clip=bound, clients_per_round=l_)
     for j in range(t_):
         psi = [
             np.array([np.mean([w[r][p] - mu * grads(r, p, k, w[r][p]) for k in range(l_)], axis=0)
@@ -728,9 +771,9 @@ def test_server_message_sensitivity_reference(seed, mu, bound, scheme):
 
 def test_random_scheme_epsilon_grows_linearly_and_shrinks_with_l():
     kw = dict(sigma=50.0, mu=0.5, clip=1.0, iterations=20, dim=2, accountants=["paper", "basic"])
-    r1 = acc.epsilon_curve(scheme="random", **kw)
-    r10 = acc.epsilon_curve(scheme="random", clients_per_round=10, **kw)
-    gh = acc.epsilon_curve(scheme="graph_homomorphic", clients_per_round=10, **kw)
+    r1 = gfl_epsilon_curve(scheme="random", **kw)
+    r10 = gfl_epsilon_curve(scheme="random", clients_per_round=10, **kw)
+    gh = gfl_epsilon_curve(scheme="graph_homomorphic", clients_per_round=10, **kw)
     i = np.arange(1, 21)
     b = 50.0 / math.sqrt(2)
     np.testing.assert_allclose(r1["basic"], i * math.sqrt(2) * 2 * 0.5 / b)  # 2μB per message
@@ -884,7 +927,7 @@ def test_laplace_pld_values_against_numerical_convolution():
 def test_growing_server_level_pld_curve_against_numerical_convolution():
     # graph-homomorphic noise, M = 1: ε₀(j) = 2μBj/b; the curve at three iterations
     sigma, mu, t = 12.0, 0.2, 12
-    curve = acc.epsilon_curve(scheme="graph_homomorphic", sigma=sigma, mu=mu, clip=1.0,
+    curve = gfl_epsilon_curve(scheme="graph_homomorphic", sigma=sigma, mu=mu, clip=1.0,
                               iterations=t, accountants=["pld"], checkpoints=t)["pld"]  # fmt: skip
     b = sigma / math.sqrt(2)
     for i in (1, 6, 12):
@@ -1088,6 +1131,6 @@ def test_vector_laplace_reference_case_is_charged_less_than_its_l1_bound():
     assert ours < 0.8 * l1_charge
     # the noise a target ε needs shrinks accordingly
     kw = dict(scheme="models", mu=0.5, clip=1.0, dim=2)
-    vector = acc.calibrate(3.0, DELTA, 100, **kw)
-    charged = acc.calibrate(3.0, DELTA, 100, **kw, rigorous=False) * math.sqrt(2)  # Δ₁ = √2 Δ₂
+    vector = gfl_calibrate(3.0, DELTA, 100, **kw)
+    charged = gfl_calibrate(3.0, DELTA, 100, **kw, rigorous=False) * math.sqrt(2)  # Δ₁ = √2 Δ₂
     assert vector < 0.8 * charged

@@ -20,6 +20,7 @@ from scipy import integrate
 from pgfl.privacy import accounting as acc
 from pgfl.privacy.accounting.mechanisms import laplace_rdp
 from pgfl.privacy.accounting.releases import RANDOMIZED_RESPONSE_RELATION, to_dp_event
+from pgfl.privacy.mechanisms import GraphHomomorphic, PerLinkNoise, ReleaseContext
 from pgfl.validation import ConfigError
 
 DELTA = 1e-5
@@ -128,10 +129,10 @@ def test_pld_epsilon_does_not_depend_on_order_or_reads():
             rdp_read.get_epsilon(DELTA)
     assert rdp_read.get_epsilon(DELTA) == rdp_once.get_epsilon(DELTA)
     # a per-link curve read at every iteration ends where one read at T ends
-    kw = dict(scheme="random_per_link", sigma=40.0, mu=0.1, clip=1.0, iterations=30, dim=2,
-              observed_links=3, accountants=["pld"])  # fmt: skip
-    full = acc.epsilon_curve(checkpoints=30, **kw)["pld"]
-    sparse = acc.epsilon_curve(checkpoints=2, **kw)["pld"]
+    ctx = ReleaseContext(mu=0.1, clip=1.0, iterations=30, dim=2, observed_links=3)
+    transcript = PerLinkNoise(std=40.0).transcript(ctx)
+    full = acc.epsilon_curve(transcript, checkpoints=30, accountants=["pld"])["pld"]
+    sparse = acc.epsilon_curve(transcript, checkpoints=2, accountants=["pld"])["pld"]
     assert full[-1] == sparse[-1]
     assert np.all(sparse >= full)
 
@@ -188,10 +189,9 @@ def test_calibration_from_a_close_guess_takes_few_evaluations(accountant, releas
 
 # ------------------------------------------------------------- runner: read-outs of ε(i)
 def test_runner_reads_epsilon_at_the_configured_checkpoints(tmp_path):
-    from dataclasses import replace
-
     from pgfl.experiments.frontier import frontier_config
-    from pgfl.experiments.runner import curve_epsilon, prepare_experiment
+    from pgfl.experiments.plan import prepare_experiment
+    from pgfl.experiments.privacy import curve_epsilon
 
     cfg = frontier_config("regression", 12, epsilons=(2.0,), schemes=("graph_homomorphic",),
                           repetitions=1)  # fmt: skip
@@ -200,9 +200,9 @@ def test_runner_reads_epsilon_at_the_configured_checkpoints(tmp_path):
     plan = prepare_experiment(cfg, tmp_path / "run")
     batch = plan.batches[0]
     c = batch.indices.index(cfg.curves.index(curve))
-    sparse, entry = curve_epsilon(curve, batch.settings[c], cfg.iterations, batch.net)
-    every = replace(curve, privacy=replace(curve.privacy, epsilon_checkpoints=12))
-    full, _ = curve_epsilon(every, batch.settings[c], cfg.iterations, batch.net)
+    kw = {"delta": curve.privacy.delta, "accountants": curve.privacy.accountants}
+    sparse, entry = curve_epsilon(batch.settings[c], batch.net, cfg.iterations, checkpoints=2, **kw)
+    full, _ = curve_epsilon(batch.settings[c], batch.net, cfg.iterations, checkpoints=12, **kw)
     s, f = sparse["epsilon_pld"], full["epsilon_pld"]
     assert s.shape == f.shape == (12,)
     assert s[0] == f[0] and s[-1] == f[-1] == entry["epsilon"]["pld"]
@@ -216,15 +216,19 @@ def test_calibrated_noise_does_not_depend_on_earlier_calibrations():
     # σ_pld/σ_rdp; the answer must be the one a fresh process finds
     from pgfl.privacy.accounting import curves
 
-    kw = dict(scheme="graph_homomorphic", mu=0.2, clip=1.0, dim=2)
+    ctx = ReleaseContext(mu=0.2, clip=1.0, iterations=15, dim=2)
+
+    def transcript_at(s):
+        return GraphHomomorphic(std=s).transcript(ctx)
+
     targets = (0.5, 5.0, 1.0, 20.0)
     fresh = {}
     for t in targets:
         curves._PLD_OVER_RDP.clear()
-        fresh[t] = acc.calibrate(t, DELTA, 15, **kw)
+        fresh[t] = acc.calibrate(transcript_at, t, DELTA)
     curves._PLD_OVER_RDP.clear()
     for order in (targets, targets[::-1]):
         for t in order:
-            assert acc.calibrate(t, DELTA, 15, **kw) == fresh[t], (order, t)
+            assert acc.calibrate(transcript_at, t, DELTA) == fresh[t], (order, t)
     assert len(curves._PLD_OVER_RDP) == 1
     assert len(curves._PLD_OVER_RDP) <= curves._PLD_OVER_RDP_KEEP

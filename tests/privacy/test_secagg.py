@@ -28,6 +28,7 @@ from pgfl.privacy.secagg import (
     run_secagg_round,
     secure_mean,
 )
+from pgfl.rng import stream
 from pgfl.validation import ConfigError
 
 
@@ -92,7 +93,7 @@ def test_hkdf_default_salt_is_hashlen_zero_bytes():
 def test_x25519_agreement_is_symmetric_so_one_evaluation_per_pair_suffices():
     a, b = X25519PrivateKey.generate(), X25519PrivateKey.generate()
     assert a.exchange(b.public_key()) == b.exchange(a.public_key())
-    info = secagg._info(b"pairwise", 3, 7, 1, 2)
+    info = secagg.crypto.info(b"pairwise", 3, 7, 1, 2)
     assert hkdf_sha256(a.exchange(b.public_key()), info) == hkdf_sha256(
         b.exchange(a.public_key()), info
     )
@@ -100,11 +101,11 @@ def test_x25519_agreement_is_symmetric_so_one_evaluation_per_pair_suffices():
 
 def test_info_binds_unit_round_and_pair():
     infos = {
-        secagg._info(b"pairwise", u, r, a, b)
+        secagg.crypto.info(b"pairwise", u, r, a, b)
         for u, r, a, b in itertools.product(range(2), range(2), range(3), range(3))
     }
     assert len(infos) == 36
-    assert secagg._info(b"self", 0, 0, 1, 0) != secagg._info(b"pairwise", 0, 0, 1, 0)
+    assert secagg.crypto.info(b"self", 0, 0, 1, 0) != secagg.crypto.info(b"pairwise", 0, 0, 1, 0)
 
 
 def test_keystream_is_aes_ctr():
@@ -112,8 +113,8 @@ def test_keystream_is_aes_ctr():
 
     key = bytes(range(32))
     ref = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor().update(bytes(48))
-    assert secagg._keystream(key, 48) == ref
-    assert secagg._keystream(key, 16) != secagg._keystream(bytes(32), 16)
+    assert secagg.crypto.keystream(key, 48) == ref
+    assert secagg.crypto.keystream(key, 16) != secagg.crypto.keystream(bytes(32), 16)
 
 
 # ---------------------------------------------------------------- fixed point
@@ -304,7 +305,7 @@ def test_property_sparse_graph_equals_quantized_mean_or_aborts(L, seed, p):
 def test_quantized_mean_models_sparse_aborts_given_unit_and_round():
     L, k = 20, 4
     cfg = SecAggConfig(neighbours=k, threshold=1, graph_seed=2)
-    perm = secagg.stream(2, "secagg-neighbour-graph", 0, 0).permutation(L)
+    perm = stream(2, "secagg-neighbour-graph", 0, 0).permutation(L)
     keep = np.ones((2, L), bool)
     keep[0, perm[[0, 1, 10, 11]]] = False  # disconnects the graph of unit 0, round 0
     keep[1, perm[[0, 1]]] = False
@@ -380,11 +381,11 @@ def test_mean_is_over_survivors_not_all_clients():
 
 
 def test_server_never_requests_both_shares_for_one_client():
-    vault = secagg._ShareVault(client=0, t=2)
+    vault = secagg.protocol._ShareVault(client=0, t=2)
     vault.b[5] = np.arange(13)
     vault.s[5] = np.arange(13)
     with pytest.raises(SecAggProtocolError, match="both kinds of share for client"):
-        secagg._request_shares(vault, np.array([5]), np.array([5]), n_included=3)
+        secagg.protocol._request_shares(vault, np.array([5]), np.array([5]), n_included=3)
     # the client itself refuses too, also across two separate requests
     with pytest.raises(SecAggProtocolError, match="both the self-mask share and the key share"):
         vault.reveal(np.array([5]), np.array([5]), n_included=3)
@@ -395,7 +396,7 @@ def test_server_never_requests_both_shares_for_one_client():
     with pytest.raises(SecAggProtocolError, match="refusing to unmask"):
         vault.reveal(np.array([5]), np.array([], int), n_included=1)
     # requests must match the announced U3: no key share of a survivor
-    fresh = secagg._ShareVault(client=1, t=2)
+    fresh = secagg.protocol._ShareVault(client=1, t=2)
     fresh.s[3] = np.arange(13)
     u3 = np.array([True, True, False, True])
     with pytest.raises(SecAggProtocolError, match="inconsistent with the announced"):
@@ -453,7 +454,7 @@ def test_neighbour_graph_properties():
 def test_disconnected_survivor_graph_aborts():
     L, k = 20, 4
     cfg = SecAggConfig(neighbours=k, threshold=1, graph_seed=2)
-    perm = secagg.stream(2, "secagg-neighbour-graph", 0, 0).permutation(L)
+    perm = stream(2, "secagg-neighbour-graph", 0, 0).permutation(L)
     dropped = np.zeros(L, bool)
     dropped[perm[[0, 1, 10, 11]]] = True  # two gaps of k/2 on the ring → two components
     x = np.ones((L, 2))
@@ -566,21 +567,22 @@ def _client_view_masked_inputs(x, cfg, stage, unit, rnd, seed):
     nbytes = M * np.dtype(cfg.dtype).itemsize
     for u in np.flatnonzero(included):
         acc = encode(x[u], cfg)
-        key = hkdf_sha256(b_seed[u], secagg._info(b"self", unit, rnd, int(u), 0))
-        acc += np.frombuffer(secagg._keystream(key, nbytes), dtype=cfg.dtype)
+        key = hkdf_sha256(b_seed[u], secagg.crypto.info(b"self", unit, rnd, int(u), 0))
+        acc += np.frombuffer(secagg.crypto.keystream(key, nbytes), dtype=cfg.dtype)
         for v in holders[u, 1:]:
             if not shared[v]:
                 continue
             lo, hi = min(u, v), max(u, v)
             dh = s_key[u].exchange(s_key[v].public_key())
             m = np.frombuffer(
-                secagg._keystream(
-                    hkdf_sha256(dh, secagg._info(b"pairwise", unit, rnd, int(lo), int(hi))), nbytes
+                secagg.crypto.keystream(
+                    hkdf_sha256(dh, secagg.crypto.info(b"pairwise", unit, rnd, int(lo), int(hi))),
+                    nbytes,
                 ),
                 dtype=cfg.dtype,
             )
             acc = acc + m if v > u else acc - m
-        y[u] = secagg._reduce(acc, cfg)
+        y[u] = secagg.fixed_point.reduce_mod(acc, cfg)
     return y, pub
 
 
@@ -621,7 +623,7 @@ def test_a_dead_worker_process_is_replaced_and_the_round_completes():
     x = np.random.default_rng(2).normal(size=(16, 3))  # 120 pairs: the worker processes run
     cfg = SecAggConfig(threshold=9)
     first = run_secagg_round(x, cfg, unit=0, round=0, workers=2)
-    pool = secagg._EXECUTORS[2]
+    pool = secagg.pool.EXECUTORS[2]
     victim = next(iter(pool._processes))
     os.kill(victim, signal.SIGKILL)
     again = run_secagg_round(x, cfg, unit=0, round=1, workers=2)

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from pgfl.privacy import shamir
-from pgfl.privacy.shamir import (
+from pgfl.privacy.secagg import shamir
+from pgfl.privacy.secagg.shamir import (
     FIELD_PRIME,
     ConfigError,
     bytes_to_field,

@@ -7,7 +7,7 @@ the messages ``ψ_m + g_pm`` of eq. 8 with their neighbours. Here a block of uni
 
 * **data**: the actor builds its units' clients' data itself, from the *recipe* — the
   curve's configuration, the root seed and its unit range
-  (:func:`pgfl.experiments.runner.build_block`); the driver holds only an outline of the
+  (:func:`pgfl.experiments.build.build_block`); the driver holds only an outline of the
   network (sizes, topology, schedule), never a sample;
 * **round i** (:meth:`BlockActor.send`, :meth:`BlockActor.receive`): the actor runs the
   local phase of its units (eqs. 3, 7; :func:`pgfl.engine.step.local_phase`), draws its
@@ -21,9 +21,10 @@ the messages ``ψ_m + g_pm`` of eq. 8 with their neighbours. Here a block of uni
 * **metrics** without gathering models: each round an actor returns its block's sum
   ``Σ_{p∈b} w_p`` (``[C, R, M]``) and divergence flags (``[C, R]``); every
   ``checkpoint_every`` rounds the driver sends the centroids ``w_c,i`` back and each actor
-  returns its partial sums of ``‖w_p,i − w°‖²`` (eq. 59) and ``‖w_p,i − w_c,i‖²`` (eq. 30);
-  ``w°`` itself is solved from per-block sufficient statistics (least squares) or per-block
-  gradients and Hessians (logistic, Newton's method);
+  returns its partial sums of ``‖w_p,i − w°‖²`` (eq. 59) and ``‖w_p,i − w_c,i‖²`` (eq. 30)
+  (:mod:`pgfl.engine.metrics`: the engine's own partial sums and reduction); ``w°`` itself
+  is the problem's map-reduce optimum (:func:`pgfl.problems.solve_optimum` over the
+  blocks' :meth:`~pgfl.problems._Problem.optimum_terms`);
 * **faults**: after those metrics every actor's state (its models) is checkpointed as an
   object owned by the driver; an actor that dies is recreated from the recipe, every
   actor rolls back to the checkpoint and the rounds are replayed (the draws are keyed, so
@@ -45,23 +46,22 @@ import time
 import tracemalloc
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from pgfl.backends import Progress, RunStopped, batch_progress, ray_session
+from pgfl.backends.local import Progress, RunStopped, batch_progress
 from pgfl.backends.ray_sweeps import split_range
-from pgfl.engine import CurveSettings, Trajectory
+from pgfl.backends.session import ray_session
+from pgfl.engine import CurveSettings, Trajectory, metrics
 from pgfl.engine.network import Links, Network
 from pgfl.engine.settings import CurveBatch
-from pgfl.engine.simulate import DIVERGENCE_BOUND
 from pgfl.engine.step import combine_phase, local_phase, server_messages
-from pgfl.problems import _sigmoid
+from pgfl.experiments.build import build_block, build_network
+from pgfl.experiments.config import CurveConfig
+from pgfl.experiments.plan import Batch, Plan
+from pgfl.problems import solve_optimum
 from pgfl.rng import KeyedDraws
-
-if TYPE_CHECKING:
-    from pgfl.experiments.config import CurveConfig
-    from pgfl.experiments.runner import Batch, Plan
 
 __all__ = ["BlockActor", "BlockPlan", "RayActors", "plan_blocks"]
 
@@ -166,7 +166,7 @@ class BlockActor:
             (:class:`~pgfl.experiments.config.CurveConfig`).
         seed: the root seed.
         plan: the block's units and message routes (:class:`BlockPlan`).
-        settings: the curves simulated together.
+        settings: the curves simulated together (checked by the driver).
         repetitions: ``R``.
         record: keep the kind and shape of everything that reaches the actor (tests).
         memory_limit: cap in bytes on the peak of the actor's own allocations (numpy
@@ -188,14 +188,12 @@ class BlockActor:
         self.log: list[tuple[str, str, tuple[int, ...]]] | None = [] if record else None
         self._record("init", recipe, seed, plan, settings, repetitions)
         self.budget = None if memory_limit is None else _Budget(memory_limit)
-        from pgfl.experiments.runner import build_block
-
         self.block = build_block(recipe, seed, plan.start, plan.stop)
         if self.budget is not None:
             self.block.data.Xy  # noqa: B018 - the features+target copy the rounds use
             self.budget.check("building its block")
         self.plan, self.seed = plan, seed
-        self.curves = CurveBatch.of(list(settings))
+        self.curves = CurveBatch.of(list(settings))  # checked against the network by the driver
         self.reps = np.arange(repetitions)
         M = self.block.problem.dim(self.block.data.X.shape[-1])
         self.W = np.zeros((len(settings), repetitions, self.block.size, M))
@@ -227,23 +225,10 @@ class BlockActor:
         return os.getpid()
 
     # ------------------------------------------------------------------------ set-up
-    def optimum_terms(self, w: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """The block's share of ``w°`` (eq. 1, every client weighted ``1/N_pk``).
-
-        Least squares (``w = None``): ``Σ_pk (1/N_pk) Σ_n u uᵀ`` and ``Σ_pk (1/N_pk) Σ_n d u``.
-        Logistic: the unscaled gradient and Hessian of the block's risk at ``w``.
-        """
-        self._record("optimum_terms", w)
-        data, problem = self.block.data, self.block.problem
-        weight = data.mask / data.counts[..., None]
-        if w is None:
-            R = np.einsum("pkn,pkni,pknj->ij", weight, data.X, data.X)
-            return R, np.einsum("pkn,pkn,pkni->i", weight, data.y, data.X)
-        margin = data.X @ w
-        g = np.einsum("pkn,pknm->m", problem.residual_weight(margin, data.y) * weight, data.X)
-        s = _sigmoid(margin)
-        H = np.einsum("pkn,pkni,pknj->ij", weight * s * (1.0 - s), data.X, data.X)
-        return g, H
+    def optimum_terms(self, w: np.ndarray | None, clients: int) -> tuple:
+        """The block's share of ``w°`` at ``w`` (:meth:`~pgfl.problems._Problem.optimum_terms`)."""
+        self._record("optimum_terms", w, clients)
+        return self.block.problem.optimum_terms(self.block.data, w, clients)
 
     def test_set(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The network's clean test set (not client data), if it has one."""
@@ -292,12 +277,12 @@ class BlockActor:
             messages[:, :, positions] = self.own if q == self.plan.index else next(others)
         with np.errstate(over="ignore", invalid="ignore"):
             self.W = combine_phase(messages, self.plan.in_links, self.plan.start, self.plan.stop)
-            bad = ~(np.abs(self.W).max(axis=(2, 3)) <= DIVERGENCE_BOUND)
+            bad = metrics.diverged(self.W)
         self.own, self.round = None, iteration
         self.history.append(self.W)
         if self.budget is not None:
             self.budget.check(f"in round {iteration}")
-        return bad, self.W.sum(axis=2)
+        return bad, metrics.model_sum(self.W)
 
     def metrics(
         self,
@@ -321,10 +306,7 @@ class BlockActor:
         rounds = first + np.arange(len(Wh))
         frozen = (diverged_at > 0) & (rounds[:, None, None] >= diverged_at)
         Wh[frozen] = np.nan
-        out = {
-            "individual": np.sum((Wh - w_opt) ** 2, axis=-1).sum(axis=-1),
-            "disagreement": np.sum((Wh - centroid[..., None, :]) ** 2, axis=-1).sum(axis=-1),
-        }
+        out = metrics.error_sums(Wh, w_opt, centroid)
         if test is not None:
             out["server_test_error"] = self.block.problem.test_error(Wh, *test)
             out["server_test_loss"] = self.block.problem.test_loss(Wh, *test)
@@ -425,7 +407,7 @@ class RayActors:
     def simulate(
         self,
         recipe: CurveConfig,
-        settings: Sequence[CurveSettings],
+        settings: Sequence[CurveSettings] | CurveBatch,
         *,
         iterations: int,
         repetitions: int = 1,
@@ -436,16 +418,16 @@ class RayActors:
         """:func:`pgfl.engine.simulate` of the network ``recipe`` describes, on actors.
 
         ``net``: the network's outline (``build_network(recipe, seed, outline=True)`` if not
-        given): topology and schedule; its data, if any, is not used.
+        given): topology and schedule; its data, if any, is not used. ``settings`` are
+        checked against it unless they come as a checked
+        :class:`~pgfl.engine.settings.CurveBatch`.
         """
-        from pgfl.experiments.runner import build_network
-
         ray = ray_session(self.address, self.workers)
         if net is None:
             net = build_network(recipe, seed, outline=True)
-        for c in settings:
-            c.client.validate(net)
-            c.server.validate(net)
+        if not isinstance(settings, CurveBatch):
+            settings = CurveBatch.of(settings, net)
+        settings = settings.settings
         P, K = net.A.shape[0], net.epochs.shape[1]
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         plans = plan_blocks(net.links, min(self.actors or cpus, P))
@@ -493,29 +475,20 @@ class _Run:
         self.P = net.A.shape[0]
 
     def optimum(self, actors: list[Any]) -> np.ndarray:
-        """``w°`` from the blocks' terms (the formulas of ``problem.optimum``).
+        """``w°`` from the blocks' terms (:func:`pgfl.problems.solve_optimum`, map-reduce).
 
-        Least squares and logistic regression; any other problem (a ``[model]``) has no
-        closed-form optimum, and the MSD metrics are NaN as in the engine.
+        A problem without a closed-form optimum (a ``[model]``) gives NaN MSD metrics, as
+        in the engine.
         """
-        ray, problem, total = self.ray, self.net.problem, self.P * self.K
-        M = self.net.dim
-        if problem.name not in ("least_squares", "logistic"):
+        ray, problem, M = self.ray, self.net.problem, self.net.dim
+        if not hasattr(problem, "optimum_terms"):
             return np.full(M, np.nan)
-        if problem.name == "least_squares":
-            terms = ray.get([a.optimum_terms.remote() for a in actors])
-            R = sum(t[0] for t in terms) / total
-            r = sum(t[1] for t in terms) / total
-            return np.linalg.solve(R + problem.rho * np.eye(M), r)
-        w = np.zeros(M)
-        for _ in range(100):  # Newton's method, as Logistic.optimum
-            terms = ray.get([a.optimum_terms.remote(w) for a in actors])
-            g = sum(t[0] for t in terms) / total + 2.0 * problem.rho * w
-            if np.linalg.norm(g) <= 1e-10:
-                return w
-            H = sum(t[1] for t in terms) / total + 2.0 * problem.rho * np.eye(M)
-            w = w - np.linalg.solve(H, g)
-        raise RuntimeError("logistic optimum did not converge in 100 Newton steps")
+        clients = self.P * self.K
+
+        def terms_at(w: np.ndarray | None) -> list[tuple]:
+            return ray.get([a.optimum_terms.remote(w, clients) for a in actors])
+
+        return solve_optimum(problem, terms_at, clients, M)
 
     def rounds(
         self, actors: list[Any], first: int, stop: int, frozen: np.ndarray
@@ -544,8 +517,9 @@ class _Run:
                 self.b.on_round(i, actors)
         return out
 
-    def go(self, actors: list[Any], spawn: Callable, progress: Callable | None) -> Trajectory:
-        ray, net, C, R, T, P = self.ray, self.net, self.C, self.R, self.T, self.P
+    def start(self, actors: list[Any]) -> tuple[np.ndarray, tuple | None]:
+        """``w°`` and the test set (``None`` without one), or :class:`RunStopped`."""
+        ray = self.ray
         try:
             w_opt = self.optimum(actors)
             test = ray.get(actors[0].test_set.remote())
@@ -556,46 +530,46 @@ class _Run:
                 f"a Ray actor holding units could not build its block ({reason}); "
                 "use more actors (--actors) or machines with more memory"
             ) from None
-        has_test = test is not None and getattr(net.problem, "classifier", False)
-        test = test if has_test else None
-        shape = (T, C, R)
-        metrics = {k: np.empty(shape) for k in ("centroid", "individual", "disagreement")}
-        if has_test:
-            for k in ("test_error", "test_log_loss"):
-                metrics[k] = np.empty(shape)
-            metrics["server_test_error"] = np.empty((*shape, P))
-            metrics["server_test_loss"] = np.empty((*shape, P))
-        diverged_at = np.full((C, R), -1)
-        aborted = np.zeros((C, R), dtype=np.int64)
-        clipped = np.zeros((C, R), dtype=np.int64)
-        abort_log: list[tuple[int, int, int, int]] = []
+        has_test = test is not None and getattr(self.net.problem, "classifier", False)
+        return w_opt, test if has_test else None
+
+    def chunk(
+        self, actors: list[Any], done: int, stop: int, diverged_at: np.ndarray, w_opt, test
+    ) -> dict[str, Any]:
+        """Rounds ``done+1..stop``: the reports, centroids, metric sums and new checkpoints."""
+        ray, C, R, P = self.ray, self.C, self.R, self.P
+        t0 = time.perf_counter()
+        submitted = self.rounds(actors, done, stop, diverged_at >= 0)
+        self.b.submit_seconds += time.perf_counter() - t0
+        reports = ray.get([r for sends, _ in submitted for r in sends])
+        results = ray.get([x for _, res in submitted for r in res for x in r])
+        div = diverged_at.copy()
+        n, A = stop - done, len(actors)
+        wc = np.empty((n, C, R, self.net.dim))
+        for k in range(n):
+            flags = results[2 * A * k : 2 * A * (k + 1) : 2]
+            wc[k] = metrics.centroid(results[2 * A * k + 1 : 2 * A * (k + 1) : 2], P)
+            bad = np.logical_or.reduce(flags)
+            div[bad & (div < 0)] = done + k + 1
+        rounds = done + 1 + np.arange(n)
+        wc[(div > 0) & (rounds[:, None, None] >= div)] = np.nan
+        parts = ray.get([a.metrics.remote(done + 1, wc, w_opt, div, test) for a in actors])
+        ckpt = [a.checkpoint.remote() for a in actors]
+        ray.wait(ckpt, num_returns=len(ckpt))
+        return {"reports": reports, "diverged_at": div, "centroid": wc, "parts": parts,
+                "checkpoint": ckpt}  # fmt: skip
+
+    def go(self, actors: list[Any], spawn: Callable, progress: Callable | None) -> Trajectory:
+        """Run every round on the actors, a chunk of ``checkpoint_every`` at a time."""
+        ray, T = self.ray, self.T
+        w_opt, test = self.start(actors)
+        acc = _Series(T, self.C, self.R, self.P, has_test=test is not None)
         ckpt = [a.checkpoint.remote() for a in actors]
         done = 0
         while done < T:
             stop = min(done + self.b.checkpoint_every, T)
             try:
-                t0 = time.perf_counter()
-                submitted = self.rounds(actors, done, stop, diverged_at >= 0)
-                self.b.submit_seconds += time.perf_counter() - t0
-                reports = ray.get([r for sends, _ in submitted for r in sends])
-                results = ray.get([x for _, res in submitted for r in res for x in r])
-                div = diverged_at.copy()
-                n, A = stop - done, len(actors)
-                sums = np.empty((n, C, R, net.dim))
-                for k in range(n):
-                    i = done + k + 1
-                    flags = results[2 * A * k : 2 * A * (k + 1) : 2]
-                    sums[k] = sum(results[2 * A * k + 1 : 2 * A * (k + 1) : 2])
-                    bad = np.logical_or.reduce(flags)
-                    div[bad & (div < 0)] = i
-                centroid = sums / P
-                rounds = done + 1 + np.arange(n)
-                centroid[(div > 0) & (rounds[:, None, None] >= div)] = np.nan
-                parts = ray.get(
-                    [a.metrics.remote(done + 1, centroid, w_opt, div, test) for a in actors]
-                )
-                new_ckpt = [a.checkpoint.remote() for a in actors]
-                ray.wait(new_ckpt, num_returns=len(new_ckpt))
+                chunk = self.chunk(actors, done, stop, acc.diverged_at, w_opt, test)
             except ray.exceptions.RayActorError as exc:
                 self.b.restarts += 1
                 if self.b.restarts > self.b.max_restarts:
@@ -608,46 +582,14 @@ class _Run:
                 continue
             except ray.exceptions.RayTaskError as exc:
                 raise exc.cause from None  # an error of the simulation itself
-            # the chunk is complete: commit it
-            diverged_at = div
-            span = slice(done, stop)
-            metrics["centroid"][span] = np.sum((centroid - w_opt) ** 2, axis=-1)
-            metrics["individual"][span] = sum(p["individual"] for p in parts) / P
-            metrics["disagreement"][span] = sum(p["disagreement"] for p in parts) / P
-            if has_test:
-                X_test, y_test = test
-                metrics["test_error"][span] = net.problem.test_error(centroid, X_test, y_test)
-                metrics["test_log_loss"][span] = net.problem.test_loss(centroid, X_test, y_test)
-                for k in ("server_test_error", "server_test_loss"):
-                    metrics[k][span] = np.concatenate([p[k] for p in parts], axis=-1)
-            for k in range(n):
-                ab = np.concatenate([reports[A * k + b][0] for b in range(A)], axis=2)
-                clipped += sum(reports[A * k + b][1] for b in range(A))
-                if ab.any():
-                    aborted += ab.sum(axis=2)
-                    log = zip(*np.nonzero(ab), strict=True)
-                    abort_log.extend((int(c), int(r), done + k + 1, int(p)) for c, r, p in log)
-            ckpt, done = new_ckpt, stop
+            acc.commit(chunk, done, stop, w_opt, self.net.problem, test, len(actors))
+            ckpt, done = chunk["checkpoint"], stop
             if progress is not None:
                 progress(done)
-        self.b.message_bytes = bytes_per_round(self.plans, C, R, net.dim)
+        self.b.message_bytes = bytes_per_round(self.plans, self.C, self.R, self.net.dim)
         W = np.concatenate(ray.get([a.final.remote() for a in actors]), axis=2)
-        W[diverged_at >= 0] = np.nan
-        return Trajectory(
-            centroid_msd=metrics["centroid"],
-            individual_msd=metrics["individual"],
-            disagreement=metrics["disagreement"],
-            test_error=metrics.get("test_error"),
-            test_log_loss=metrics.get("test_log_loss"),
-            server_test_error=metrics.get("server_test_error"),
-            diverged_at=diverged_at,
-            W=W,
-            aborted=aborted,
-            clipped=clipped,
-            abort_log=abort_log,
-            reps=np.arange(R),
-            server_test_loss=metrics.get("server_test_loss"),
-        )
+        W[acc.diverged_at >= 0] = np.nan
+        return acc.trajectory(W)
 
     def recover(self, actors: list[Any], ckpt: list[Any], spawn: Callable) -> list[Any]:
         """Recreate dead actors from the recipe; roll every actor back to the checkpoint."""
@@ -662,6 +604,68 @@ class _Run:
                 alive.append(spawn(p))
         ray.get([a.restore.remote(c) for a, c in zip(alive, ckpt, strict=True)])
         return alive
+
+
+class _Series:
+    """The run's per-iteration metrics and counters, committed a chunk at a time."""
+
+    def __init__(self, T: int, C: int, R: int, P: int, *, has_test: bool) -> None:
+        shape = (T, C, R)
+        self.P = P
+        self.values = {k: np.empty(shape) for k in ("centroid", "individual", "disagreement")}
+        if has_test:
+            for k in ("test_error", "test_log_loss"):
+                self.values[k] = np.empty(shape)
+            self.values["server_test_error"] = np.empty((*shape, P))
+            self.values["server_test_loss"] = np.empty((*shape, P))
+        self.diverged_at = np.full((C, R), -1)
+        self.aborted = np.zeros((C, R), dtype=np.int64)
+        self.clipped = np.zeros((C, R), dtype=np.int64)
+        self.abort_log: list[tuple[int, int, int, int]] = []
+
+    def commit(self, chunk: dict, done: int, stop: int, w_opt, problem, test, A: int) -> None:
+        """Reduce a complete chunk's partial sums (:mod:`pgfl.engine.metrics`) and reports."""
+        v, wc, parts = self.values, chunk["centroid"], chunk["parts"]
+        self.diverged_at = chunk["diverged_at"]
+        span = slice(done, stop)
+        v["centroid"][span] = metrics.centroid_msd(wc, w_opt)
+        errors = metrics.reduce_errors(parts, self.P)
+        v["individual"][span], v["disagreement"][span] = (
+            errors["individual"],
+            errors["disagreement"],
+        )
+        if test is not None:
+            v["test_error"][span] = problem.test_error(wc, *test)
+            v["test_log_loss"][span] = problem.test_loss(wc, *test)
+            for k in ("server_test_error", "server_test_loss"):
+                v[k][span] = np.concatenate([p[k] for p in parts], axis=-1)
+        reports = chunk["reports"]
+        for k in range(stop - done):
+            ab = np.concatenate([reports[A * k + b][0] for b in range(A)], axis=2)
+            self.clipped += sum(reports[A * k + b][1] for b in range(A))
+            if ab.any():
+                self.aborted += ab.sum(axis=2)
+                log = zip(*np.nonzero(ab), strict=True)
+                self.abort_log.extend((int(c), int(r), done + k + 1, int(p)) for c, r, p in log)
+
+    def trajectory(self, W: np.ndarray) -> Trajectory:
+        """The run's :class:`~pgfl.engine.Trajectory`."""
+        v = self.values
+        return Trajectory(
+            centroid_msd=v["centroid"],
+            individual_msd=v["individual"],
+            disagreement=v["disagreement"],
+            test_error=v.get("test_error"),
+            test_log_loss=v.get("test_log_loss"),
+            server_test_error=v.get("server_test_error"),
+            diverged_at=self.diverged_at,
+            W=W,
+            aborted=self.aborted,
+            clipped=self.clipped,
+            abort_log=self.abort_log,
+            reps=np.arange(W.shape[1]),
+            server_test_loss=v.get("server_test_loss"),
+        )
 
 
 def bytes_per_round(plans: Sequence[BlockPlan], curves: int, reps: int, dim: int) -> int:

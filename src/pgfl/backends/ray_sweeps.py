@@ -42,16 +42,16 @@ import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from pgfl.backends import Progress, RunStopped, ray_session
-from pgfl.engine import CurveSettings, Network, Trajectory, simulate
+from pgfl.backends.local import Progress, RunStopped
+from pgfl.backends.session import ray_session
+from pgfl.engine import CurveBatch, Network, Trajectory, simulate
+from pgfl.experiments.partial import PartialResultWarning, read_partial, write_partial
+from pgfl.experiments.plan import Batch, Plan
 from pgfl.files import writing
-
-if TYPE_CHECKING:
-    from pgfl.experiments.runner import Batch, Plan
 
 __all__ = [
     "FAULT_ENV",
@@ -147,8 +147,6 @@ def save_task(
     """Save a finished task atomically, with the fingerprint and the digest of its arrays."""
     arrays = {f"traj_{k}": v for k, v in _arrays(traj).items()}
     arrays["curves"] = np.asarray(indices, dtype=np.int64)
-    from pgfl.experiments.runner import write_partial
-
     path = task_path(out, task.key, task.start, task.stop)
     with writing(out):
         write_partial(path, fingerprint, {"digest": np.array(_digest(arrays)), **arrays})
@@ -160,10 +158,8 @@ def load_task(path: Path, indices: Sequence[int], fingerprint: str) -> Trajector
 
     A file of another configuration or batch is ignored; an unreadable one or one whose
     digest does not match its arrays is ignored with a
-    :class:`~pgfl.experiments.runner.PartialResultWarning`. Either way its task runs again.
+    :class:`~pgfl.experiments.partial.PartialResultWarning`. Either way its task runs again.
     """
-    from pgfl.experiments.runner import PartialResultWarning, read_partial
-
     arrays = read_partial(path, fingerprint, "its task runs again")
     if arrays is None:
         return None
@@ -222,7 +218,7 @@ def _gaps(done: Sequence[tuple[int, int]], reps: int) -> list[tuple[int, int]]:
 # ------------------------------------------------------------------------------- tasks
 def _simulate_block(
     net: Network,
-    settings: Sequence[CurveSettings],
+    curves: CurveBatch,
     iterations: int,
     seed: int,
     start: int,
@@ -239,7 +235,7 @@ def _simulate_block(
             os._exit(1)  # a worker killed mid-run, once
     return simulate(
         net,
-        list(settings),
+        curves,
         iterations=iterations,
         repetitions=stop - start,
         seed=seed,
@@ -326,7 +322,7 @@ class RaySweeps:
             options["runtime_env"] = self.runtime_env
         remote = ray.remote(_simulate_block).options(**options)
         shared = {
-            b: (ray.put(plan.batches[b].net), ray.put(plan.batches[b].settings))
+            b: (ray.put(plan.batches[b].net), ray.put(plan.batches[b].curves))
             for b in sorted({t.batch for t in tasks})
         }
         cfg = plan.cfg

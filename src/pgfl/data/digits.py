@@ -26,9 +26,13 @@ from functools import lru_cache
 import numpy as np
 
 from pgfl.data.federated import FederatedData
+from pgfl.data.params import PARAMS as DATA_PARAMS
 from pgfl.data.partition import client_sizes
 from pgfl.rng import stream
-from pgfl.validation import ConfigError, check_int, check_real
+from pgfl.topology import PARAMS as TOPOLOGY_PARAMS
+from pgfl.validation import ConfigError
+
+_P = {p.name: p for p in (*DATA_PARAMS, *TOPOLOGY_PARAMS)}
 
 __all__ = ["CLASSES", "DEFAULT_TEST_SIZE", "digits_federated_data", "load_digits_arrays"]
 
@@ -63,11 +67,15 @@ def digits_federated_data(
     >>> d.shape[0], d.shape[1], d.shape[3], int(d.counts.sum()), d.X_test.shape
     (4, 5, 64, 1500, (297, 64))
     """
-    P = check_int("topology.P", P, lo=1)
-    K = check_int("data.K", K, lo=1)
+    P, K = _P["topology.P"].check(P), _P["data.K"].check(K)
     X, y = load_digits_arrays()
     n = len(y)
-    test_size = check_int("data.test_size", test_size, lo=1, hi=n - 1)
+    test_size = _P["data.test_size"].check(test_size)
+    if not 1 <= test_size < n:
+        raise ConfigError(
+            f"data.test_size must leave the {n} digits images a training set: an integer in "
+            f"[1, {n - 1}]; got {test_size}"
+        )
     order = stream(seed, "data.digits.split").permutation(n)
     test, train = order[:test_size], order[test_size:]
     need = K * min_per_client
@@ -80,7 +88,7 @@ def digits_federated_data(
     if label_skew is None:
         units = np.array_split(rng.permutation(train), P)
     else:
-        alpha = check_real("data.label_skew", label_skew, lo=0, lo_open=True)
+        alpha = _P["data.label_skew"].check(label_skew)
         for _ in range(MAX_DRAWS):
             parts: list[list[np.ndarray]] = [[] for _ in range(P)]
             for c in range(CLASSES):

@@ -25,18 +25,25 @@ from collections.abc import Sequence
 import numpy as np
 
 from pgfl.data.federated import FederatedData
-from pgfl.validation import ConfigError, check_int, check_real
+from pgfl.data.params import PARAMS as DATA_PARAMS
+from pgfl.param import Param
+from pgfl.topology import PARAMS as TOPOLOGY_PARAMS
+from pgfl.validation import ConfigError
+
+#: The settings of a client's schedule: local epochs and mini-batch sizes (eq. 3).
+SCHEDULE_PARAMS = (
+    Param("training.epochs", "int_pair", (1, 10), "Local epochs E_pk, or a `[low, high]` range "
+          "drawn per client.", lo=1),
+    Param("training.batch", "int_pair", (5, 10), "Mini-batch size B_pk, a `[low, high]` range "
+          'per client, or `"full"` (every sample, every epoch).', lo=1, choices=("full",)),
+)  # fmt: skip
+_P = {p.name: p for p in (*DATA_PARAMS, *TOPOLOGY_PARAMS, *SCHEDULE_PARAMS)}
 
 
-def _range(name: str, value: float | Sequence[float], *, lo: float, integer: bool = False):
-    """A ``(low, high)`` pair from a scalar or a 2-sequence, validated."""
-    pair = (value, value) if np.isscalar(value) else tuple(value)
-    if len(pair) != 2:
-        raise ConfigError(f"{name} must be a number or a [low, high] pair; got {value!r}")
-    check = check_int if integer else check_real
-    low = check(f"{name}[0]", pair[0], lo=lo)
-    high = check(f"{name}[1]", pair[1], lo=low, lo_name=f"{name}[0]")
-    return low, high
+def _range(name: str, value: float | Sequence[float]) -> tuple[float, float]:
+    """A ``(low, high)`` pair from a number or a ``[low, high]`` pair, checked by the setting."""
+    v = _P[name].check(tuple(value) if isinstance(value, (list, tuple, np.ndarray)) else value)
+    return v if isinstance(v, tuple) else (v, v)
 
 
 #: Largest temporary array (bytes) of a draw over the units when only a block is kept.
@@ -76,7 +83,7 @@ def _check_units(units: tuple[int, int] | None, P: int) -> tuple[int, int] | Non
 
 def sample_counts(rng: np.random.Generator, P: int, K: int, N) -> np.ndarray:
     """Samples per client ``N_pk``, ``[P, K]`` (``N``, or uniform in ``[N[0], N[1]]``)."""
-    lo, hi = _range("data.N", N, lo=1, integer=True)
+    lo, hi = _range("data.N", N)
     return rng.integers(lo, hi + 1, size=(P, K))
 
 
@@ -113,11 +120,9 @@ def regression_data(
     >>> bool(np.array_equal(part.X, d.X[1:]))
     True
     """
-    P = check_int("topology.P", P, lo=1)
-    K = check_int("data.K", K, lo=1)
-    M = check_int("data.M", M, lo=1)
-    ev_lo, ev_hi = _range("data.eigenvalues", eigenvalues, lo=0)
-    nv_lo, nv_hi = _range("data.noise_variance", noise_variance, lo=0)
+    P, K, M = (_P[n].check(v) for n, v in (("topology.P", P), ("data.K", K), ("data.M", M)))
+    ev_lo, ev_hi = _range("data.eigenvalues", eigenvalues)
+    nv_lo, nv_hi = _range("data.noise_variance", noise_variance)
     units = _check_units(units, P)
     counts = sample_counts(rng, P, K, N)
     n_max = int(counts.max())
@@ -169,10 +174,8 @@ def logistic_data(
     >>> sorted(set(d.y[d.mask].tolist())), d.X_test.shape
     ([-1.0, 1.0], (4, 2))
     """
-    P = check_int("topology.P", P, lo=1)
-    K = check_int("data.K", K, lo=1)
-    M = check_int("data.M", M, lo=1)
-    fv_lo, fv_hi = _range("data.feature_variance", feature_variance, lo=0)
+    P, K, M = (_P[n].check(v) for n, v in (("topology.P", P), ("data.K", K), ("data.M", M)))
+    fv_lo, fv_hi = _range("data.feature_variance", feature_variance)
     units = _check_units(units, P)
     keep = slice(None) if units is None else slice(*units)
     counts = sample_counts(rng, P, K, N)
@@ -187,7 +190,7 @@ def logistic_data(
     X *= mask[..., None]
     extra: dict[str, np.ndarray] = {}
     if test_size:
-        test_size = check_int("data.test_size", test_size, lo=1)
+        test_size = _P["data.test_size"].check(test_size)
         g = np.where(rng.random(test_size) < 0.5, -1.0, 1.0)
         s = np.sqrt(0.5 * (fv_lo + fv_hi))
         extra = {"X_test": g[:, None] + s * rng.standard_normal((test_size, M)), "y_test": g}
@@ -210,8 +213,8 @@ def client_schedule(
     >>> E.tolist(), B.tolist()
     ([[1, 1, 1], [1, 1, 1]], [[5, 5, 5], [5, 5, 5]])
     """
-    e_lo, e_hi = _range("training.epochs", epochs, lo=1, integer=True)
-    b_lo, b_hi = _range("training.batch", batch, lo=1, integer=True)
+    e_lo, e_hi = _range("training.epochs", epochs)
+    b_lo, b_hi = _range("training.batch", batch)
     E = rng.integers(e_lo, e_hi + 1, size=(P, K))
     B = rng.integers(b_lo, b_hi + 1, size=(P, K))
     return E, B

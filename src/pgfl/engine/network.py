@@ -52,11 +52,6 @@ class Links:
         dst, src = np.nonzero(A)
         return cls(src, dst, A[dst, src], np.diagonal(A)[src])
 
-    @property
-    def is_self(self) -> np.ndarray:
-        """Whether each link is a server's copy to itself, ``[n]`` bool."""
-        return self.src == self.dst
-
     def subset(self, index: np.ndarray | slice) -> Links:
         """The links at ``index``, in their order."""
         return Links(self.src[index], self.dst[index], self.weight[index], self.self_weight[index])

@@ -8,87 +8,82 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pgfl.engine.schemes import (
-    SERVER_SCHEMES,
+from pgfl.engine.network import Network
+from pgfl.params import check
+from pgfl.privacy.mechanisms import (
     ClientAggregation,
-    ClientNoise,
     Mean,
     NoServerNoise,
+    ReleaseContext,
     ServerNoise,
 )
-from pgfl.params import check
-from pgfl.validation import ConfigError, check_real
+from pgfl.validation import ConfigError
 
 
 @dataclass(frozen=True)
 class CurveSettings:
     """Settings that may differ between the curves of one batched simulation.
 
-    The privacy schemes are given by name with their noise level (the built-in schemes), or
-    as scheme objects (:class:`~pgfl.engine.schemes.ClientAggregation`,
-    :class:`~pgfl.engine.schemes.ServerNoise`), e.g. secure aggregation
-    (:class:`pgfl.privacy.schemes.SecureAggregationScheme`) or a scheme of your own.
+    The privacy mechanisms are objects (:mod:`pgfl.privacy.mechanisms`): a client-level
+    :class:`~pgfl.privacy.mechanisms.ClientAggregation` (plain averaging, client noise,
+    secure aggregation or one of your own) and a server-level
+    :class:`~pgfl.privacy.mechanisms.ServerNoise`.
 
     Attributes:
         mu: step size ``μ`` (> 0); a client's SGD step is ``μ / E_pk``.
         share: ``"models"`` or ``"updates"`` (journal §3.4).
-        client_noise: ``"none"``, ``"laplace"`` or ``"gaussian"`` noise on what a client
-            shares, or a :class:`~pgfl.engine.schemes.ClientAggregation`.
-        client_std: the client noise's standard deviation per coordinate.
-        server_noise: ``"none"``, ``"random"``, ``"graph_homomorphic"``, ``"random_per_link"``,
-            or a :class:`~pgfl.engine.schemes.ServerNoise`.
-        server_std: ``σ_g``, std per coordinate of the server-level noise.
-        server_distribution: ``"laplace"`` (the papers) or ``"gaussian"``.
+        client: how a server aggregates its clients (default: the plain mean).
+        server: the noise on the server → server links (default: none).
         clip_norm: per-sample gradient clipping norm (``inf``: no clipping).
-        client: the resolved client aggregation scheme (derived).
-        server: the resolved server noise scheme (derived).
 
-    >>> CurveSettings(mu=0.7, server_noise="graph_homomorphic", server_std=0.3).server
-    GraphHomomorphic(std=0.3, distribution='laplace')
+    >>> from pgfl.privacy.mechanisms import GraphHomomorphic
+    >>> CurveSettings(mu=0.7, server=GraphHomomorphic(std=0.3)).server.variance
+    0.09
 
     """
 
     mu: float
     share: str = "models"
-    client_noise: str | ClientAggregation = "none"
-    client_std: float = 0.0
-    server_noise: str | ServerNoise = "none"
-    server_std: float = 0.0
-    server_distribution: str = "laplace"
+    client: ClientAggregation = field(default_factory=Mean)
+    server: ServerNoise = field(default_factory=NoServerNoise)
     clip_norm: float = float("inf")
-    client: ClientAggregation = field(init=False, repr=False)
-    server: ServerNoise = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         check("training.mu", self.mu)
         check("training.share", self.share)
-        check_real("privacy.client_std", self.client_std, lo=0)
-        check_real("privacy.server_std", self.server_std, lo=0)
-        check("privacy.server_distribution", self.server_distribution)
         check("training.clip_norm", self.clip_norm)
-        object.__setattr__(self, "client", self._client_scheme())
-        object.__setattr__(self, "server", self._server_scheme())
+        for name, obj, kind in (("client", self.client, ClientAggregation),
+                                ("server", self.server, ServerNoise)):  # fmt: skip
+            if not isinstance(obj, kind):
+                raise ConfigError(
+                    f"{name} must be a {kind.__name__} (pgfl.privacy.mechanisms); got {obj!r}"
+                )
 
-    def _client_scheme(self) -> ClientAggregation:
-        if isinstance(self.client_noise, ClientAggregation):
-            return self.client_noise
-        if self.client_noise == "secure_aggregation":
-            raise ConfigError(
-                "privacy.client_noise = 'secure_aggregation' needs its protocol settings: pass "
-                "client_noise=pgfl.privacy.schemes.SecureAggregationScheme(...)"
-            )
-        check("privacy.client_noise", self.client_noise)
-        if self.client_noise == "none" or self.client_std == 0:
-            return Mean()
-        return ClientNoise(self.client_noise, self.client_std)
+    def noiseless(self) -> CurveSettings:
+        """The same curve with every mechanism's noise switched off."""
+        return CurveSettings(
+            self.mu, self.share, self.client.noiseless(), self.server.noiseless(), self.clip_norm
+        )
 
-    def _server_scheme(self) -> ServerNoise:
-        if isinstance(self.server_noise, ServerNoise):
-            return self.server_noise
-        check("privacy.server_noise", self.server_noise)
-        if self.server_noise == "none" or self.server_std == 0:
-            return NoServerNoise()
-        return SERVER_SCHEMES[self.server_noise](self.server_std, self.server_distribution)
+    def release_context(self, net: Network, iterations: int) -> ReleaseContext:
+        """What the accountant needs to know of this curve run on ``net`` for T iterations.
+
+        The fewest clients a unit averages and the aggregation error come from the client
+        mechanism (secure aggregation: its threshold and rounding bound); an adversary of
+        one server's messages watches at most the largest number of links a server sends
+        to others (the off-diagonal non-zeros of a column of A).
+        """
+        sends = (net.A != 0) & ~np.eye(net.A.shape[0], dtype=bool)  # m → p where a_pm ≠ 0
+        return ReleaseContext(
+            mu=self.mu,
+            clip=self.clip_norm,
+            share=self.share,
+            iterations=iterations,
+            dim=net.dim,
+            clients_per_round=self.client.fewest_clients(net.L),
+            aggregation_error=self.client.aggregation_error(self.mu, self.share),
+            observed_links=max(1, int(sends.sum(axis=0).max())),
+        )
 
 
 class SchemeGroup(NamedTuple):
@@ -121,10 +116,18 @@ class CurveBatch:
     server_groups: tuple[SchemeGroup, ...]
 
     @classmethod
-    def of(cls, curves: Sequence[CurveSettings]) -> CurveBatch:
-        """Arrays and groups of ``curves`` (at least one)."""
+    def of(cls, curves: Sequence[CurveSettings], net: Network | None = None) -> CurveBatch:
+        """Arrays and groups of ``curves`` (at least one), checked against ``net`` if given.
+
+        The check is each mechanism's ``validate(net)`` (graph-homomorphic noise needs
+        ``a_pp > 0``; secure aggregation needs L clients to fit its modulus and threshold):
+        a batch built with the network it runs on is checked once, before anything runs.
+        """
         if not curves:
             raise ConfigError("curves must list at least one curve; got none")
+        for c in curves if net is not None else ():
+            c.client.validate(net)
+            c.server.validate(net)
         clips = np.array([c.clip_norm for c in curves])
         return cls(
             settings=tuple(curves),

@@ -15,14 +15,13 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from pgfl.engine import metrics
 from pgfl.engine.network import Network
 from pgfl.engine.settings import CurveBatch, CurveSettings
 from pgfl.engine.step import round_step
 from pgfl.resources import check_fits, simulation_memory
 from pgfl.validation import check_int
 
-#: A server model entry above this in magnitude (or non-finite) marks a repetition as diverged.
-DIVERGENCE_BOUND = 1e6
 #: Iterations whose models are kept before their metrics are computed in one batch.
 METRICS_CHUNK = 64
 
@@ -40,7 +39,8 @@ class Trajectory:
         server_test_error: each server's test error ``[iteration, curve, repetition, P]``.
         server_test_loss: each server's test loss (same shape), or ``None``.
         diverged_at: first iteration (1-based) at which a repetition diverged (a server
-            model entry non-finite or above :data:`DIVERGENCE_BOUND`), ``-1`` if never;
+            model entry non-finite or above :data:`~pgfl.engine.metrics.DIVERGENCE_BOUND`),
+            ``-1`` if never;
             shape ``[curve, repetition]``.
         W: final server models ``[C, R, P, M]``.
         aborted: unit-rounds whose secure aggregation aborted, ``[C, R]``.
@@ -108,7 +108,7 @@ def _log_order(entry: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
 
 def simulate(
     net: Network,
-    curves: Sequence[CurveSettings],
+    curves: Sequence[CurveSettings] | CurveBatch,
     *,
     iterations: int,
     repetitions: int = 1,
@@ -123,7 +123,9 @@ def simulate(
 
     Args:
         net: the shared network, data, loss and schedule.
-        curves: per-curve settings; all curves see the same random draws.
+        curves: per-curve settings, checked against ``net`` (their mechanisms' ``validate``);
+            or a :class:`~pgfl.engine.settings.CurveBatch` already checked
+            (``CurveBatch.of(curves, net)``). All curves see the same random draws.
         iterations: number of iterations ``i = 1..T``.
         repetitions: Monte-Carlo repetitions ``R`` (independent draws).
         seed: root seed; every draw is keyed by it (:class:`pgfl.rng.KeyedDraws`).
@@ -156,10 +158,7 @@ def simulate(
     iterations = check_int("iterations", iterations, lo=1)
     R = check_int("repetitions", repetitions, lo=1)
     first = check_int("first_repetition", first_repetition, lo=0)
-    batch = CurveBatch.of(curves)
-    for c in batch.settings:
-        c.client.validate(net)
-        c.server.validate(net)
+    batch = curves if isinstance(curves, CurveBatch) else CurveBatch.of(curves, net)
     P, K, N, _ = net.data.shape
     M = net.dim
     C = len(batch)
@@ -206,11 +205,12 @@ def simulate(
     def record(stop: int, n: int) -> None:
         """Metrics of the ``n`` iterations ending at ``stop``, from the kept models."""
         Wh = history[:n]
-        wc = Wh.mean(axis=3)
+        wc = metrics.centroid([metrics.model_sum(Wh)], P)
         span = slice(stop - n, stop)
-        out["centroid"][span] = np.sum((wc - w_opt) ** 2, axis=-1)
-        out["individual"][span] = np.sum((Wh - w_opt) ** 2, axis=-1).mean(axis=-1)
-        out["disagreement"][span] = np.sum((Wh - wc[..., None, :]) ** 2, axis=-1).mean(axis=-1)
+        out["centroid"][span] = metrics.centroid_msd(wc, w_opt)
+        errors = metrics.reduce_errors([metrics.error_sums(Wh, w_opt, wc)], P)
+        out["individual"][span] = errors["individual"]
+        out["disagreement"][span] = errors["disagreement"]
         if has_test:
             X_test, y_test = net.data.X_test, net.data.y_test
             test_error[span] = net.problem.test_error(wc, X_test, y_test)
@@ -229,7 +229,7 @@ def simulate(
             log = zip(*np.nonzero(r.aborted), strict=True)
             abort_log.extend((c, int(reps[k]), i + 1, p) for c, k, p in log)
         clipped += r.clipped
-        bad = ~(np.abs(W).max(axis=(2, 3)) <= DIVERGENCE_BOUND)
+        bad = metrics.diverged(W)
         if bad.any():
             diverged_at[bad & (diverged_at < 0)] = i + 1
             W[bad] = np.nan

@@ -7,9 +7,9 @@ arXiv:2203.07105). One iteration ``i``:
 2. each sampled client starts from ``w_{p,i−1}`` and runs ``E_pk`` SGD steps of size
    ``μ/E_pk`` on mini-batches of ``B_pk`` samples (eq. 3) — :func:`local_models`;
 3. the server aggregates its clients' messages into ``ψ_p`` (eq. 7) with the curve's
-   :class:`~pgfl.engine.schemes.ClientAggregation` — :func:`local_phase`;
+   :class:`~pgfl.privacy.mechanisms.ClientAggregation` — :func:`local_phase`;
 4. server ``m`` sends ``ψ_m + g_pm`` to each neighbour ``p`` (and itself), the noise coming
-   from the curve's :class:`~pgfl.engine.schemes.ServerNoise` — :func:`server_messages`;
+   from the curve's :class:`~pgfl.privacy.mechanisms.ServerNoise` — :func:`server_messages`;
 5. server ``p`` combines what it receives, ``w_p = Σ_m a_pm (ψ_m + g_pm)`` (eq. 8) —
    :func:`combine_phase`.
 
@@ -33,8 +33,8 @@ import numpy as np
 
 from pgfl.engine import compiled
 from pgfl.engine.network import Links, Network, UnitBlock
-from pgfl.engine.schemes import RoundContext
 from pgfl.engine.settings import CurveBatch, CurveSettings
+from pgfl.privacy.mechanisms import RoundContext
 from pgfl.rng import KeyedDraws
 
 #: Rounds with at most this many mini-batch samples (all epochs) are gathered in one call.
@@ -322,7 +322,7 @@ def gfl_round(
     ([0.5, 1.5], [1.0, 1.0])
 
     """
-    batch = curves if isinstance(curves, CurveBatch) else CurveBatch.of(curves)
+    batch = curves if isinstance(curves, CurveBatch) else CurveBatch.of(curves, net)
     reps = np.arange(W.shape[1]) if reps is None else np.asarray(reps)
     return round_step(
         W,

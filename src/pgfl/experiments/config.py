@@ -31,22 +31,20 @@ dataclasses below take their defaults and checks from it. Unknown keys, wrong ty
 out-of-range values, settings given where they have no effect and sizes that cannot fit
 in memory raise :class:`ConfigError` naming the key
 (``training.L must be an integer in [1, data.K=100]; got 120``). Noise is given by its
-*variance* (the papers' ``sigma_g^2``); the engine works with standard deviations.
+*variance* (the papers' ``sigma_g^2``). Reading a file and the checks that need the
+whole configuration are in :mod:`pgfl.experiments.loader`; turning a curve into what the
+engine runs in :mod:`pgfl.experiments.build`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
-from pgfl.engine import CurveSettings
-from pgfl.params import DP_NOISE, PARAMS, TEST_METRICS, section_params
-from pgfl.privacy.secagg import SecAggConfig
+from pgfl.params import PARAMS, dp_link, section_params
+from pgfl.privacy import mechanisms
 from pgfl.validation import ConfigError
 
 __all__ = [
@@ -60,10 +58,6 @@ __all__ = [
     "RunConfig",
     "TopologyConfig",
     "TrainingConfig",
-    "load_config",
-    "parse_config",
-    "read_toml",
-    "validate_experiment",
 ]
 
 
@@ -203,24 +197,10 @@ class PrivacyConfig(_Section):
     secagg_threshold: int | None = _default("privacy.secagg_threshold")
     secagg_neighbours: int | None = _default("privacy.secagg_neighbours")
 
-    def secagg_config(self) -> SecAggConfig:
-        """Secure-aggregation settings (``secagg_*`` keys; see ``docs/secagg.md``)."""
-        return SecAggConfig(
-            modulus_bits=self.secagg_modulus_bits,
-            frac_bits=self.secagg_frac_bits,
-            clip=self.secagg_clip,
-            threshold=self.secagg_threshold,
-            neighbours=self.secagg_neighbours,
-        )
-
     @property
-    def scheme(self) -> str | None:
-        """The link ε is reported for: the server level if noisy, else the client level."""
-        if self.server_noise != "none":
-            return self.server_noise
-        if self.client_noise in DP_NOISE:
-            return "client"
-        return None  # secure aggregation adds no DP noise: the server sees only the sum
+    def noisy(self) -> bool:
+        """Whether some link carries differentially private noise (an ε to report)."""
+        return dp_link(self.values())
 
 
 @dataclass(frozen=True)
@@ -309,25 +289,6 @@ class CurveConfig:
             out.update(getattr(self, s).values())
         return out
 
-    def settings(self) -> CurveSettings:
-        """The engine's per-curve settings (variances become standard deviations)."""
-        from pgfl.privacy.schemes import SecureAggregationScheme
-
-        t, p = self.training, self.privacy
-        client: str | SecureAggregationScheme = p.client_noise
-        if p.client_noise == "secure_aggregation":
-            client = SecureAggregationScheme(p.secagg_config(), p.secagg_protocol, p.dropout)
-        return CurveSettings(
-            mu=t.mu,
-            share=t.share,
-            client_noise=client,
-            client_std=math.sqrt(p.client_variance) if p.client_noise in DP_NOISE else 0.0,
-            server_noise=p.server_noise,
-            server_std=math.sqrt(p.server_variance),
-            server_distribution=p.server_distribution,
-            clip_norm=t.clip_norm,
-        )
-
     def structure(self) -> tuple:
         """Hashable key of everything that must be shared to batch curves together."""
         per_curve = PER_CURVE["training"]
@@ -340,7 +301,11 @@ class CurveConfig:
 
 
 def _curve_rules(curve: CurveConfig, ctx: Mapping[str, Any]) -> None:
-    """Rules between the settings of one curve, each with a one-line message."""
+    """Rules between the settings of one curve, each with a one-line message.
+
+    The rules a privacy mechanism has of its own (graph-homomorphic noise needs P > 1) are
+    the mechanism's :meth:`~pgfl.privacy.mechanisms.base.Mechanism.check_settings`.
+    """
     priv, who = curve.privacy, f"curve {curve.label!r}"
     model, data = curve.model.kind, curve.data.kind
     if model != "none" and data == "regression":
@@ -364,7 +329,7 @@ def _curve_rules(curve: CurveConfig, ctx: Mapping[str, Any]) -> None:
             f"{curve.data.kind!r} (the logistic risk needs rho > 0 for a unique optimum); got 0"
         )
     if priv.target_epsilon is not None:
-        if priv.scheme is None:
+        if not priv.noisy:
             raise ConfigError(
                 "privacy.target_epsilon needs a privatized link (server_noise or client_noise); "
                 f"{who} has none"
@@ -380,27 +345,14 @@ def _curve_rules(curve: CurveConfig, ctx: Mapping[str, Any]) -> None:
             f"privacy.target_epsilon; {who} has server_variance = 0 (no noise)"
         )
     client_calibrated = calibrated and priv.server_noise == "none"
-    if priv.client_noise in DP_NOISE and priv.client_variance == 0 and not client_calibrated:
+    dp_client = priv.client_noise in ("laplace", "gaussian")
+    if dp_client and priv.client_variance == 0 and not client_calibrated:
         raise ConfigError(
             f"privacy.client_noise = {priv.client_noise!r} needs privacy.client_variance > 0 or "
             f"privacy.target_epsilon; {who} has client_variance = 0 (no noise)"
         )
-    if priv.server_noise == "graph_homomorphic":
-        if curve.topology.P == 1:
-            raise ConfigError(
-                "privacy.server_noise = 'graph_homomorphic' needs topology.P > 1: with one "
-                f"server the noise cancels exactly ({who})"
-            )
-        if curve.topology.kind == "matrix":
-            import numpy as np
-
-            A = np.array(curve.topology.matrix)
-            if A.diagonal().min() <= 0:
-                p = int(np.argmin(A.diagonal()))
-                raise ConfigError(
-                    "topology.matrix needs a_pp > 0 for graph-homomorphic noise "
-                    f"(eq. 47 divides by it); got a_pp = 0 at p = {p} ({who})"
-                )
+    mechanisms.CLIENT[priv.client_noise].check_settings(ctx, who)
+    mechanisms.SERVER[priv.server_noise].check_settings(ctx, who)
 
 
 @dataclass(frozen=True)
@@ -430,185 +382,3 @@ class ExperimentConfig:
     def to_dict(self) -> dict[str, Any]:
         """The configuration as given (before resolution), for ``config.json``."""
         return dict(self.source)
-
-
-def _table(name: str, values: Any, allowed: set[str] | list[str]) -> Mapping[str, Any]:
-    if not isinstance(values, Mapping):
-        raise ConfigError(f"{name} must be a table of settings; got {values!r}")
-    for key in values:
-        if key not in allowed:
-            raise ConfigError(
-                f"unknown setting {name}.{key}; allowed: {', '.join(sorted(allowed))}"
-            )
-    return values
-
-
-def _section(name: str, values: Any, base: Any = None) -> Any:
-    cls = SECTIONS[name]
-    values = _table(name, values, {f.name for f in fields(cls)})
-    # lists are checked as given (so messages show them) and stored as tuples
-    return replace(base, **values) if base is not None else cls(**values)
-
-
-TOP_LEVEL = {p.name for p in section_params("")} | {"curves", "quick", "run", *SECTIONS}
-
-
-def _no_effect(name: str, value: Any, ctxs: list[dict[str, Any]], where: str) -> str | None:
-    """A message if setting ``name`` (given, not its default) has no effect in any ``ctxs``."""
-    p = PARAMS[name]
-    if p.applies is None or value == p.default or any(p.applies.test(c) for c in ctxs):
-        return None
-    scope = "this curve does not" if where else "no curve does"
-    shown = list(value) if isinstance(value, tuple) else value
-    return (
-        f"{where}{name} = {shown!r} has no effect: it applies only with {p.applies.text}, "
-        f"which {scope}; remove it"
-    )
-
-
-def _reject_settings_without_effect(
-    raw: Mapping[str, Any],
-    base: Mapping[str, Any],
-    specs: list[Mapping[str, Any]],
-    curves: list[CurveConfig],
-) -> None:
-    """Reject a setting given where it has no effect (shared: in no curve; per curve: there)."""
-    ctxs = [c.values() for c in curves]
-    for s, section in base.items():
-        for key in raw.get(s, {}):
-            message = _no_effect(f"{s}.{key}", getattr(section, key), ctxs, "")
-            if message:
-                raise ConfigError(message)
-    for i, (spec, ctx) in enumerate(zip(specs, ctxs, strict=True)):
-        for s in SECTIONS:
-            for key in spec.get(s, {}):
-                message = _no_effect(f"{s}.{key}", ctx[f"{s}.{key}"], [ctx], f"curves[{i}].")
-                if message:
-                    raise ConfigError(f"{message} (curve {curves[i].label!r})")
-
-
-def validate_experiment(cfg: ExperimentConfig, *, available: int | None = None) -> None:
-    """Checks of a whole configuration that need every curve; raise :class:`ConfigError`.
-
-    * ``plot`` names a test metric only if some curve has a test set, and
-      ``disagreement_db`` only if some curve has more than one unit (else the panel is
-      empty);
-    * the run fits in memory (:func:`pgfl.resources.check_experiment_fits`; ``available``
-      overrides the machine's available bytes).
-
-    :func:`parse_config` calls it; a caller that builds an :class:`ExperimentConfig`
-    itself should call it before creating any output.
-    """
-    from pgfl.resources import check_experiment_fits
-
-    has_test = any(
-        c.data.kind in ("classification", "digits")
-        or c.data.kind == "logistic"
-        and c.data.test_size > 0
-        for c in cfg.curves
-    )
-    for metric in cfg.plot:
-        if metric in TEST_METRICS and not has_test:
-            raise ConfigError(
-                f"plot {metric!r} needs a test set (data.kind = 'classification', or 'logistic' "
-                "with data.test_size > 0); no curve has one, the panel would be empty"
-            )
-        if metric == "disagreement_db" and all(c.topology.P == 1 for c in cfg.curves):
-            raise ConfigError(
-                "plot 'disagreement_db' needs topology.P > 1: a single unit has no disagreement"
-            )
-    check_experiment_fits(cfg, available=available)
-
-
-def parse_config(raw: Mapping[str, Any], *, quick: bool = False) -> ExperimentConfig:
-    """Validate a configuration mapping (as read from TOML) into an :class:`ExperimentConfig`.
-
-    ``quick`` applies the ``[quick]`` table (fewer iterations/repetitions) if present; the
-    table is validated either way. Ends with :func:`validate_experiment`.
-
-    >>> cfg = parse_config({"name": "x", "training": {"L": 5}, "data": {"K": 10},
-    ...                     "curves": [{"label": "a"}, {"label": "b", "training": {"mu": 0.1}}]})
-    >>> [c.training.mu for c in cfg.curves]
-    [0.7, 0.1]
-    >>> parse_config({"name": "x", "training": {"L": 50}, "data": {"K": 10}})
-    Traceback (most recent call last):
-    ...
-    pgfl.validation.ConfigError: training.L must be an integer in [1, data.K=10]; got 50
-    """
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"a configuration must be a table of settings; got {raw!r}")
-    for key in raw:
-        if key not in TOP_LEVEL:
-            raise ConfigError(f"unknown setting {key!r}; allowed: {', '.join(sorted(TOP_LEVEL))}")
-    raw = dict(raw)
-    run = _table("run", raw.pop("run", {}), [p.key for p in section_params("run")])
-    run_config = RunConfig(**run)
-    q = _table("quick", raw.get("quick", {}), [p.key for p in section_params("quick")])
-    q = {k: PARAMS[f"quick.{k}"].check(v) for k, v in q.items()}
-    if quick:
-        raw.update(q)
-    name = PARAMS["name"].check(raw.get("name", PARAMS["name"].default))
-    base = {s: _section(s, raw.get(s, {})) for s in SECTIONS}
-    curve_specs = raw.get("curves") or [{"label": name}]
-    if not isinstance(curve_specs, list):
-        raise ConfigError(f"curves must be a list of tables; got {curve_specs!r}")
-    curves = []
-    for i, spec in enumerate(curve_specs):
-        if not isinstance(spec, Mapping):
-            raise ConfigError(f"curves[{i}] must be a table; got {spec!r}")
-        for key in spec:
-            if key != "label" and key not in SECTIONS:
-                raise ConfigError(
-                    f"unknown setting curves[{i}].{key}; allowed: label, {', '.join(SECTIONS)}"
-                )
-        label = spec.get("label", f"curve{i}")
-        if not isinstance(label, str) or not label:
-            raise ConfigError(f"curves[{i}].label must be a non-empty string; got {label!r}")
-        sections = {s: _section(s, spec.get(s, {}), base[s]) for s in SECTIONS}
-        curves.append(CurveConfig(label=label, **sections))
-    _reject_settings_without_effect(raw, base, curve_specs, curves)
-    top = {p.key: raw[p.key] for p in section_params("") if p.key in raw}
-    cfg = ExperimentConfig(
-        curves=tuple(curves), source=_thaw(raw), run=run_config, **{**top, "name": name}
-    )
-    validate_experiment(cfg)
-    return cfg
-
-
-def _thaw(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _thaw(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_thaw(v) for v in value]
-    if dataclasses.is_dataclass(value):
-        return _thaw(dataclasses.asdict(value))
-    return value
-
-
-def read_toml(path: str | Path) -> dict[str, Any]:
-    """The table of a TOML file; a bad file raises :class:`ConfigError` naming it.
-
-    Bad: missing, a folder, unreadable, not UTF-8, or not valid TOML.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"config file not found: {path}")
-    if not path.is_file():
-        raise ConfigError(f"config file {path} is not a file")
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise ConfigError(f"config file {path} cannot be read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"config file {path} is not UTF-8 text (invalid byte at offset {exc.start})"
-        ) from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML ({exc})") from None
-
-
-def load_config(path: str | Path, *, quick: bool = False) -> ExperimentConfig:
-    """Read and validate a TOML experiment file."""
-    return parse_config(read_toml(path), quick=quick)

@@ -53,9 +53,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pgfl.experiments.config import ExperimentConfig, parse_config
+from pgfl.experiments.config import ExperimentConfig
+from pgfl.experiments.loader import parse_config
+from pgfl.experiments.plan import prepare_experiment
 from pgfl.experiments.presets import preset_text
-from pgfl.experiments.results import write_csv, write_json
+from pgfl.experiments.runner import run_plan
+from pgfl.files import write_csv, write_json
 from pgfl.validation import ConfigError
 
 __all__ = [
@@ -211,7 +214,7 @@ def frontier_config(
 
     Curve labels are ``none`` and ``SCHEME@EPS``; each private curve has
     ``privacy.target_epsilon = EPS`` at δ = :data:`DELTA`, so the runner calibrates its
-    noise (:func:`pgfl.experiments.runner.curve_settings`). ``repetitions`` (default:
+    noise (:func:`pgfl.experiments.build.curve_settings`). ``repetitions`` (default:
     the preset's, 1 if ``quick``) and ``mu`` (default: the preset's step size) override
     the set-up. Validated like any config.
     """
@@ -468,13 +471,11 @@ def run_frontier(
     """Run the frontier into ``out``; write ``summary.json``, ``frontier.csv``, ``frontier.png``.
 
     ``configs`` (default :func:`frontier_configs`) are all validated and their noise
-    calibrated before anything is written (:func:`pgfl.experiments.runner.prepare_experiment`
+    calibrated before anything is written (:func:`pgfl.experiments.plan.prepare_experiment`
     into ``out/<key>``); ``run(plan)`` runs one prepared plan (default
     :func:`pgfl.experiments.runner.run_plan`). With ``resume``, the curves an interrupted
     run saved in a sub-folder are kept. Returns the frontier summary.
     """
-    from pgfl.experiments.runner import prepare_experiment, run_plan
-
     out = Path(out)
     configs = dict(configs or frontier_configs(quick=quick, seed=seed))
     plans = {key: prepare_experiment(cfg, out / key, resume=resume) for key, cfg in configs.items()}

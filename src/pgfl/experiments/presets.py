@@ -10,7 +10,8 @@ from __future__ import annotations
 import tomllib
 from importlib import resources
 
-from pgfl.experiments.config import ExperimentConfig, parse_config
+from pgfl.experiments.config import ExperimentConfig
+from pgfl.experiments.loader import parse_config
 from pgfl.validation import ConfigError
 
 

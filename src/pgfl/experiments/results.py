@@ -1,69 +1,167 @@
-"""Results as data: every run writes ``summary.json`` and ``curves.csv`` before any picture.
+"""A run's results as data: ``summary.json`` and ``curves.csv``, then the figures.
 
-Files are written atomically (to a temporary name, then renamed), so an interrupted run
-never leaves a half-written result behind.
+Output files (the contract other tools read):
+
+* ``summary.json``: ``{"experiment", "iterations", "repetitions", "curves": [{"label",
+  "centroid_msd_db", "individual_msd_db", "disagreement_db", "diverged", ...}], ...}``,
+  where a dB value is ``10 log10`` of the MSD averaged over repetitions and over the last
+  10% of iterations (``null`` for a diverged curve);
+* ``curves.csv``: one row per curve and iteration with the same metrics (in dB);
+* ``figure.png`` (and ``sweep.png`` for a sweep): plotted from those two files
+  (:func:`pgfl.plots.plot_run`).
+
+Files are written atomically (:mod:`pgfl.files`), so an interrupted run never leaves a
+half-written result behind.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import math
-import os
-from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 
-def _jsonable(value: Any) -> Any:
-    """Convert numpy scalars/arrays and non-finite floats into JSON-safe values."""
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if hasattr(value, "tolist"):
-        return _jsonable(value.tolist())
-    if isinstance(value, float) and not math.isfinite(value):
-        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    return value
+from pgfl.engine import Trajectory
+from pgfl.experiments.config import ExperimentConfig
+from pgfl.files import write_atomic, write_csv, write_json
+from pgfl.plots import plot_run
 
+__all__ = ["STEADY_FRACTION", "curve_metrics", "summarize_curve", "write_results"]
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temporary file + rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+#: Fraction of the final iterations averaged into the summary's steady-state values.
+STEADY_FRACTION = 0.1
 
 
-def write_json(path: Path, data: Mapping[str, Any]) -> None:
-    """Write ``data`` as indented JSON (numpy values converted, NaN → null)."""
-    write_atomic(path, json.dumps(_jsonable(data), indent=2) + "\n")
+def _db(x: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 10.0 * np.log10(x)
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    """Read a JSON file written by :func:`write_json`."""
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+def curve_metrics(traj: Trajectory, c: int) -> dict[str, np.ndarray]:
+    """Repetition-averaged per-iteration metrics of curve ``c`` (MSDs in linear scale)."""
+    diverged = traj.diverged_at[c]
+    out = {
+        "centroid_msd": traj.centroid_msd[:, c].mean(axis=-1),
+        "individual_msd": traj.individual_msd[:, c].mean(axis=-1),
+        "disagreement": traj.disagreement[:, c].mean(axis=-1),
+        "diverged_at": np.array(diverged[diverged >= 0].min() if (diverged >= 0).any() else -1),
+    }
+    if traj.test_error is not None:
+        out["test_error"] = traj.test_error[:, c].mean(axis=-1)
+        out["test_log_loss"] = traj.test_log_loss[:, c].mean(axis=-1)
+        out["server_test_error"] = traj.server_test_error[:, c].mean(axis=-2)  # [T, P]
+        if traj.server_test_loss is not None:
+            out["server_test_loss"] = traj.server_test_loss[:, c].mean(axis=-2)  # [T, P]
+    return out
 
 
-def write_csv(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
-    """Write rows (dicts) as CSV; the header is the union of keys in first-seen order."""
-    rows = [dict(_jsonable(r)) for r in rows]
-    fields: list[str] = []
-    for r in rows:
-        fields.extend(k for k in r if k not in fields)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(tmp, path)
+def summarize_curve(label: str, m: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The ``summary.json`` entry of one curve from its saved metrics."""
+    T = m["centroid_msd"].shape[0]
+    tail = slice(T - max(1, int(round(STEADY_FRACTION * T))), T)
+    diverged_at = int(m["diverged_at"])
+    diverged = diverged_at >= 0
+    entry: dict[str, Any] = {"label": label}
+    for key in ("centroid_msd", "individual_msd", "disagreement"):
+        value = float(_db(m[key][tail].mean())) if not diverged else None
+        entry[f"{key}_db"] = None if value is not None and math.isnan(value) else value
+    entry["diverged"] = diverged
+    entry["diverged_at"] = diverged_at if diverged else None
+    if "test_error" in m:
+        entry["test_error"] = None if diverged else float(m["test_error"][tail].mean())
+        entry["test_accuracy"] = None if diverged else 1.0 - entry["test_error"]
+        entry["test_log_loss"] = None if diverged else float(m["test_log_loss"][tail].mean())
+        entry["server_test_error"] = (
+            None if diverged else m["server_test_error"][tail].mean(axis=0).tolist()
+        )
+        if "server_test_loss" in m:
+            entry["server_test_loss"] = (
+                None if diverged else m["server_test_loss"][tail].mean(axis=0).tolist()
+            )
+    if "privacy" in m:
+        entry.update(json.loads(str(m["privacy"])))
+    return entry
 
 
-def read_csv(path: Path) -> list[dict[str, str]]:
-    """Read a CSV written by :func:`write_csv` (values stay strings)."""
-    with Path(path).open(newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
+def write_results(
+    cfg: ExperimentConfig,
+    out: Path,
+    metrics: dict[int, dict[str, np.ndarray]],
+    *,
+    elapsed: float,
+    iota2: dict[str, float],
+    engine: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Write ``summary.json``, ``curves.csv`` and ``figure.png``; return the summary.
+
+    ``engine`` (e.g. ``{"local_phase": "compiled"}``, which local-phase implementation ran)
+    goes into the summary and the first line of ``run.log``.
+    """
+    curves = [summarize_curve(c.label, metrics[i]) for i, c in enumerate(cfg.curves)]
+    for i, (entry, c) in enumerate(zip(curves, cfg.curves, strict=True)):
+        entry["settings"] = {
+            "mu": c.training.mu,
+            "share": c.training.share,
+            "client_noise": c.privacy.client_noise,
+            "client_variance": c.privacy.client_variance,
+            "server_noise": c.privacy.server_noise,
+            "server_variance": c.privacy.server_variance,
+        }
+        if "resolved" in metrics[i]:  # the noise the curve ran with (a calibrated variance)
+            resolved = json.loads(str(metrics[i]["resolved"]))
+            entry["settings"].update({k: v for k, v in resolved.items() if v is not None})
+        if c.model.kind != "none":
+            entry["settings"]["model"] = c.model.kind
+        if c.privacy.target_epsilon is not None:
+            entry["target_epsilon"] = c.privacy.target_epsilon
+    summary = {
+        "experiment": cfg.name,
+        "title": cfg.title,
+        "iterations": cfg.iterations,
+        "repetitions": cfg.repetitions,
+        "seed": cfg.seed,
+        "steady_state": f"mean over the last {STEADY_FRACTION:.0%} of iterations",
+        "iota2": iota2,
+        "elapsed_s": round(elapsed, 3),
+        "plot": list(cfg.plot),
+        "curves": curves,
+    }
+    if engine is not None:
+        summary["engine"] = engine
+    rows = []
+    for i, c in enumerate(cfg.curves):
+        m = metrics[i]
+        db = {k: _db(m[k]) for k in ("centroid_msd", "individual_msd", "disagreement")}
+        for t in range(cfg.iterations):
+            row = {
+                "label": c.label,
+                "iteration": t + 1,
+                "centroid_msd_db": db["centroid_msd"][t],
+                "individual_msd_db": db["individual_msd"][t],
+                "disagreement_db": db["disagreement"][t],
+            }
+            if "test_error" in m:
+                row["test_error"] = m["test_error"][t]
+                row["test_log_loss"] = m["test_log_loss"][t]
+                row["test_accuracy"] = 1.0 - m["test_error"][t]
+                row["server_test_error_mean"] = m["server_test_error"][t].mean()
+                if "server_test_loss" in m:
+                    row["server_test_loss_mean"] = m["server_test_loss"][t].mean()
+            for key in m:
+                if key.startswith("epsilon_"):
+                    row[key] = m[key][t]
+            rows.append(row)
+    write_csv(out / "curves.csv", rows)
+    log = [f"engine: {k}={v}" for k, v in (engine or {}).items()]
+    log += [
+        f"{entry['label']}: {line}"
+        for entry in curves
+        for line in entry.get("secure_aggregation", {}).pop("log", [])
+    ]
+    if log:
+        write_atomic(out / "run.log", "\n".join(log) + "\n")
+    write_json(out / "summary.json", summary)
+    plot_run(out)
+    return summary

@@ -47,8 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pgfl.experiments.config import read_toml
-from pgfl.files import FileError, check_input_file, check_output_folder, reading, writing
+from pgfl.files import FileError, check_input_file, check_output_folder, read_toml, reading, writing
 from pgfl.graphlearn.experiments import Params
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
@@ -234,7 +233,7 @@ def run_config(cfg: GraphLearnConfig, out: Path) -> dict[str, Any]:
     """
     import numpy as np
 
-    from pgfl.experiments.results import write_csv, write_json
+    from pgfl.files import write_csv, write_json
     from pgfl.graphlearn.experiments import draw_setting, evaluate
     from pgfl.graphlearn.federated import (
         client_distances,

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from pgfl.experiments.results import write_csv, write_json
+from pgfl.files import write_csv, write_json
 from pgfl.graphlearn.federated import (
     client_distances,
     fedavg_graph_learning,

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from pgfl.experiments.results import write_csv, write_json
+from pgfl.files import write_csv, write_json
 from pgfl.graphlearn import plots
 from pgfl.graphlearn.experiments import Params, draw_setting, evaluate, tune
 from pgfl.graphlearn.federated import federated_graph_learning, independent_graph_learning

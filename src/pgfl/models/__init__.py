@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pgfl.validation import ConfigError, check_real
+from pgfl.problems import RHO
+from pgfl.validation import ConfigError
 
 __all__ = ["NumpyProblem", "clipped_sum", "check_initial"]
 
@@ -124,7 +125,7 @@ class NumpyProblem:
     classifier: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        check_real("training.rho", self.rho, lo=0)
+        RHO.check(self.rho)
         object.__setattr__(self, "classifier", self.predict is not None)
         if self.initial is not None:
             object.__setattr__(self, "initial", check_initial(self.initial))

@@ -30,29 +30,25 @@ Over iterations, and calibration
 rtol=1e-4) -> float``
     Smallest noise scale meeting a target, by bracketing and root-finding.
 
-Engine-facing API
------------------
-``epsilon_curve(*, scheme, sigma, mu, clip, iterations, delta=1e-5, distribution="laplace",
-dim=1, observed_links=1, rigorous=True, clients_per_round=1, aggregation_error=0.0,
-accountants=None, checkpoints=64) -> EpsilonCurve``
-    ε(i), i = 1..T, of one privatized curve. ``scheme`` ∈ {``graph_homomorphic``,
-    ``random``, ``random_per_link``} (server level) or {``models``, ``updates``} (client
-    level); ``sigma`` is the per-coordinate std of the noise (Laplace scale σ/√2); ``clip``
-    is the per-sample clipping norm B. The result is a read-only mapping accountant →
-    ``np.ndarray`` of shape (T,), with ``.delta``, ``.reason`` (why ε = ∞: ``clip=None``
-    or no noise), ``.notes``, ``.final()`` → {acc: ε(T)}, ``.summary()`` → the
-    ``summary.json`` entry ``{"epsilon": {...}, "delta": δ, ...}`` and ``.rows()`` → per-iteration
-    rows for ``curves.csv``. Keys: ``paper`` (published bound) and ``pld`` (tight) always;
+On a mechanism's transcript
+---------------------------
+``epsilon_curve(transcript, *, delta=1e-5, accountants=None, checkpoints=64) -> EpsilonCurve``
+    ε(i), i = 1..T, of one privatized curve from what its mechanism says the adversary
+    observes (:class:`Transcript`, :meth:`pgfl.privacy.mechanisms.base.Mechanism.transcript`).
+    The result is a read-only mapping accountant → ``np.ndarray`` of shape (T,), with
+    ``.delta``, ``.reason`` (why ε = ∞: no clipping bound or no noise), ``.notes``,
+    ``.scope``, ``.final()`` → {acc: ε(T)}, ``.summary()`` → the ``summary.json`` entry
+    ``{"epsilon": {...}, "delta": δ, ...}`` and ``.rows()`` → per-iteration rows for
+    ``curves.csv``. Keys: ``paper`` (published bound) and ``pld`` (tight) always;
     ``basic``, ``advanced``, ``kairouz``, ``rdp`` by default for Laplace, ``rdp`` for Gaussian.
 
-``calibrate(target_epsilon, delta, iterations, *, scheme, mu, clip, distribution="laplace",
-dim=1, observed_links=1, rigorous=True, clients_per_round=1, aggregation_error=0.0,
-accountant="pld", rtol=1e-4) -> float``
-    The smallest σ with ε(T) ≤ ``target_epsilon`` (σ/(1 + rtol) misses it).
+``calibrate(transcript_at, target_epsilon, delta, *, accountant="pld", rtol=1e-4) -> float``
+    The smallest σ with ε(T) ≤ ``target_epsilon`` (σ/(1 + rtol) misses it), from a factory
+    σ ↦ transcript.
 
 Building blocks in closed form: :mod:`.mechanisms`; the papers' formulas: :mod:`.papers`.
 
->>> c = epsilon_curve(scheme="graph_homomorphic", sigma=2.0, mu=0.1, clip=1.0, iterations=10, dim=2)
+>>> c = epsilon_curve(Transcript((0.2,) * 10, std=2.0, dim=2))
 >>> c.final()["pld"] <= c.final()["basic"]
 True
 """
@@ -78,7 +74,6 @@ from .accountants import (
 from .curves import (
     DISTRIBUTIONS,
     FLOATING_POINT_CAVEAT,
-    SCOPES,
     TIGHT_ACCOUNTANT,
     EpsilonCurve,
     accountant_curve,
@@ -87,7 +82,6 @@ from .curves import (
     default_accountants,
     epsilon_curve,
     final_epsilon,
-    releases_for,
 )
 from .mechanisms import (
     DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
@@ -104,36 +98,30 @@ from .mechanisms import (
     randomized_response_epsilon,
 )
 from .papers import (
-    CLIENT_SCHEMES,
-    SCHEMES,
-    SERVER_SCHEMES,
     book_theorem_11_1_epsilon,
-    gfl_sensitivities,
     graph_topology_epsilon,
     graph_topology_sensitivity,
     graph_topology_sigma,
     journal_theorem3_epsilon,
     preprint_theorem2_epsilon,
     preprint_theorem2_sigma,
+    trajectory_sensitivities,
 )
 from .releases import (
     GaussianRelease,
     LaplaceRelease,
     PureDpRelease,
     Release,
+    Transcript,
     VectorLaplaceRelease,
     to_dp_event,
 )
 
 __all__ = [
     "ACCOUNTANTS",
-    "CLIENT_SCHEMES",
     "DEFAULT_VALUE_DISCRETIZATION_INTERVAL",
     "DISTRIBUTIONS",
     "FLOATING_POINT_CAVEAT",
-    "SCHEMES",
-    "SCOPES",
-    "SERVER_SCHEMES",
     "TIGHT_ACCOUNTANT",
     "Accountant",
     "AdvancedAccountant",
@@ -147,6 +135,7 @@ __all__ = [
     "PureDpRelease",
     "RdpAccountant",
     "Release",
+    "Transcript",
     "VectorLaplaceRelease",
     "accountant_curve",
     "advanced_composition_epsilon",
@@ -164,7 +153,6 @@ __all__ = [
     "gaussian_epsilon_rdp",
     "gaussian_sigma",
     "gaussian_sigma_analytic",
-    "gfl_sensitivities",
     "graph_topology_epsilon",
     "graph_topology_sensitivity",
     "graph_topology_sigma",
@@ -179,6 +167,6 @@ __all__ = [
     "preprint_theorem2_epsilon",
     "preprint_theorem2_sigma",
     "randomized_response_epsilon",
-    "releases_for",
     "to_dp_event",
+    "trajectory_sensitivities",
 ]

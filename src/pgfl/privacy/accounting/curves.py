@@ -1,14 +1,15 @@
-"""ε(i) over the iterations of a privatized GFL curve, and noise calibration to a target ε.
+"""ε(i) over the iterations of a privatized curve, and noise calibration to a target ε.
 
 Two layers:
 
-* generic, on top of any :class:`~.accountants.Accountant`: :func:`accountant_curve`
-  (the one incremental loop: compose iteration by iteration, read ε at checkpoints) and
+* on any :class:`~.accountants.Accountant`: :func:`accountant_curve` (the one incremental
+  loop: compose iteration by iteration, read ε at checkpoints) and
   :func:`calibrate_releases` (bracketing, then root-finding on the accountant's own ε);
-* GFL-specific: :func:`releases_for` turns a curve's settings into the per-iteration
-  releases its adversary observes (``docs/privacy.md``), :func:`epsilon_curve` gives
+* on a :class:`~.releases.Transcript` (what a mechanism says its adversary observes,
+  :meth:`pgfl.privacy.mechanisms.base.Mechanism.transcript`): :func:`epsilon_curve` gives
   ε(i) by every requested accountant as an :class:`EpsilonCurve`, and :func:`calibrate`
-  the smallest noise σ whose ε after T iterations meets a target.
+  the smallest noise σ whose ε after T iterations meets a target, from a factory
+  σ ↦ transcript.
 """
 
 from __future__ import annotations
@@ -24,13 +25,11 @@ import numpy as np
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
 from .accountants import ACCOUNTANTS, Accountant, PaperAccountant, PldAccountant, make_accountant
-from .papers import SCHEMES, gfl_sensitivities
-from .releases import GaussianRelease, LaplaceRelease, Release, VectorLaplaceRelease
+from .releases import GaussianRelease, Release, Transcript
 
 __all__ = [
     "DISTRIBUTIONS",
     "FLOATING_POINT_CAVEAT",
-    "SCOPES",
     "TIGHT_ACCOUNTANT",
     "EpsilonCurve",
     "accountant_curve",
@@ -39,13 +38,12 @@ __all__ = [
     "default_accountants",
     "epsilon_curve",
     "final_epsilon",
-    "releases_for",
 ]
 
 DISTRIBUTIONS = ("laplace", "gaussian")
 #: The accountant pgfl calls "the tight one".
 TIGHT_ACCOUNTANT = "pld"
-#: (settings, accountant, reading, rtol) → [(target ε, σ_pld/σ_rdp), ...] of recent PLD
+#: (transcript at σ = 1, accountant, reading, rtol) → [(target ε, σ_pld/σ_rdp), ...] of recent PLD
 #: calibrations of Laplace noise: the ratio corrects the Rényi starting guess for another
 #: target of the same settings (a frontier's grid of ε). The answer is the same whatever
 #: the guess (:func:`calibrate_releases`), so this only saves evaluations; it holds at
@@ -55,33 +53,6 @@ _PLD_OVER_RDP_KEEP = 64
 #: Support size the PLD grid aims at (≈ 2·Σε / interval); see :func:`pld_interval`.
 _PLD_TARGET_POINTS = 2e4
 
-#: What each scheme's ε covers and against whom (docs/privacy.md has the full story).
-SCOPES = {
-    "graph_homomorphic": (
-        "covers the messages one server sends over its links (adversary: a neighbouring server "
-        "or an eavesdropper on any set of links); NOT the centroid or that server's own model, "
-        "where the graph-homomorphic noise cancels, nor a coalition including the server itself"
-    ),
-    "random": (
-        "covers the messages one server sends over its links (one noise draw per server and "
-        "iteration, the same copy on every link and on its own copy) and everything computed "
-        "from them, including the servers' final models and the centroid; adversary: a "
-        "neighbouring server or an eavesdropper on any set of links"
-    ),
-    "random_per_link": (
-        "covers the messages one server sends over the observed links (independent noise per "
-        "link); an adversary watching k links sees k copies per iteration. The proof covers an "
-        "adversary who sees all of the server's links: set observed_links to its degree"
-    ),
-    "models": (
-        "covers what one client sends its server (noisy model); adversary: the honest-but-curious "
-        "server, and by post-processing anyone downstream"
-    ),
-    "updates": (
-        "covers what one client sends its server (noisy update); adversary: the honest-but-curious "
-        "server, and by post-processing anyone downstream"
-    ),
-}
 #: Shown with every reported ε (docs/privacy.md, "Floating-point noise").
 FLOATING_POINT_CAVEAT = (
     "epsilon is for ideal real-valued noise; pgfl samples noise in floating point, which "
@@ -110,6 +81,7 @@ class EpsilonCurve(Mapping[str, np.ndarray]):
         reason: why ε is infinite (no clipping bound, no noise), else ``None``.
         notes: accountant → one line saying what the number is.
         settings: the inputs, for the record.
+        scope: what the ε covers and against whom (the mechanism's threat model).
 
     """
 
@@ -118,6 +90,7 @@ class EpsilonCurve(Mapping[str, np.ndarray]):
     reason: str | None = None
     notes: dict[str, str] = dataclasses.field(default_factory=dict)
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)
+    scope: str = ""
 
     def __getitem__(self, key: str) -> np.ndarray:
         return self.curves[key]
@@ -155,9 +128,8 @@ class EpsilonCurve(Mapping[str, np.ndarray]):
         if self.reason is not None:
             out["epsilon_reason"] = self.reason
         out["epsilon_notes"] = dict(self.notes)
-        scheme = self.settings.get("scheme")
-        if scheme in SCOPES:
-            out["epsilon_scope"] = SCOPES[scheme]
+        if self.scope:
+            out["epsilon_scope"] = self.scope
         out["epsilon_caveat"] = FLOATING_POINT_CAVEAT
         return out
 
@@ -223,6 +195,7 @@ def accountant_curve(
         Array of shape (T,).
 
     >>> from .accountants import BasicAccountant
+    >>> from .releases import LaplaceRelease
     >>> accountant_curve(BasicAccountant(), [LaplaceRelease(1.0, 2.0)] * 3, 1e-5).tolist()
     [0.5, 1.0, 1.5]
 
@@ -250,6 +223,7 @@ def accountant_curve(
 def final_epsilon(releases: Sequence[Release], delta: float, accountant: str = "pld") -> float:
     """ε after all ``releases`` by the named accountant (PLD on the grid of :func:`pld_interval`).
 
+    >>> from .releases import LaplaceRelease
     >>> final_epsilon([LaplaceRelease(1.0, 10.0, count=100)], 1e-5, "basic")
     10.0
     """
@@ -291,6 +265,7 @@ def calibrate_releases(
     Raises:
         ConfigError: bad arguments, or no scale in [1e-300, 1e300] meets the target.
 
+    >>> from .releases import LaplaceRelease
     >>> s = calibrate_releases(lambda s: [LaplaceRelease(1.0, s, count=10)], 2.0, 1e-5,
     ...                        accountant="basic")
     >>> round(s, 3)                                  # 10 · 1/s = 2
@@ -367,188 +342,57 @@ def calibrate_releases(
     return math.exp(hi * h)
 
 
-# ------------------------------------------------------------------------ GFL settings
-@dataclasses.dataclass(frozen=True)
-class _Settings:
-    scheme: str
-    distribution: str
-    sigma: float
-    mu: float
-    clip: float | None
-    dim: int
-    iterations: int
-    delta: float
-    observed_links: int
-    rigorous: bool
-    clients_per_round: int = 1
-    aggregation_error: float = 0.0
-
-
-def _settings(
-    *,
-    scheme: str,
-    distribution: str,
-    sigma: float | None,
-    mu: float,
-    clip: float | None,
-    dim: int,
-    iterations: int,
-    delta: float,
-    observed_links: int,
-    rigorous: bool,
-    clients_per_round: int = 1,
-    aggregation_error: float = 0.0,
-) -> _Settings:
-    sch = check_choice("scheme", scheme, SCHEMES)
-    dist = check_choice("distribution", distribution, DISTRIBUTIONS)
-    s = 0.0 if sigma is None else check_real("sigma", sigma, lo=0.0)
-    m = check_real("mu", mu, lo=0.0, lo_open=True)
-    # an infinite clipping norm (the configs' default) is the same as no bound
-    c = None if (clip is None or clip == math.inf) else check_real("clip", clip, lo=0.0)
-    d = check_int("dim", dim, lo=1)
-    t = check_int("iterations", iterations, lo=1)
-    dl = check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
-    links = check_int("observed_links", observed_links, lo=1)
-    if links > 1 and sch != "random_per_link":
-        links = 1  # identical copies on every link: seeing more of them reveals nothing new
-    n_l = check_int("clients_per_round", clients_per_round, lo=1)
-    err = check_real("aggregation_error", aggregation_error, lo=0.0)
-    return _Settings(sch, dist, s, m, c, d, t, dl, links, bool(rigorous), n_l, err)
-
-
-def releases_for(
-    *,
-    scheme: str,
-    sigma: float,
-    mu: float,
-    clip: float,
-    iterations: int,
-    distribution: str = "laplace",
-    dim: int = 1,
-    observed_links: int = 1,
-    rigorous: bool = True,
-    clients_per_round: int = 1,
-    aggregation_error: float = 0.0,
-) -> list[Release]:
-    """List the releases the adversary of ``scheme`` observes, one per iteration j = 1..T.
-
-    Rigorous reading (default): Laplace noise of per-coordinate std σ (scale b = σ/√2)
-    is an M-dimensional :class:`~.releases.VectorLaplaceRelease` with the ℓ₂
-    sensitivity Δ₂(j) of :func:`~.papers.gfl_sensitivities`; Gaussian noise a
-    :class:`~.releases.GaussianRelease` with Δ₂(j). The papers' reading
-    (``rigorous=False``): a 1-D :class:`~.releases.LaplaceRelease` charged Δ₂(j) of the
-    papers' rule. For ``random_per_link`` an adversary on ``observed_links`` links sees
-    that many independent copies per iteration (``count``).
-
-    >>> rel = releases_for(scheme="updates", sigma=math.sqrt(2), mu=0.1, clip=1.0, iterations=2)
-    >>> [round(r.epsilon0, 12) for r in rel]   # Δ₂ = 2B = 2, b = σ/√2 = 1
-    [2.0, 2.0]
-    """
-    st = _settings(
-        scheme=scheme,
-        distribution=distribution,
-        sigma=sigma,
-        mu=mu,
-        clip=clip,
-        dim=dim,
-        iterations=iterations,
-        delta=0.5,
-        observed_links=observed_links,
-        rigorous=rigorous,
-        clients_per_round=clients_per_round,
-        aggregation_error=aggregation_error,
-    )
-    if st.clip is None:
-        raise ConfigError("clip must be a real number in [0, inf); got None")
-    if st.sigma <= 0:
-        raise ConfigError(f"sigma must be a real number in (0, inf); got {sigma!r}")
-    return _releases(st, paper=not st.rigorous)
-
-
-def _releases(st: _Settings, *, paper: bool) -> list[Release]:
-    """Per-iteration releases by the papers' rule and reading (``paper``) or the rigorous one."""
-    if st.clip is None:  # callers return epsilon = inf before getting here
-        raise RuntimeError("releases need a clipping bound; callers must check clip first")
-    sens = gfl_sensitivities(
-        st.iterations, scheme=st.scheme, mu=st.mu, clip=st.clip, dim=st.dim,
-        rule="paper" if paper else "rigorous", clients_per_round=st.clients_per_round,
-        aggregation_error=0.0 if paper else st.aggregation_error,
-    )  # fmt: skip
-    links = st.observed_links
-    if st.distribution == "gaussian":
-        return [GaussianRelease(float(s), st.sigma, links) for s in sens]
-    b = st.sigma / math.sqrt(2.0)
-    if paper:
-        return [LaplaceRelease(float(s), b, links) for s in sens]
-    return [VectorLaplaceRelease(float(s), b, st.dim, links) for s in sens]
-
-
-def _notes(st: _Settings, accs: Sequence[str]) -> dict[str, str]:
+# ----------------------------------------------------------------------- transcripts
+def _notes(t: Transcript, accs: Sequence[str]) -> dict[str, str]:
     notes = {}
+    gaussian = t.distribution == "gaussian"
     for a in accs:
         cls = type(make_accountant(a))
         notes[a] = cls.note
-        if a == "paper" and st.distribution == "gaussian":
+        if a == "paper" and gaussian:
             notes[a] = PaperAccountant.note_gaussian
-    if "pld" in notes and st.distribution == "gaussian":
+    if "pld" in notes and gaussian:
         notes["pld"] = "exact: composed Gaussians are one Gaussian (GDP); analytic Gaussian epsilon"
-    elif "pld" in notes and st.rigorous and st.dim > 1:
+    elif "pld" in notes and t.rigorous and t.dim > 1:
         notes["pld"] += (
             "; M-dimensional Laplace noise: the smaller of the PLD charged the l1 "
             "sensitivity sqrt(M)*l2 and the Renyi bound of the worst (diagonal) direction"
         )
-    if not st.rigorous:
+    if not t.rigorous:
         for a in notes:
             if a != "paper":
                 notes[a] += " [papers' reading: l2 sensitivity, eq. 52 growth for every scheme]"
     return notes
 
 
-# ---------------------------------------------------------------------------- public API
+def _accountants(accountants: Sequence[str] | None, distribution: str) -> tuple[str, ...]:
+    accs = default_accountants(distribution) if accountants is None else tuple(accountants)
+    if not accs:
+        raise ConfigError(
+            "accountants must name at least one of " + ", ".join(ACCOUNTANTS) + "; got none"
+        )
+    for a in accs:
+        check_choice("accountant", a, ACCOUNTANTS)
+    return accs
+
+
 def epsilon_curve(
+    transcript: Transcript,
     *,
-    scheme: str,
-    sigma: float | None,
-    mu: float,
-    clip: float | None,
-    iterations: int,
     delta: float = 1e-5,
-    distribution: str = "laplace",
-    dim: int = 1,
-    observed_links: int = 1,
-    rigorous: bool = True,
-    clients_per_round: int = 1,
-    aggregation_error: float = 0.0,
     accountants: Sequence[str] | None = None,
     checkpoints: int = 64,
 ) -> EpsilonCurve:
-    """ε(i) for i = 1..T of one privatized GFL curve, by every requested accountant.
+    """ε(i) for i = 1..T of one privatized curve, by every requested accountant.
 
     Args:
-        scheme: ``graph_homomorphic`` | ``random`` | ``random_per_link`` (server level:
-            what one server sends over its links, adversary = a neighbouring server or an
-            eavesdropper) or ``models`` | ``updates`` (client level: what one client sends
-            its server, adversary = the honest-but-curious server).
-        sigma: per-coordinate standard deviation of the noise (Laplace scale σ/√2);
-            ``None`` or 0 ⇒ no noise ⇒ ε = ∞.
-        mu: step size μ.
-        clip: per-sample gradient clipping norm B; ``None`` or ``inf`` ⇒ no bound ⇒ ε = ∞
-            (never a made-up number).
-        iterations: T.
+        transcript: what the adversary observes, from the mechanism
+            (:meth:`pgfl.privacy.mechanisms.base.Mechanism.transcript`); a transcript with
+            a ``reason`` (no clipping bound, no noise) gives ε = ∞ with that reason (never
+            a made-up number).
         delta: δ in (0, 1) for the approximate-DP accountants.
-        distribution: ``laplace`` | ``gaussian``.
-        dim: model dimension M (Laplace noise is M-dimensional, see
-            :class:`~.releases.VectorLaplaceRelease`).
-        observed_links: links an adversary watches (``random_per_link`` only).
-        clients_per_round: the fewest clients a unit averages per iteration: L, or the
-            secure-aggregation threshold t (a unit then averages any n ≥ t survivors);
-            only the ``random`` scheme uses it (rigorous sensitivity 2μB/L); 1 is safe.
-        aggregation_error: per-coordinate bound on the error of a unit's aggregate
-            (secure aggregation's fixed-point rounding), added to every sensitivity.
-        rigorous: M-dimensional Laplace releases with the rigorous message sensitivities
-            of :func:`~.papers.gfl_sensitivities` (default); ``False``: the papers' 1-D
-            reading for every accountant. ``paper`` always uses the papers' reading.
         accountants: subset of :data:`ACCOUNTANTS`; default :func:`default_accountants`.
+            ``paper`` composes the papers' reading of the releases.
         checkpoints: iterations at which the PLD (and, for Gaussian noise, the basic,
             advanced and Kairouz bounds) are read, log-spaced incl. T; in between, the
             next read-out's value (an upper bound) is reported.
@@ -557,162 +401,106 @@ def epsilon_curve(
         An :class:`EpsilonCurve`; ``curve["pld"]`` is the tight ε(i), ``curve["paper"]`` the
         published bound.
 
-    >>> c = epsilon_curve(scheme="graph_homomorphic", sigma=math.sqrt(2), mu=0.5, clip=1.0,
-    ...                   iterations=3, accountants=["paper", "basic"])
-    >>> c["paper"].tolist()      # √2 μ B i (i+1) / σ = i (i+1) / 2
+    >>> t = Transcript((1.0, 2.0, 3.0), std=math.sqrt(2))   # Laplace b = 1, Δ = j
+    >>> epsilon_curve(t, accountants=["basic"])["basic"].tolist()
     [1.0, 3.0, 6.0]
-    >>> c2 = epsilon_curve(scheme="models", sigma=1.0, mu=0.5, clip=None, iterations=2)
-    >>> c2["pld"].tolist(), c2.reason
-    ([inf, inf], 'no gradient bound: set a per-sample clipping norm (clip) to get a finite epsilon')
 
     """
-    st = _settings(
-        scheme=scheme,
-        distribution=distribution,
-        sigma=sigma,
-        mu=mu,
-        clip=clip,
-        dim=dim,
-        iterations=iterations,
-        delta=delta,
-        observed_links=observed_links,
-        rigorous=rigorous,
-        clients_per_round=clients_per_round,
-        aggregation_error=aggregation_error,
-    )
-    accs = default_accountants(st.distribution) if accountants is None else tuple(accountants)
-    if not accs:
-        raise ConfigError(
-            "accountants must name at least one of " + ", ".join(ACCOUNTANTS) + "; got none"
-        )
-    for a in accs:
-        check_choice("accountant", a, ACCOUNTANTS)
+    check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    accs = _accountants(accountants, transcript.distribution)
     ncp = check_int("checkpoints", checkpoints, lo=2)
-    notes = _notes(st, accs)
-    settings = dataclasses.asdict(st)
-    reason = None
-    if st.clip is None:
-        reason = "no gradient bound: set a per-sample clipping norm (clip) to get a finite epsilon"
-    elif st.sigma == 0:
-        reason = "no noise (sigma = 0): the messages are released in the clear"
-    if reason is not None:
-        vals = {a: np.full(st.iterations, math.inf) for a in accs}
-        return EpsilonCurve(vals, st.delta, reason, notes, settings)
-    rigorous_rel = _releases(st, paper=not st.rigorous)
-    paper_rel = _releases(st, paper=True) if "paper" in accs else rigorous_rel
-    gaussian = st.distribution == "gaussian"
+    notes = _notes(transcript, accs)
+    settings = dict(transcript.settings)
+    if transcript.reason is not None:
+        vals = {a: np.full(transcript.iterations, math.inf) for a in accs}
+        return EpsilonCurve(vals, delta, transcript.reason, notes, settings, transcript.scope)
+    rigorous_rel = transcript.releases()
+    paper_rel = transcript.releases(paper=True) if "paper" in accs else rigorous_rel
+    gaussian = transcript.distribution == "gaussian"
     vals = {}
     for a in accs:
         rel = paper_rel if a == "paper" else rigorous_rel
         acc = _accountant_for(a, rel)
         sparse = a == "pld" or (gaussian and a in ("basic", "advanced", "kairouz"))
-        vals[a] = accountant_curve(acc, rel, st.delta, checkpoints=ncp if sparse else None)
+        vals[a] = accountant_curve(acc, rel, delta, checkpoints=ncp if sparse else None)
         if isinstance(acc, PldAccountant) and acc.dropped:
             notes[a] += (
                 "; here basic composition exceeds 1e4, so the value is the RDP bound "
                 "(valid, never below PLD)"
             )
-    return EpsilonCurve(vals, st.delta, None, notes, settings)
+    return EpsilonCurve(vals, delta, None, notes, settings, transcript.scope)
 
 
 def calibrate(
+    transcript_at: Callable[[float], Transcript],
     target_epsilon: float,
     delta: float,
-    iterations: int,
     *,
-    scheme: str,
-    mu: float,
-    clip: float,
-    distribution: str = "laplace",
-    dim: int = 1,
-    observed_links: int = 1,
-    rigorous: bool = True,
-    clients_per_round: int = 1,
-    aggregation_error: float = 0.0,
     accountant: str = TIGHT_ACCOUNTANT,
     rtol: float = 1e-4,
 ) -> float:
     """Smallest noise σ (per-coordinate std) with ε(T) ≤ target by ``accountant``.
 
-    :func:`calibrate_releases` on the releases of :func:`epsilon_curve`, started from a
-    closed form: basic composition for Laplace (ε ∝ 1/σ, exact for ``paper`` and
-    ``basic``; for ``pld``, the cheaper ``rdp`` calibration from there, an upper end
-    since pld ≤ rdp, times σ_pld/σ_rdp of the nearest target calibrated before with the
-    same settings, if any: a frontier's grid of ε), the exact composed Gaussian for
-    Gaussian noise. The answer is the smallest σ on the grid
-    (1 + ``rtol``)^k that meets the target, whatever the start.
+    :func:`calibrate_releases` on the releases of ``transcript_at(σ)`` (a factory
+    σ ↦ transcript, e.g. ``lambda s: mechanism.with_std(s).transcript(ctx)``), started
+    from a closed form: basic composition for Laplace (ε ∝ 1/σ, exact for ``paper`` and
+    ``basic``; for ``pld``, the cheaper ``rdp`` calibration from there, an upper end since
+    pld ≤ rdp, times σ_pld/σ_rdp of the nearest target calibrated before with the same
+    transcript, if any: a frontier's grid of ε), the exact composed Gaussian for Gaussian
+    noise. The answer is the smallest σ on the grid (1 + ``rtol``)^k that meets the target,
+    whatever the start.
 
     Args:
+        transcript_at: the transcript of the run at noise σ > 0.
         target_epsilon: ε* > 0.
         delta: δ in (0, 1).
-        iterations: T ≥ 1.
-        scheme: as in :func:`epsilon_curve`.
-        mu: step size μ > 0.
-        clip: per-sample clipping norm B > 0 (required: without a bound no σ suffices).
-        distribution: ``laplace`` | ``gaussian``.
-        dim: model dimension M.
-        observed_links: links the adversary watches (``random_per_link``).
-        rigorous: rigorous sensitivities (see :func:`epsilon_curve`).
-        clients_per_round: L or the secure-aggregation threshold t (``random`` only).
-        aggregation_error: see :func:`epsilon_curve`.
         accountant: one of :data:`ACCOUNTANTS` (default: the tight ``pld``).
         rtol: relative precision of σ: σ/(1 + rtol) misses the target.
 
     Returns:
-        σ with ``epsilon_curve(..., sigma=σ)[accountant][-1] <= target_epsilon``.
+        σ with ``epsilon_curve(transcript_at(σ), ...)[accountant][-1] <= target_epsilon``.
 
-    >>> s = calibrate(6.0, 1e-5, 3, scheme="graph_homomorphic", mu=0.5, clip=1.0,
-    ...               accountant="paper")
-    >>> abs(s / math.sqrt(2) - 1) < 1e-4    # preprint Thm 2: σ_g = √2 μ B (1+i) i / ε
+    Raises:
+        ConfigError: bad arguments, a transcript with ε = ∞ at every σ (no clipping
+            bound), or no σ in [1e-300, 1e300] meets the target.
+
+    >>> s = calibrate(lambda s: Transcript((1.0, 2.0, 3.0), std=s), 6.0, 1e-5,
+    ...               accountant="basic")
+    >>> abs(s / math.sqrt(2) - 1) < 1e-4    # Σ Δ_j / b = 6 / b = 6: b = 1
     True
 
     """
     eps_star = check_real("target_epsilon", target_epsilon, lo=0.0, lo_open=True)
-    if clip is None:
-        raise ConfigError(
-            "clip must be a real number in (0, inf); got None (no bound, no finite epsilon)"
-        )
-    check_real("clip", clip, lo=0.0, lo_open=True)
+    check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     acc = check_choice("accountant", accountant, ACCOUNTANTS)
-    st = _settings(
-        scheme=scheme,
-        distribution=distribution,
-        sigma=1.0,
-        mu=mu,
-        clip=clip,
-        dim=dim,
-        iterations=iterations,
-        delta=delta,
-        observed_links=observed_links,
-        rigorous=rigorous,
-        clients_per_round=clients_per_round,
-        aggregation_error=aggregation_error,
-    )
-    paper = acc == "paper" or not st.rigorous
     tol = check_real("rtol", rtol, lo=0.0, hi=0.1, lo_open=True)
+    unit_t = transcript_at(1.0)
+    if unit_t.reason is not None:
+        raise ConfigError(f"cannot calibrate the noise: {unit_t.reason}")
+    paper = acc == "paper" or not unit_t.rigorous
 
     def releases_at(sigma: float) -> list[Release]:
-        return _releases(dataclasses.replace(st, sigma=sigma), paper=paper)
+        return transcript_at(sigma).releases(paper=acc == "paper")
 
-    key = (st, acc, paper, tol)
+    key = (unit_t, acc, paper, tol)
     ratio = 1.0
-    unit = releases_at(1.0)
-    if st.distribution == "laplace":
+    unit = unit_t.releases(paper=acc == "paper")
+    if unit_t.distribution == "laplace":
         guess = sum(r.count * r.epsilon0 for r in unit) / eps_star
         if acc == "pld":  # pld ≤ rdp: the cheap Rényi answer is an upper end to start from
             guess = calibrate_releases(
-                releases_at, eps_star, st.delta, accountant="rdp", guess=guess, rtol=1e-3
+                releases_at, eps_star, delta, accountant="rdp", guess=guess, rtol=1e-3
             )
             known = _PLD_OVER_RDP.get(key)
             if known:  # σ_pld/σ_rdp varies slowly with the target: use the nearest one's
                 ratio = min(known, key=lambda p: abs(math.log(p[0] / eps_star)))[1]
     else:
         total = sum(r.count * r.sensitivity_l2**2 for r in unit)  # type: ignore[union-attr]
-        guess = math.sqrt(total) * float(dp_accounting.get_sigma_gaussian(eps_star, st.delta))
+        guess = math.sqrt(total) * float(dp_accounting.get_sigma_gaussian(eps_star, delta))
     sigma = calibrate_releases(
-        releases_at, eps_star, st.delta, accountant=acc, guess=guess * ratio, rtol=tol
+        releases_at, eps_star, delta, accountant=acc, guess=guess * ratio, rtol=tol
     )
-    if acc == "pld" and st.distribution == "laplace":
+    if acc == "pld" and unit_t.distribution == "laplace":
         known = _PLD_OVER_RDP.pop(key, None) or []  # re-inserted last: most recent
         _PLD_OVER_RDP[key] = [*known[-7:], (eps_star, sigma / guess)]
         while len(_PLD_OVER_RDP) > _PLD_OVER_RDP_KEEP:

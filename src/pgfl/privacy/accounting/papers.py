@@ -12,7 +12,8 @@ papers' reading of the Laplace density, |·| applied to a vector as if ℓ₂ we
 * :func:`graph_topology_sigma`, :func:`graph_topology_epsilon` — Gaussian noise on the
   last local gradient step, composed by eq. (32) (graph-topology paper Thm 3, App. C).
 
-What the papers leave loose, and what :func:`gfl_sensitivities` (``rigorous=True``) does:
+What the papers leave loose, and what the mechanisms' rigorous reading does
+(:mod:`pgfl.privacy.mechanisms`):
 
 1. **ℓ₁ vs ℓ₂.** Per-coordinate Laplace noise of scale b has density ∝ exp(−‖x‖₁/b), so
    the Laplace mechanism needs the **ℓ₁** sensitivity. The bounds B on gradients are
@@ -44,29 +45,20 @@ import math
 
 import numpy as np
 
-from pgfl.validation import ConfigError, check_choice, check_int, check_real
+from pgfl.validation import ConfigError, check_int, check_real
 
 from .mechanisms import kairouz_epsilon
 
 __all__ = [
-    "CLIENT_SCHEMES",
-    "SCHEMES",
-    "SERVER_SCHEMES",
     "book_theorem_11_1_epsilon",
-    "gfl_sensitivities",
     "graph_topology_epsilon",
     "graph_topology_sensitivity",
     "graph_topology_sigma",
     "journal_theorem3_epsilon",
     "preprint_theorem2_epsilon",
     "preprint_theorem2_sigma",
+    "trajectory_sensitivities",
 ]
-
-#: Server-level schemes: noise on the messages ψ_p a server sends to its neighbours.
-SERVER_SCHEMES = ("graph_homomorphic", "random", "random_per_link")
-#: Client-level schemes: noise on what a client sends its server (journal §3.4).
-CLIENT_SCHEMES = ("models", "updates")
-SCHEMES = SERVER_SCHEMES + CLIENT_SCHEMES
 
 
 def _iterations(i: int | np.ndarray) -> np.ndarray:
@@ -229,97 +221,28 @@ def graph_topology_epsilon(
     return e, float(1.0 - (1.0 - db) * np.prod(1.0 - dts))
 
 
-def gfl_sensitivities(
-    iterations: int,
-    *,
-    scheme: str,
-    mu: float,
-    clip: float,
-    dim: int = 1,
-    norm: str = "l2",
-    rule: str = "rigorous",
-    clients_per_round: int = 1,
-    aggregation_error: float = 0.0,
+def trajectory_sensitivities(
+    iterations: int, *, mu: float, clip: float, slack: float = 0.0
 ) -> np.ndarray:
-    """Sensitivity of the j-th noisy release, j = 1..T, for replacing one client's data.
+    """Δ₂(j) = (2μB + e)·j, j = 1..T: the sensitivity of the j-th message (preprint eq. 52).
 
-    ``rule="paper"`` (preprint eq. 52, book Lemma 11.4):
-
-    * server-level schemes: the message ψ_{p,j} a server sends at iteration j,
-      Δ₂(j) = 2μBj (the j = 0 message is data-independent and costs nothing);
-    * ``models`` (a client sends its model, journal §3.4): given the model the server
-      sent it (which the server knows), one iteration moves it by μ × an average of
-      clipped gradients: Δ₂ = 2μB per round;
-    * ``updates`` (a client sends its averaged update): Δ₂ = 2B per round.
-
-    ``rule="rigorous"`` is the same except for ``random``, where it is the constant
-    2μB/L. Analysed by the chain rule over the released messages (condition on them and
-    on all randomness independent of the client): in the ``random`` scheme server p also
-    feeds its own noisy message to itself, so its state w_p = Σ_m a_pm y_m is the same in
-    both runs, and ψ_{p,j} differs only through the changed client's averaged clipped
-    gradient, weighted 1/n when the unit averages n clients. L must therefore be the
-    *fewest* clients a unit can average: the number sampled, or with secure aggregation
-    and dropout its threshold t (the unit averages any n ≥ t survivors; an aborted round
-    keeps w_{p,i−1}, a function of earlier messages). With ``graph_homomorphic`` noise
-    the self-copy cancels the noise, w_p differs by exactly the difference of the
-    message centres, and the differences accumulate: 2μBj is the honest bound there
-    (and for ``random_per_link``, whose self-copy carries its own independent noise);
-    it does not depend on how many clients are averaged.
-
-    ``aggregation_error`` e (rigorous rule only) is a per-coordinate bound on the error of
-    a unit's aggregate in each run — secure aggregation's fixed-point rounding,
-    2^-(f+1) on a mean of models, μ·2^-(f+1) on the models a mean of updates gives. Two
-    runs' aggregates then differ by up to 2√M e more in ℓ₂ per round, which is added to
-    every round's increment of the server-level schemes (2μB/L + 2√M e for ``random``,
-    j(2μB + 2√M e) for the accumulating ones). Client-level releases happen before any
-    aggregation and ignore it.
-
-    At equal noise, shared updates cost 1/μ times more ε per round than shared models —
-    the price of their O(μ) instead of O(μ⁻¹) effect on the MSD.
+    Two runs that differ in one client's data drift apart by at most 2μB per iteration
+    (clipped gradients; book Lemma 11.4: Δ(i) ≤ 2μGi), plus ``slack`` e per iteration for
+    an aggregate computed with an error (secure aggregation's rounding); the message of
+    iteration j carries all j increments when nothing re-synchronizes the two runs.
 
     Args:
         iterations: T ≥ 1.
-        scheme: one of :data:`SCHEMES`.
         mu: step size μ > 0.
         clip: B ≥ 0, the per-sample gradient clipping norm.
-        dim: model dimension M ≥ 1.
-        norm: ``"l2"`` (Δ₂, for Gaussian noise and for the papers' reading of Laplace) or
-            ``"l1"`` (Δ₁ = √M Δ₂, the ℓ₁ charge of per-coordinate Laplace noise).
-        rule: ``"rigorous"`` or ``"paper"``.
-        clients_per_round: L ≥ 1, the fewest clients a server averages per iteration
-            (only used by ``random`` under the rigorous rule; 1 is always safe).
-        aggregation_error: e ≥ 0 (rigorous rule, server-level schemes), see above.
+        slack: e ≥ 0 added to every increment.
 
     Returns:
         Array of shape (T,).
 
-    >>> gfl_sensitivities(3, scheme="graph_homomorphic", mu=0.5, clip=1.0)
+    >>> trajectory_sensitivities(3, mu=0.5, clip=1.0)
     array([1., 2., 3.])
-    >>> gfl_sensitivities(3, scheme="random", mu=0.5, clip=1.0, clients_per_round=4)
-    array([0.25, 0.25, 0.25])
-    >>> gfl_sensitivities(3, scheme="random", mu=0.5, clip=1.0, rule="paper")
-    array([1., 2., 3.])
-    >>> gfl_sensitivities(2, scheme="updates", mu=0.5, clip=1.0, dim=4, norm="l1")
-    array([4., 4.])
 
     """
-    t = check_int("iterations", iterations, lo=1)
-    sch = check_choice("scheme", scheme, SCHEMES)
-    m = check_real("mu", mu, lo=0.0, lo_open=True)
-    b = check_real("clip", clip, lo=0.0)
-    d = check_int("dim", dim, lo=1)
-    nrm = check_choice("norm", norm, ("l2", "l1"))
-    rl = check_choice("rule", rule, ("rigorous", "paper"))
-    n_l = check_int("clients_per_round", clients_per_round, lo=1)
-    err = check_real("aggregation_error", aggregation_error, lo=0.0)
-    slack = 2.0 * math.sqrt(d) * err if rl == "rigorous" else 0.0
-    j = np.arange(1, t + 1, dtype=float)
-    if sch == "random" and rl == "rigorous":
-        sens = np.full(t, 2.0 * m * b / n_l + slack)
-    elif sch in SERVER_SCHEMES:
-        sens = (2.0 * m * b + slack) * j
-    elif sch == "models":
-        sens = np.full(t, 2.0 * m * b)
-    else:
-        sens = np.full(t, 2.0 * b)
-    return sens * math.sqrt(d) if nrm == "l1" else sens
+    j = np.arange(1, iterations + 1, dtype=float)
+    return (2.0 * mu * clip + slack) * j

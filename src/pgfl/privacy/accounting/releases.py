@@ -35,6 +35,7 @@ __all__ = [
     "LaplaceRelease",
     "PureDpRelease",
     "Release",
+    "Transcript",
     "VectorLaplaceRelease",
     "check_release",
     "to_dp_event",
@@ -224,3 +225,68 @@ def to_dp_event(release: Release) -> dp_accounting.DpEvent:
     else:
         event = dp_accounting.LaplaceDpEvent(1.0 / release.epsilon0)
     return event if release.count == 1 else dp_accounting.SelfComposedDpEvent(event, release.count)
+
+
+@dataclasses.dataclass(frozen=True)
+class Transcript:
+    """What one adversary observes of a privatized link over T iterations, as data.
+
+    A mechanism describes its run to the accountant with this value
+    (:meth:`pgfl.privacy.mechanisms.base.Mechanism.transcript`), as ``dp_accounting``'s
+    events do: per iteration j = 1..T the sensitivity Δ₂(j) of the released vector, the
+    noise (distribution, per-coordinate std σ), the dimension and how many independently
+    noised copies the adversary sees (``copies``); the same in the papers' reading for the
+    ``paper`` accountant. :meth:`releases` turns it into one release per iteration.
+
+    Attributes:
+        sensitivities: Δ₂(j), j = 1..T, for replacing one unit of privacy (empty when
+            ``reason`` says ε = ∞).
+        std: σ, the per-coordinate standard deviation of the noise (Laplace scale σ/√2).
+        distribution: ``"laplace"`` or ``"gaussian"``.
+        dim: the model dimension M (per-coordinate Laplace noise is charged in M dims).
+        copies: independently noised copies of the release observed per iteration.
+        paper_sensitivities: the papers' Δ₂(j) (``None``: no published bound).
+        rigorous: M-dimensional Laplace releases (else the papers' 1-D reading).
+        scope: what the ε covers and against whom, in one sentence.
+        reason: why ε is infinite (no clipping bound, no noise), else ``None``.
+        iterations: T (default: the number of sensitivities).
+        settings: what the transcript was built from, for the record (name, value pairs).
+
+    >>> t = Transcript((1.0, 2.0), std=2 ** 0.5, scope="one message")
+    >>> [r.epsilon0 for r in t.releases()], t.iterations   # Δ/b with b = σ/√2 = 1
+    ([1.0, 2.0], 2)
+
+    """
+
+    sensitivities: tuple[float, ...]
+    std: float = 0.0
+    distribution: str = "laplace"
+    dim: int = 1
+    copies: int = 1
+    paper_sensitivities: tuple[float, ...] | None = None
+    rigorous: bool = True
+    scope: str = ""
+    reason: str | None = None
+    iterations: int = 0
+    settings: tuple[tuple[str, object], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.iterations == 0:
+            object.__setattr__(self, "iterations", len(self.sensitivities))
+
+    def releases(self, paper: bool = False) -> list[Release]:
+        """One release per iteration: the rigorous reading, or the papers' (``paper``).
+
+        Gaussian noise: a :class:`GaussianRelease` of Δ₂(j); Laplace noise: an M-dimensional
+        :class:`VectorLaplaceRelease` of Δ₂(j) (rigorous), or the papers' 1-D
+        :class:`LaplaceRelease` charged Δ₂(j).
+        """
+        sens = self.sensitivities
+        if paper and self.paper_sensitivities is not None:
+            sens = self.paper_sensitivities
+        if self.distribution == "gaussian":
+            return [GaussianRelease(float(s), self.std, self.copies) for s in sens]
+        b = self.std / math.sqrt(2.0)
+        if paper or not self.rigorous:
+            return [LaplaceRelease(float(s), b, self.copies) for s in sens]
+        return [VectorLaplaceRelease(float(s), b, self.dim, self.copies) for s in sens]

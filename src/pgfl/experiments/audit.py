@@ -61,15 +61,17 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from pgfl.data.federated import FederatedData
 from pgfl.engine import CurveSettings, Network
-from pgfl.engine.schemes import ClientNoise, GraphHomomorphic, NoServerNoise
 from pgfl.engine.step import gfl_round
+from pgfl.experiments.build import build_network, curve_settings
+from pgfl.experiments.config import CurveConfig, ExperimentConfig
+from pgfl.privacy.accounting import epsilon_curve
+from pgfl.privacy.mechanisms import ClientNoise, GraphHomomorphic, NoServerNoise
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
 __all__ = [
@@ -373,8 +375,83 @@ def _llr(y: np.ndarray, c0: np.ndarray, c1: np.ndarray, density: tuple[str, floa
     return (((y - c0) ** 2).sum(-1) - ((y - c1) ** 2).sum(-1)) / (2.0 * std * std)
 
 
+def _audited_curve(
+    cfg: ExperimentConfig, curve: str, view: str, trials: int, round: int, rounds: int,
+    confidence: float,
+) -> tuple[CurveConfig, int, int, int, float]:  # fmt: skip
+    """The curve and the checked arguments of :func:`audit` (one line per bad one)."""
+    check_choice("--view", view, VIEWS)
+    n = check_int("--trials", trials, lo=200)
+    first = check_int("--round", round, lo=1)
+    T = check_int("--rounds", rounds, lo=1)
+    conf = check_real("--confidence", confidence, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    labels = [c.label for c in cfg.curves]
+    if curve not in labels:
+        raise ConfigError(f"--curve must be one of {', '.join(labels)}; got {curve!r}")
+    ccfg = cfg.curves[labels.index(curve)]
+    if ccfg.model.kind != "none":
+        raise ConfigError(
+            f"pgfl privacy audit supports the built-in losses (least squares, logistic), whose "
+            f"canary is a sample with target ±{CANARY_TARGET:g}; curve {curve!r} has "
+            f"model.kind = {ccfg.model.kind!r}"
+        )
+    if first + T - 1 > cfg.iterations:
+        raise ConfigError(
+            f"--round + --rounds - 1 must be at most iterations = {cfg.iterations}; got "
+            f"--round {first} --rounds {T}"
+        )
+    return ccfg, n, first, T, conf
+
+
+def _scores(
+    net: Network, settings: CurveSettings, view: str, seed: int, n: int, first: int, T: int
+) -> tuple[np.ndarray, np.ndarray, tuple[str, float] | None]:
+    """The attack's statistic on each world's trials, and the density it used (if any)."""
+    net0, net1 = canary_networks(net)
+    reps = np.arange(2 * n)
+    if first == 1 and T == 1:  # one release: the noise-free centres are public
+        density = _density(view, settings)
+        kw = {"seed": seed, "reps": reps, "first": 1, "last": 1}
+        clean = settings.noiseless()
+        v0 = _run_views(net0, [settings, clean], view, **kw)[:, :, 0]
+        v1 = _run_views(net1, [settings, clean], view, **kw)[:, :, 0]
+        c0, c1 = v0[1], v1[1]
+        y0, y1 = v0[0, :n], v1[0, n:]  # disjoint repetitions: independent noise per world
+        if density is not None:
+            s0, s1 = _llr(y0, c0[:n], c1[:n], density), _llr(y1, c0[n:], c1[n:], density)
+        else:
+            d = c1 - c0
+            s0 = ((y0 - c0[:n]) * d[:n]).sum(-1)
+            s1 = ((y1 - c0[n:]) * d[n:]).sum(-1)
+        # the Laplace likelihood ratio has atoms at ±ε: round away float noise
+        return np.round(s0, 9), np.round(s1, 9), density
+    kw = {"seed": seed, "first": first, "last": first + T - 1}
+    y0 = _run_views(net0, [settings], view, reps=reps[:n], **kw)[0].reshape(n, -1)
+    y1 = _run_views(net1, [settings], view, reps=reps[n:], **kw)[0].reshape(n, -1)
+    h = n // 2
+    direction = y1[:h].mean(0) - y0[:h].mean(0)
+    mid = 0.5 * (y1[:h].mean(0) + y0[:h].mean(0))
+    return (y0 - mid) @ direction, (y1 - mid) @ direction, None
+
+
+def _claimed(
+    settings: CurveSettings, net: Network, view: str, last: int, delta: float, accs: list[str]
+) -> tuple[str | None, dict[str, float], str]:
+    """The protected level of ``view``, each accountant's ε(last) for it, and its scope."""
+    level = _level(view, settings)
+    if level is None:
+        return None, {}, f"the {view} view carries no differentially private noise in this scheme"
+    ctx = settings.release_context(net, last)
+    transcript = getattr(settings, level).transcript(ctx)
+    if ctx.clip is None:
+        eps = {a: math.inf for a in accs}
+        return level, eps, "no gradient bound (training.clip_norm): epsilon = inf"
+    curve_eps = epsilon_curve(transcript, delta=delta, accountants=accs)
+    return level, {k: float(v[last - 1]) for k, v in curve_eps.items()}, transcript.scope
+
+
 def audit(
-    cfg: Any,
+    cfg: ExperimentConfig,
     curve: str,
     view: str,
     *,
@@ -405,28 +482,7 @@ def audit(
         bound exceeds (a bug, the CLI exits 3).
 
     """
-    from pgfl.experiments.runner import build_network, curve_settings, epsilon_inputs
-
-    view = check_choice("--view", view, VIEWS)
-    n = check_int("--trials", trials, lo=200)
-    first = check_int("--round", round, lo=1)
-    T = check_int("--rounds", rounds, lo=1)
-    conf = check_real("--confidence", confidence, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
-    labels = [c.label for c in cfg.curves]
-    if curve not in labels:
-        raise ConfigError(f"--curve must be one of {', '.join(labels)}; got {curve!r}")
-    ccfg = cfg.curves[labels.index(curve)]
-    if ccfg.model.kind != "none":
-        raise ConfigError(
-            f"pgfl privacy audit supports the built-in losses (least squares, logistic), whose "
-            f"canary is a sample with target ±{CANARY_TARGET:g}; curve {curve!r} has "
-            f"model.kind = {ccfg.model.kind!r}"
-        )
-    if first + T - 1 > cfg.iterations:
-        raise ConfigError(
-            f"--round + --rounds - 1 must be at most iterations = {cfg.iterations}; got "
-            f"--round {first} --rounds {T}"
-        )
+    ccfg, n, first, T, conf = _audited_curve(cfg, curve, view, trials, round, rounds, confidence)
     net = build_network(ccfg, cfg.seed)
     settings = curve_settings(ccfg, cfg.iterations, net)
     if view == "client-update" and net.L != 1:
@@ -434,35 +490,8 @@ def audit(
             f"--view client-update needs training.L = 1 (the server's aggregate is then the "
             f"client's message); got L={net.L}"
         )
-    last = first + T - 1
-    delta = ccfg.privacy.delta
-    net0, net1 = canary_networks(net)
-    density = _density(view, settings) if (first == 1 and T == 1) else None
-    public_centres = first == 1 and T == 1
-    reps = np.arange(2 * n)
-    if public_centres:
-        clean = replace(settings, client_std=0.0, server_std=0.0)
-        kw = {"seed": cfg.seed, "reps": reps, "first": 1, "last": 1}
-        v0 = _run_views(net0, [settings, clean], view, **kw)[:, :, 0]
-        v1 = _run_views(net1, [settings, clean], view, **kw)[:, :, 0]
-        c0, c1 = v0[1], v1[1]
-        y0, y1 = v0[0, :n], v1[0, n:]  # disjoint repetitions: independent noise per world
-        if density is not None:
-            s0, s1 = _llr(y0, c0[:n], c1[:n], density), _llr(y1, c0[n:], c1[n:], density)
-        else:
-            d0, d1 = c1 - c0, c1 - c0
-            s0 = ((y0 - c0[:n]) * d0[:n]).sum(-1)
-            s1 = ((y1 - c0[n:]) * d1[n:]).sum(-1)
-        # the Laplace likelihood ratio has atoms at ±ε: round away float noise
-        s0, s1 = np.round(s0, 9), np.round(s1, 9)
-    else:
-        kw = {"seed": cfg.seed, "first": first, "last": last}
-        y0 = _run_views(net0, [settings], view, reps=reps[:n], **kw)[0].reshape(n, -1)
-        y1 = _run_views(net1, [settings], view, reps=reps[n:], **kw)[0].reshape(n, -1)
-        h = n // 2
-        direction = y1[:h].mean(0) - y0[:h].mean(0)
-        mid = 0.5 * (y1[:h].mean(0) + y0[:h].mean(0))
-        s0, s1 = (y0 - mid) @ direction, (y1 - mid) @ direction
+    last, delta = first + T - 1, ccfg.privacy.delta
+    s0, s1, density = _scores(net, settings, view, cfg.seed, n, first, T)
     h = n // 2
     t = _choose_threshold(s0[:h], s1[:h], conf, delta)
     e0, e1 = s0[h:], s1[h:]
@@ -473,28 +502,21 @@ def audit(
     tps, fps = _rates(e0, e1, grid)
     roc = (np.concatenate([fps / n0, [0.0]]), np.concatenate([tps / n1, [0.0]]))
     tpr, fpr = tp / n1, fp / n0
-
-    level = _level(view, settings)
-    eps: dict[str, float] = {}
-    scope = ""
-    args = None if level is None else epsilon_inputs(ccfg, settings, net.A, level)
-    if args is not None and args["clip"] is not None:
-        from pgfl.privacy.accounting import SCOPES, epsilon_curve
-
-        accs = list(accountants) if accountants else list(ccfg.privacy.accountants)
-        curve_eps = epsilon_curve(
-            **args, iterations=last, delta=delta, dim=net.data.shape[-1], accountants=accs
-        )
-        eps = {k: float(v[last - 1]) for k, v in curve_eps.items()}
-        scope = SCOPES[args["scheme"]]
-    elif args is not None:
-        scope = "no gradient bound (training.clip_norm): epsilon = inf"
-        eps = {a: math.inf for a in (accountants or ccfg.privacy.accountants)}
-    protected = level is not None
-    if not protected:
-        scope = f"the {view} view carries no differentially private noise in this scheme"
+    accs = list(accountants) if accountants else list(ccfg.privacy.accountants)
+    level, eps, scope = _claimed(settings, net, view, last, delta, accs)
     ratio = {k: (lower / v if v > 0 else math.inf) for k, v in eps.items()}
     refuted = tuple(k for k, v in eps.items() if lower > v)
+    return AuditResult(
+        view=view, trials=n, tpr=tpr, fpr=fpr, epsilon_lower=lower, confidence=conf,
+        epsilon=eps, ratio=ratio, protected=level is not None, curve=curve, round=first,
+        rounds=T, delta=delta,
+        attack="likelihood_ratio" if density is not None else "projection",
+        success=0.5 * (tpr + 1.0 - fpr), level=level, scope=scope, refuted=refuted,
+        notes=_notes(T, first, refuted), roc=roc,
+    )  # fmt: skip
+
+
+def _notes(T: int, first: int, refuted: tuple[str, ...]) -> tuple[str, ...]:
     notes = [LOWER_BOUND_NOTE]
     if T > 1:
         notes.append(COMPOSITION_NOTE)
@@ -505,28 +527,7 @@ def audit(
             "the lower bound exceeds the epsilon of " + ", ".join(refuted) + ": that accountant "
             "under-reports the privacy loss of this release (a bug, or a published bound refuted)"
         )
-    return AuditResult(
-        view=view,
-        trials=n,
-        tpr=tpr,
-        fpr=fpr,
-        epsilon_lower=lower,
-        confidence=conf,
-        epsilon=eps,
-        ratio=ratio,
-        protected=protected,
-        curve=curve,
-        round=first,
-        rounds=T,
-        delta=delta,
-        attack="likelihood_ratio" if density is not None else "projection",
-        success=0.5 * (tpr + 1.0 - fpr),
-        level=level,
-        scope=scope,
-        refuted=refuted,
-        notes=tuple(notes),
-        roc=roc,
-    )
+    return tuple(notes)
 
 
 def coupled_message_gap(
@@ -539,7 +540,7 @@ def coupled_message_gap(
     sensitivity of the server-level release, never above the accountant's Δ₂ of round 1
     (rounds after the first differ by the accumulated effect of the canary).
     """
-    clean = replace(settings, client_std=0.0, server_std=0.0)
+    clean = settings.noiseless()
     P, M = net.data.shape[0], net.dim
     gaps = np.empty((rounds, reps.size))
     W = [np.zeros((1, reps.size, P, M)) for _ in range(2)]

@@ -7,19 +7,26 @@ eq. 48; the hybrid scheme of "A Graph Federated Architecture with Privacy Preser
 Learning", arXiv:2104.13215, §III-D). The server learns only the fixed-point mean of the
 surviving clients' messages (:func:`pgfl.privacy.secagg.quantized_mean`, or the real
 protocol, same bits). The engine knows this class only through the
-:class:`~pgfl.engine.schemes.ClientAggregation` interface.
+:class:`~pgfl.privacy.mechanisms.base.ClientAggregation` interface. Secure aggregation adds
+no differentially private noise: it has no ε of its own, but it changes what a
+server-level mechanism's ε rests on (the fewest clients averaged is the threshold ``t``;
+the fixed-point rounding adds to every sensitivity).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 
-from pgfl.engine.schemes import Aggregate, ClientAggregation
-from pgfl.params import check
+from pgfl.param import Param
+from pgfl.privacy.mechanisms.base import Aggregate, ClientAggregation, Mechanism
+from pgfl.privacy.secagg import PARAMS as SECAGG_PARAMS
 from pgfl.privacy.secagg import SecAggAbort, SecAggConfig, SecureAggregation, quantized_mean
+
+_P = {p.name: p for p in SECAGG_PARAMS}
 
 
 @dataclass(frozen=True)
@@ -46,15 +53,32 @@ class SecureAggregationScheme(ClientAggregation):
     config: SecAggConfig = field(default_factory=SecAggConfig)
     protocol: str = "simulated"
     dropout: float = 0.0
-    name: ClassVar[str] = "secure_aggregation"
+    names: ClassVar[tuple[str, ...]] = ("secure_aggregation",)
+    params: ClassVar[tuple[Param, ...]] = SECAGG_PARAMS
 
     def __post_init__(self) -> None:
-        check("privacy.secagg_protocol", self.protocol)
-        check("privacy.dropout", self.dropout)
+        _P["privacy.secagg_protocol"].named("protocol").check(self.protocol)
+        _P["privacy.dropout"].named("dropout").check(self.dropout)
+
+    @classmethod
+    def from_settings(cls, s: Mapping[str, Any]) -> Mechanism:
+        """The protocol of a curve's ``privacy.secagg_*`` and ``privacy.dropout`` settings."""
+        return cls(
+            SecAggConfig.from_settings(s), s["privacy.secagg_protocol"], s["privacy.dropout"]
+        )
 
     def validate(self, net: Any) -> None:
         """L clients must fit the modulus and the threshold."""
         self.config.check_clients(net.L)
+
+    def fewest_clients(self, L: int) -> int:
+        """The threshold t: the protocol completes with any n ≥ t survivors (dropout)."""
+        return self.config.threshold_for(L)
+
+    def aggregation_error(self, mu: float, share: str) -> float:
+        """The rounding bound 2^-(f+1), times μ on the models a mean of updates gives."""
+        scale = mu if share == "updates" else 1.0
+        return scale * self.config.quantization_bound
 
     @classmethod
     def aggregate(cls, schemes, start, local, mu, updates, ctx) -> Aggregate:

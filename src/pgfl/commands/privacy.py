@@ -4,7 +4,7 @@
 every accountant (the papers' bound and the tight PLD one among them); ``--plot FILE``
 draws the curves, ``--json`` prints machine-readable output.
 ``pgfl privacy audit fig2 --curve random --view message`` attacks one release of the
-real engine and prints an empirical lower bound on ε (:mod:`pgfl.privacy.audit`).
+real engine and prints an empirical lower bound on ε (:mod:`pgfl.experiments.audit`).
 ``pgfl privacy calibrate --target-epsilon 8 --iterations 100 --mu 0.7 --clip 10`` prints
 the per-coordinate noise std σ needed. Bad input raises :class:`~pgfl.validation.ConfigError`,
 which the ``pgfl`` entry point turns into one line on stderr and exit code 2.
@@ -23,9 +23,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pgfl.files import FileError, check_output_file, reading, writing
-from pgfl.params import ACCOUNTANTS
-from pgfl.validation import ConfigError, check_int, check_real
+from pgfl.commands.common import checked, load_experiment, run_frontier_command
+from pgfl.files import FileError, check_output_file, jsonable, writing
+from pgfl.params import ACCOUNTANTS, PARAMS
+from pgfl.validation import ConfigError, check_choice, check_int
 
 app = typer.Typer(
     help="Differential-privacy accounting: epsilon over iterations, noise calibration.",
@@ -73,23 +74,39 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}" if abs(x) < 1e5 else f"{x:.3e}"
 
 
-def _json_safe(value: Any) -> Any:
-    """Non-finite floats as the strings "inf"/"-inf" (as ``summary.json`` writes them)."""
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    return value
+def _transcript_at(
+    *, scheme: str, distribution: str, mu: float, clip: float | None, iterations: int,
+    dim: int, links: int, clients_per_round: int, paper_reading: bool,
+) -> Any:  # fmt: skip
+    """The factory σ ↦ transcript of ``--scheme`` with the command's options (checked)."""
+    from pgfl.privacy import mechanisms  # lazy: dp_accounting imports in ~1 s
+
+    noisy = [n for n, cls in mechanisms.SERVER.items() if cls.calibrates is not None]
+    check_choice("--scheme", scheme, (*noisy, "models", "updates"))
+    dist = checked("privacy.server_distribution", distribution, "--distribution")
+    if scheme in ("models", "updates"):
+        mechanism: Any = mechanisms.ClientNoise(distribution=dist, std=1.0)
+    else:
+        mechanism = mechanisms.SERVER[scheme](std=1.0, distribution=dist)
+    ctx = mechanisms.ReleaseContext(
+        mu=checked("training.mu", mu, "--mu"),
+        clip=checked("training.clip_norm", clip, "--clip"),
+        share=scheme if scheme in ("models", "updates") else "models",
+        iterations=checked("iterations", iterations, "--iterations"),
+        dim=checked("data.M", dim, "--dim"),
+        clients_per_round=checked("training.L", clients_per_round, "--clients-per-round"),
+        observed_links=check_int("--links", links, lo=1),
+        rigorous=not paper_reading,
+    )
+    return lambda sigma: mechanism.with_std(sigma).transcript(ctx)
 
 
 def _sigma_from(sigma: float | None, variance: float | None) -> float:
     if (sigma is None) == (variance is None):
         raise ConfigError("give exactly one of --sigma and --variance")
     if variance is not None:
-        return math.sqrt(check_real("variance", variance, lo=0.0))
-    return check_real("sigma", sigma, lo=0.0)
+        return math.sqrt(checked("privacy.server_variance", variance, "--variance"))
+    return PARAMS["privacy.server_variance"].named("--sigma").check(sigma)  # a std: same range
 
 
 def _check_fits(iterations: int, accountants: Sequence[str]) -> None:
@@ -194,11 +211,12 @@ def epsilon_command(
     _check_plot(plot)
     rows = check_int("--rows", rows, lo=2)
     sigma = _sigma_from(sigma, variance)
-    curve = acc.epsilon_curve(
-        scheme=scheme, sigma=sigma, mu=mu, clip=clip, iterations=iterations, delta=delta,
-        distribution=distribution, dim=dim, observed_links=links,
-        clients_per_round=clients_per_round, rigorous=not paper_reading,
+    transcript_at = _transcript_at(
+        scheme=scheme, distribution=distribution, mu=mu, clip=clip, iterations=iterations,
+        dim=dim, links=links, clients_per_round=clients_per_round, paper_reading=paper_reading,
     )  # fmt: skip
+    delta = checked("privacy.delta", delta, "--delta")
+    curve = acc.epsilon_curve(transcript_at(sigma), delta=delta)
     title = (
         f"{scheme}, {distribution}, sigma={sigma:g}, mu={mu:g}, clip={clip}, M={dim}, "
         f"delta={delta:g}"
@@ -211,7 +229,7 @@ def epsilon_command(
             **curve.summary(),
             "curve": {k: v.tolist() for k, v in curve.items()},
         }
-        out.print_json(json.dumps(_json_safe(payload)))
+        out.print_json(json.dumps(jsonable(payload)))
         return
     table = Table(title=title)
     table.add_column("i", justify="right")
@@ -224,7 +242,7 @@ def epsilon_command(
         out.print(f"[bold]epsilon = inf[/bold]: {curve.reason}")
     for name, note in curve.notes.items():
         out.print(f"  [dim]{name}: {note}[/dim]")
-    out.print(f"[bold]scope[/bold]: {acc.SCOPES[scheme]}")
+    out.print(f"[bold]scope[/bold]: {curve.scope}")
     out.print(f"[bold]caveat[/bold]: {acc.FLOATING_POINT_CAVEAT}")
     if plot is not None:
         out.print(f"plot: {plot}", markup=False)
@@ -256,21 +274,27 @@ def calibrate_command(
 
     kw = dict(
         scheme=scheme, mu=mu, clip=clip, distribution=distribution, dim=dim,
-        observed_links=links, clients_per_round=clients_per_round, rigorous=not paper_reading,
+        links=links, clients_per_round=clients_per_round, paper_reading=paper_reading,
     )  # fmt: skip
+    if clip is None:
+        raise ConfigError("--clip is required: without a gradient bound no noise gives a finite ε")
+    transcript_at = _transcript_at(iterations=iterations, **kw)
+    target = checked("privacy.target_epsilon", target_epsilon, "--target-epsilon")
+    delta = checked("privacy.delta", delta, "--delta")
+    checked("privacy.accountants", names, "--accountant")
     result: dict[str, dict[str, float]] = {}
     for name in names:
-        s = acc.calibrate(target_epsilon, delta, iterations, accountant=name, **kw)
-        achieved = acc.epsilon_curve(
-            sigma=s, iterations=iterations, delta=delta, accountants=[name], **kw
-        )[name][-1]
+        s = acc.calibrate(transcript_at, target, delta, accountant=name)
+        achieved = acc.epsilon_curve(transcript_at(s), delta=delta, accountants=[name])[name][-1]
         result[name] = {"sigma": s, "variance": s * s, "epsilon": float(achieved)}
         if distribution == "laplace":
             result[name]["laplace_scale"] = s / math.sqrt(2.0)
     if as_json:
         payload = {
             "target_epsilon": target_epsilon, "delta": delta, "iterations": iterations,
-            **kw, "sigma": result,
+            "scheme": scheme, "mu": mu, "clip": clip, "distribution": distribution, "dim": dim,
+            "observed_links": links, "clients_per_round": clients_per_round,
+            "rigorous": not paper_reading, "sigma": result,
         }  # fmt: skip
         out.print_json(json.dumps(payload))
         return
@@ -304,17 +328,11 @@ def config_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Print epsilon after the last iteration for every privatized curve of a config."""
-    from pgfl.experiments.config import parse_config, read_toml
-    from pgfl.experiments.presets import load_preset, preset_names
-    from pgfl.experiments.runner import build_network, curve_epsilon, curve_settings
+    from pgfl.experiments.build import build_network, curve_settings  # lazy: the engine
+    from pgfl.experiments.privacy import curve_epsilon
 
     _check_plot(plot)
-    if config in preset_names() and not Path(config).is_file():
-        cfg = load_preset(config, quick=quick)
-    else:
-        with reading(config, what="config file"):  # not UTF-8, unreadable: one line
-            raw = read_toml(config)
-        cfg = parse_config(raw, quick=quick)
+    cfg = load_experiment(config, quick)
     nets: dict[tuple, Any] = {}
     report: dict[str, dict[str, Any]] = {}
     curves: dict[str, np.ndarray] = {}
@@ -324,14 +342,18 @@ def config_command(
             nets[key] = build_network(curve, cfg.seed)
         net = nets[key]
         settings = curve_settings(curve, cfg.iterations, net)
-        series, entry = curve_epsilon(curve, settings, cfg.iterations, net)
+        priv = curve.privacy
+        series, entry = curve_epsilon(
+            settings, net, cfg.iterations, delta=priv.delta, accountants=priv.accountants,
+            checkpoints=priv.epsilon_checkpoints,
+        )  # fmt: skip
         report[curve.label] = entry
         if series:
             curves[curve.label] = series.get("epsilon_pld", next(iter(series.values())))
     if as_json:
         out.print_json(
             json.dumps(
-                _json_safe({"experiment": cfg.name, "iterations": cfg.iterations, "curves": report})
+                jsonable({"experiment": cfg.name, "iterations": cfg.iterations, "curves": report})
             )
         )
         return
@@ -370,18 +392,6 @@ def config_command(
         out.print(f"plot: not written ({cfg.name} has no privatized curve)", markup=False)
 
 
-def _load_config(config: str, quick: bool) -> Any:
-    """A preset by name (unless a file of that name exists) or an experiment TOML file."""
-    from pgfl.experiments.config import parse_config, read_toml
-    from pgfl.experiments.presets import load_preset, preset_names
-
-    if config in preset_names() and not Path(config).is_file():
-        return load_preset(config, quick=quick)
-    with reading(config, what="config file"):  # not UTF-8, unreadable: one line
-        raw = read_toml(config)
-    return parse_config(raw, quick=quick)
-
-
 def _plot_audit(result: Any, path: Path) -> None:
     """Empirical trade-off (FPR, FNR) of the attack vs the f-DP curve of each accountant."""
     import matplotlib
@@ -389,7 +399,7 @@ def _plot_audit(result: Any, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from pgfl.privacy.audit import tradeoff_curve
+    from pgfl.experiments.audit import tradeoff_curve
 
     fig, ax = plt.subplots(figsize=(5.2, 5.0))
     alpha = np.linspace(0.0, 1.0, 401)
@@ -445,13 +455,12 @@ def audit_command(
 
     Exit code 3 if the lower bound exceeds an accountant's epsilon (that accountant is wrong).
     """
-    from pgfl.privacy.audit import audit
+    from pgfl.experiments.audit import audit  # lazy: the engine
 
     _check_plot(plot)
-    for name in accountant or ():
-        if name not in ACCOUNTANTS:
-            raise ConfigError(f"--accountant must be one of {', '.join(ACCOUNTANTS)}; got {name!r}")
-    cfg = _load_config(config, quick)
+    if accountant:
+        checked("privacy.accountants", accountant, "--accountant")
+    cfg = load_experiment(config, quick)
     result = audit(
         cfg, curve, view, trials=trials, round=round_, rounds=rounds, confidence=confidence,
         accountants=accountant,
@@ -459,7 +468,7 @@ def audit_command(
     if plot is not None:
         _plot_audit(result, plot)
     if as_json:
-        out.print_json(json.dumps(_json_safe(result.to_json())))
+        out.print_json(json.dumps(jsonable(result.to_json())))
     else:
         rounds_text = (
             f"round {result.round}"
@@ -546,24 +555,19 @@ def frontier_command(
     Runs the engine at delta = 1e-5 (pgfl.experiments.frontier) and writes summary.json,
     frontier.csv and frontier.png into --out; ``pgfl reproduce frontier`` is the default.
     """
-    from pgfl.cli import run_frontier_command
-    from pgfl.experiments.frontier import SCHEMES, SETUPS, frontier_configs
-    from pgfl.validation import check_choice
+    from pgfl.experiments.frontier import SCHEMES, SETUPS, frontier_configs  # lazy
 
     setups = [check_choice("--setup", s, tuple(SETUPS)) for s in setup or SETUPS]
     schemes = [check_choice("--scheme", s, tuple(SCHEMES)) for s in scheme or SCHEMES]
-    eps = [check_real("--epsilon", e, lo=0.0, lo_open=True) for e in epsilon or ()]
-    counts = [check_int("--iterations", t, lo=1) for t in iterations or ()]
+    eps = [checked("privacy.target_epsilon", e, "--epsilon") for e in epsilon or ()]
+    counts = [checked("iterations", t, "--iterations") for t in iterations or ()]
     for name, values in (("--setup", setups), ("--scheme", schemes), ("--epsilon", eps),
                          ("--iterations", counts)):  # fmt: skip
         if len(set(values)) != len(values):
             raise ConfigError(f"{name} values must be distinct; got {values}")
-    if mu is not None:
-        mu = check_real("--mu", mu, lo=0.0, lo_open=True)
-    if repetitions is not None:
-        repetitions = check_int("--repetitions", repetitions, lo=1)
-    if seed is not None:
-        seed = check_int("--seed", seed, lo=0)
+    mu = checked("training.mu", mu, "--mu")
+    repetitions = checked("repetitions", repetitions, "--repetitions")
+    seed = checked("seed", seed, "--seed")
     configs = frontier_configs(
         quick=quick, seed=seed, setups=setups, iterations=counts or None,
         epsilons=sorted(eps) or None, schemes=schemes, repetitions=repetitions, mu=mu,

@@ -1,0 +1,205 @@
+"""What every command shares: consoles, options, settings checked against the table, runs.
+
+A command's option that mirrors a setting (``--seed``, ``--mu``, ``--backend``) is checked
+with that setting's :class:`~pgfl.param.Param` from :data:`pgfl.params.PARAMS`
+(:func:`checked`), so its range lives in one place and its error names the setting.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from pgfl.commands.printing import print_summary
+from pgfl.files import jsonable, read_toml, reading
+from pgfl.params import PARAMS
+from pgfl.validation import ConfigError
+
+__all__ = [
+    "checked",
+    "err",
+    "execute",
+    "load_experiment",
+    "out",
+    "plain",
+    "report",
+    "run_experiment_command",
+    "run_frontier_command",
+    "state",
+    "with_run_options",
+]
+
+err = Console(stderr=True)
+out = Console()
+if not out.is_terminal:  # pipes and CI logs: wide enough for the summary table
+    out = Console(width=160)
+
+#: What the entry point needs to know of the command that ran.
+state = {"debug": False, "told_interrupt": False}
+
+
+def plain(text: str) -> None:
+    """Print a line as is: no markup (paths may hold brackets), never wrapped."""
+    out.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def checked(name: str, value: Any, option: str) -> Any:
+    """``value`` of command-line ``option`` checked as setting ``name`` (``None`` passes).
+
+    >>> checked("seed", 3, "--seed")
+    3
+    >>> checked("training.mu", -1.0, "--mu")
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: training.mu (--mu) must be a real number in (0, inf); got -1.0
+    """
+    if value is None:
+        return None
+    return PARAMS[name].named(f"{name} ({option})").check(value)
+
+
+OutOpt = Annotated[Path | None, typer.Option("--out", help="Output folder (default: runs/NAME).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the summary JSON to stdout.")]
+ResumeOpt = Annotated[
+    bool, typer.Option("--resume", help="Keep the curves an interrupted run saved in --out.")
+]
+
+BackendOpt = Annotated[
+    str | None,
+    typer.Option("--backend", help="local (this process) or ray (default: the file's \\[run])."),
+]
+AddressOpt = Annotated[
+    str | None,
+    typer.Option("--address", help="Join the Ray cluster at this address (ray start --head)."),
+]
+WorkersOpt = Annotated[
+    int | None, typer.Option("--workers", help="CPUs of the local Ray (default: all).")
+]
+ModeOpt = Annotated[
+    str | None,
+    typer.Option("--mode", help="Ray: tasks (curves x repetition blocks) or actors (units)."),
+]
+ActorsOpt = Annotated[int | None, typer.Option("--actors", help="Ray actors (--mode actors).")]
+
+
+def with_run_options(cfg: Any, **options: Any) -> Any:
+    """``cfg`` with its ``[run]`` table overridden by the command-line options given.
+
+    Each value is checked against its setting's range under the option's name; an option
+    that has no effect (``--workers`` without ``--backend ray`` or ``run.backend = "ray"``)
+    is refused in one line.
+    """
+    given = {k: v for k, v in options.items() if v is not None}
+    if not given:
+        return cfg
+    for key, value in given.items():
+        given[key] = replace(PARAMS[f"run.{key}"], name=f"--{key}").check(value)
+    merged = {**{k: getattr(cfg.run, k) for k in ("backend", "mode", "address")}, **given}
+    for key in given:
+        rule = PARAMS[f"run.{key}"].applies
+        ctx = {f"run.{k}": v for k, v in merged.items()}
+        if rule is not None and not rule.test(ctx):
+            needs = {"actors": "--mode actors", "workers": "--backend ray, no --address"}.get(
+                key, "--backend ray"
+            )
+            raise ConfigError(
+                f"--{key} has no effect: it applies only with {rule.text} (give {needs})"
+            )
+    if merged["backend"] != "ray":  # --backend local: the file's Ray settings do not apply
+        return replace(cfg, run=type(cfg.run)())
+    return replace(cfg, run=replace(cfg.run, **given))
+
+
+def execute(plan: Any, as_json: bool) -> dict[str, Any]:
+    """Run a prepared plan with a progress bar on stderr; Ctrl-C says what was saved."""
+    from pgfl.backends import make_backend  # lazy: the runner, engine, numba
+    from pgfl.experiments.partial import saved_curves
+    from pgfl.experiments.runner import run_plan
+
+    cfg, folder = plan.cfg, plan.out
+    backend = make_backend(cfg.run)  # a missing pgfl[ray]: one line, nothing written
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=as_json or not err.is_terminal,  # no bar in logs and pipes
+    ) as bar:
+        tasks: dict[str, Any] = {}
+
+        def on_progress(labels: str, done: int, total: int) -> None:
+            if labels not in tasks:
+                short = labels if len(labels) < 60 else labels[:57] + "..."
+                tasks[labels] = bar.add_task(escape(short), total=total)
+            bar.update(tasks[labels], completed=done)
+
+        try:
+            return run_plan(plan, on_progress=on_progress, backend=backend)
+        except KeyboardInterrupt:
+            bar.stop()
+            tasks = len(list(folder.glob("partial/task-*.npz")))  # Ray sweeps' blocks
+            also = f" (and {tasks} Ray task(s))" if tasks else ""
+            print(
+                f"interrupted: {saved_curves(cfg, folder)} of {len(cfg.curves)} curves{also} "
+                f"saved in {folder}; rerun with --resume to continue",
+                file=sys.stderr,
+            )
+            state["told_interrupt"] = True
+            raise typer.Exit(130) from None
+
+
+def run_experiment_command(cfg: Any, folder: Path, *, resume: bool, as_json: bool) -> None:
+    """Validate, plan and run ``cfg`` into ``folder``; print the summary (or its JSON)."""
+    from pgfl.experiments.plan import prepare_experiment  # lazy: the engine, numba
+
+    plan = prepare_experiment(cfg, folder, resume=resume)  # validates; writes nothing
+    report(execute(plan, as_json), folder, as_json)
+
+
+def run_frontier_command(
+    folder: Path, configs: dict[str, Any], *, quick: bool, resume: bool, as_json: bool,
+    run_options: dict[str, Any] | None = None,
+) -> None:  # fmt: skip
+    """Run the privacy-utility frontier's experiments (``pgfl reproduce frontier``, ...)."""
+    from pgfl.experiments.frontier import run_frontier  # lazy: the engine, numba
+
+    configs = {k: with_run_options(c, **(run_options or {})) for k, c in configs.items()}
+    summary = run_frontier(
+        folder, quick=quick, resume=resume, configs=configs,
+        run=lambda plan: execute(plan, as_json),
+    )  # fmt: skip
+    report(summary, folder, as_json)
+
+
+def report(summary: dict[str, Any], folder: Path, as_json: bool) -> None:
+    """Print a run's summary and where its files are (or the summary's JSON)."""
+    if as_json:
+        sys.stdout.write(json.dumps(jsonable(summary), indent=2) + "\n")
+        return
+    print_summary(summary)
+    files = sorted(
+        p.name for p in folder.iterdir() if p.suffix in (".json", ".csv", ".png", ".log")
+    )
+    plain(f"results in {folder}: {', '.join(files)}")
+
+
+def load_experiment(config: str | Path, quick: bool) -> Any:
+    """A preset by name (unless a file of that name exists) or an experiment TOML file."""
+    from pgfl.experiments.loader import parse_config  # lazy: the experiments' modules
+    from pgfl.experiments.presets import load_preset, preset_names
+
+    if str(config) in preset_names() and not Path(config).is_file():
+        return load_preset(str(config), quick=quick)
+    with reading(config, what="config file"):  # not UTF-8, unreadable: one line
+        raw = read_toml(config)
+    return parse_config(raw, quick=quick)

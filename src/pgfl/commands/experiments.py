@@ -1,0 +1,216 @@
+"""``pgfl run``, ``pgfl reproduce`` and ``pgfl bench``: experiments and the engine's speed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from pgfl.commands.common import (
+    ActorsOpt,
+    AddressOpt,
+    BackendOpt,
+    JsonOpt,
+    ModeOpt,
+    OutOpt,
+    ResumeOpt,
+    WorkersOpt,
+    checked,
+    err,
+    out,
+    plain,
+    report,
+    run_experiment_command,
+    run_frontier_command,
+    with_run_options,
+)
+from pgfl.files import read_toml, reading
+from pgfl.validation import ConfigError, check_real
+
+__all__ = ["bench", "reproduce", "run"]
+
+
+def run(
+    config: Annotated[Path, typer.Argument(help="Experiment TOML file.")],
+    out_dir: OutOpt = None,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Apply the file's \\[quick] table.")
+    ] = False,
+    resume: ResumeOpt = False,
+    as_json: JsonOpt = False,
+    backend: BackendOpt = None,
+    address: AddressOpt = None,
+    workers: WorkersOpt = None,
+    mode: ModeOpt = None,
+    actors: ActorsOpt = None,
+) -> None:
+    """Run the experiment described by CONFIG (TOML)."""
+    from pgfl.experiments.loader import parse_config  # lazy: the experiments' modules
+
+    with reading(config, what="config file"):  # not UTF-8, unreadable: one line
+        raw = read_toml(config)
+    cfg = parse_config(raw, quick=quick)
+    cfg = with_run_options(
+        cfg, backend=backend, address=address, workers=workers, mode=mode, actors=actors
+    )
+    run_experiment_command(cfg, out_dir or Path("runs") / cfg.name, resume=resume, as_json=as_json)
+
+
+def reproduce(
+    name: Annotated[str, typer.Argument(help="Preset: fig2..fig6, ... (see --list).")] = "",
+    out_dir: OutOpt = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Fewer iterations/repetitions.")] = False,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Root seed >= 0 (default: the preset's).")
+    ] = None,
+    resume: ResumeOpt = False,
+    as_json: JsonOpt = False,
+    list_: Annotated[bool, typer.Option("--list", help="List the presets and exit.")] = False,
+    print_config: Annotated[
+        bool, typer.Option("--print-config", help="Print the preset's TOML and exit.")
+    ] = False,
+    data: Annotated[
+        str | None,
+        typer.Option(
+            "--data", help="Real data: a data set name, an Avazu CSV path, or csv:PATH:LABEL."
+        ),
+    ] = None,
+    rows: Annotated[
+        int | None, typer.Option("--rows", help="Training rows to read from --data.")
+    ] = None,
+    backend: BackendOpt = None,
+    address: AddressOpt = None,
+    workers: WorkersOpt = None,
+    mode: ModeOpt = None,
+    actors: ActorsOpt = None,
+) -> None:
+    """Reproduce a figure of the papers with the papers' parameters."""
+    from pgfl.experiments.frontier import PRESETS as FRONTIER  # lazy: the experiments
+    from pgfl.experiments.frontier import frontier_configs
+    from pgfl.experiments.presets import load_preset, preset_names, preset_text
+    from pgfl.files import check_output_folder, writing
+    from pgfl.graphlearn.presets import PRESETS as GRAPHLEARN
+
+    names = preset_names() + sorted(FRONTIER) + sorted(GRAPHLEARN)
+    if list_ or not name:
+        plain("\n".join(names))
+        return
+    if name not in names:
+        raise ConfigError(f"preset must be one of {', '.join(names)}; got {name!r}")
+    seed = checked("seed", seed, "--seed")
+    folder = out_dir or Path("runs") / name
+    if name in GRAPHLEARN:
+        given = {
+            "--print-config": print_config,
+            "--resume": resume,
+            "--data": data,
+            "--rows": rows,
+            "--backend": backend,
+            "--address": address,
+            "--workers": workers,
+            "--mode": mode,
+            "--actors": actors,
+        }
+        unused = [opt for opt, value in given.items() if value not in (None, False)]
+        if unused:
+            raise ConfigError(
+                f"{', '.join(unused)}: only for the GFL presets (fig2, ...); {name!r} is a "
+                "graph-learning preset"
+            )
+        check_output_folder(folder)
+        with writing(folder):
+            summary = GRAPHLEARN[name](quick, folder, 0 if seed is None else seed)
+        report(summary, folder, as_json)
+        return
+    run_options = {
+        "backend": backend, "address": address, "workers": workers, "mode": mode,
+        "actors": actors,
+    }  # fmt: skip
+    if name in FRONTIER:
+        given = {"--print-config": print_config, "--data": data, "--rows": rows}
+        unused = [opt for opt, value in given.items() if value not in (None, False)]
+        if unused:
+            raise ConfigError(
+                f"{', '.join(unused)}: not for the frontier preset (it runs generated "
+                "configurations; see 'pgfl privacy frontier --help' to choose them)"
+            )
+        configs = frontier_configs(quick=quick, seed=seed)
+        run_frontier_command(
+            folder, configs, quick=quick, resume=resume, as_json=as_json,
+            run_options=run_options,
+        )  # fmt: skip
+        return
+    if print_config:
+        sys.stdout.write(preset_text(name))
+        return
+    overrides: dict[str, object] = {}
+    if data is not None:
+        overrides["source"] = data
+    if rows is not None:
+        overrides["rows"] = rows
+    cfg = load_preset(name, quick=quick, seed=seed, data=overrides)
+    if overrides and cfg.curves[0].data.kind != "classification":
+        raise ConfigError(f"--data/--rows apply to real-data presets (fig7); got preset {name!r}")
+    cfg = with_run_options(cfg, **run_options)
+    run_experiment_command(cfg, folder, resume=resume, as_json=as_json)
+
+
+def bench(
+    as_json: JsonOpt = False,
+    scale: Annotated[str, typer.Option("--scale", help="paper, medium, large or all.")] = "paper",
+    seconds: Annotated[
+        float, typer.Option("--seconds", help="Target time per case, in seconds (> 0).")
+    ] = 3.0,
+    compare: Annotated[
+        bool,
+        typer.Option(
+            "--compare", help="pgfl vs a per-client numpy loop on the same work (paper, flower)."
+        ),
+    ] = False,
+) -> None:
+    """Measure engine throughput (client updates per second) at paper and larger scales."""
+    from pgfl.bench import compare as run_compare
+    from pgfl.bench import run_bench
+
+    seconds = check_real("--seconds", seconds, lo=0.0, lo_open=True)
+    log = None if as_json else err.print
+    result = run_compare(seconds, log) if compare else run_bench(scale, seconds, log)
+    if as_json:
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        return
+    if compare:
+        title = "pgfl bench --compare (client updates per second)"
+        columns = ("workload", "pgfl", "per-client loop", "ratio", "local phase")
+        rows = [
+            (
+                r["workload"],
+                f"{r['pgfl_client_updates_per_s']:,.0f}",
+                f"{r['loop_client_updates_per_s']:,.0f}",
+                f"{r['ratio']:.1f}x",
+                r["local_phase"],
+            )
+            for r in result["compare"]
+        ]
+    else:
+        title = "pgfl bench"
+        columns = ("case", "client_updates_per_s", "rounds_per_s", "trials", "peak_rss_gib")
+        rows = [
+            (
+                c["case"],
+                f"{c['client_updates_per_s']:,.0f}",
+                f"{c['rounds_per_s']:,.1f}",
+                str(c["trials"]),
+                f"{c.get('peak_rss_gib', 0):.2f}",
+            )
+            for c in result["cases"]
+        ]
+    table = Table(title=title)
+    for col in columns:
+        table.add_column(col, justify="right")
+    for row in rows:
+        table.add_row(*row)
+    out.print(table)

@@ -1,0 +1,168 @@
+"""Tables of results printed by the commands (the files hold the full numbers)."""
+
+from __future__ import annotations
+
+import math
+from itertools import groupby
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+__all__ = ["print_frontier", "print_scores", "print_summary", "print_sweep"]
+
+out = Console()
+if not out.is_terminal:  # pipes and CI logs: wide enough for the summary table
+    out = Console(width=160)
+
+
+def _plain(text: str) -> None:
+    """Print a line as is: no markup (paths may hold brackets), never wrapped."""
+    out.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+_HEADERS = {
+    "centroid_msd_db": "centroid MSD dB",
+    "individual_msd_db": "indiv. MSD dB",
+    "disagreement_db": "disagree. dB",
+    "test_error": "test error",
+    "test_log_loss": "test log-loss",
+}
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    """A table cell; ``—`` for no value (diverged) or a non-finite one (``-inf`` dB).
+
+    A single unit has zero disagreement, whose dB value is ``10 log10 0 = -inf``.
+    """
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return escape(str(value))
+
+
+def print_sweep(summary: dict[str, Any]) -> None:
+    """A table of swept curves (graph learning): one column per swept value ``x``."""
+    curves = summary["curves"]
+    name = summary.get("x_name", "x")
+    _plain(f"{summary.get('experiment', '')}: MCC / relative error per {name}")
+    table = Table()
+    table.add_column(f"curve \\ {escape(name)}")
+    for x in curves[0]["x"]:
+        table.add_column(str(x), justify="right")
+    for c in curves:
+        mcc, rel = c.get("mcc", []), c.get("relative_error", [])
+        cells = (f"{_fmt(m)} / {_fmt(r)}" for m, r in zip(mcc, rel, strict=False))
+        table.add_row(escape(c["label"]), *cells)
+    out.print(table)
+    for c in curves:
+        if "epsilon" in c:
+            _plain(f"{c['label']}: epsilon {c['epsilon']}")
+    for claim, holds in summary.get("claims", {}).items():
+        _plain(f"claim {claim}: {'holds' if holds else 'does NOT hold'}")
+
+
+def print_frontier(summary: dict[str, Any]) -> None:
+    """The privacy-utility frontier: per set-up and T, centroid MSD (dB) per target ε."""
+    curves = summary["curves"]
+    key = lambda c: (c["setup"], c["iterations"])  # noqa: E731
+    for (setup, T), group in groupby(curves, key=key):
+        group = list(group)
+        has_test = "test_error" in group[0]
+        what = "centroid MSD dB (test error)" if has_test else "centroid MSD dB"
+        table = Table(title=f"{setup}, T={T}: {what} at target ε")
+        table.add_column("scheme")
+        for x in group[0]["x"]:
+            table.add_column(f"ε={x:g}", justify="right")
+        for c in group:
+            errors = c.get("test_error", [None] * len(c["x"]))
+            cells = [
+                _fmt(m, 1) + (f" ({e:.3f})" if e is not None else "")
+                for m, e in zip(c["centroid_msd_db"], errors, strict=True)
+            ]
+            table.add_row(escape(c["label"]), *cells)
+        for b in summary.get("baselines", []):
+            if (b["setup"], b["iterations"]) == (setup, T):
+                err_ = f" ({b['test_error']:.3f})" if b.get("test_error") is not None else ""
+                cell = _fmt(b["centroid_msd_db"], 1) + err_
+                table.add_row("no privacy", *([cell] * len(group[0]["x"])))
+        out.print(table)
+    _plain(
+        f"noise calibrated with the {summary['accountant']} accountant at delta = "
+        f"{summary['delta']:g}; what each epsilon covers: summary.json (scope) and "
+        "docs/privacy.md (— = diverged)"
+    )
+
+
+def print_scores(summary: dict[str, Any]) -> None:
+    """A table of named score sets (e.g. clustering NMI / RI / FMI per method)."""
+    rows = summary["table"]
+    metrics = list(next(iter(rows.values()), {}))
+    table = Table(title=escape(str(summary.get("experiment", ""))))
+    table.add_column("method")
+    for m in metrics:
+        table.add_column(m.upper(), justify="right")
+    for name, scores in rows.items():
+        table.add_row(escape(name), *(_fmt(scores.get(m), 3) for m in metrics))
+    out.print(table)
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    """A table of the summary's curves (one row each), ε per accountant, divergences."""
+    curves = summary.get("curves", [])
+    if summary.get("experiment") == "frontier":
+        print_frontier(summary)
+        return
+    if curves and isinstance(curves[0].get("x"), list):
+        print_sweep(summary)
+        return
+    if not curves and isinstance(summary.get("table"), dict):
+        print_scores(summary)
+        return
+    keys: list[str] = []
+    for c in curves:
+        for k, v in c.items():
+            skip = k in ("label", "settings", "diverged_at", "delta", "noise_variance")
+            if k not in keys and not skip and not isinstance(v, (dict, list, str)):
+                keys.append(k)
+    accountants: list[str] = []
+    for c in curves:
+        accountants += [a for a in c.get("epsilon", {}) if a not in accountants]
+    table = Table(title=escape(str(summary.get("experiment", ""))))
+    table.add_column("curve")
+    for k in keys:
+        table.add_column(_HEADERS.get(k, k), justify="right")
+    for a in accountants:
+        table.add_column(f"ε {a}", justify="right")
+    for c in curves:
+        cells = [
+            f"at {c.get('diverged_at')}"
+            if k == "diverged" and c.get("diverged")
+            else _fmt(c.get(k))
+            for k in keys
+        ]
+        eps = c.get("epsilon", {})
+        cells += [_fmt_eps(eps.get(a)) for a in accountants]
+        table.add_row(escape(c["label"]), *cells)
+    out.print(table)
+    deltas = {c["delta"] for c in curves if "delta" in c}
+    if deltas:
+        out.print(
+            f"ε after the last iteration at δ = {', '.join(f'{d:g}' for d in sorted(deltas))}; "
+            "what each ε covers: summary.json (epsilon_scope) and docs/privacy.md"
+        )
+    for c in curves:
+        if c.get("diverged"):
+            _plain(f"curve {c['label']} diverged at iteration {c['diverged_at']}")
+        if c.get("epsilon_reason"):
+            _plain(f"curve {c['label']}: ε = ∞ ({c['epsilon_reason']})")
+
+
+def _fmt_eps(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, str) or value == float("inf"):
+        return "∞"
+    return f"{value:.3g}"

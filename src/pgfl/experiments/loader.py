@@ -1,0 +1,181 @@
+"""An experiment configuration from a TOML file (or a mapping), validated as a whole.
+
+:func:`load_config` reads a file, :func:`parse_config` validates a mapping into an
+:class:`~pgfl.experiments.config.ExperimentConfig`: unknown keys, wrong types and
+out-of-range values (each checked against :data:`pgfl.params.PARAMS`), a setting given
+where it has no effect, and the checks that need the whole configuration
+(:func:`validate_experiment`: plotted metrics that would be empty, the memory the run
+needs) each stop with one line naming the setting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+from pgfl.experiments.config import SECTIONS, CurveConfig, ExperimentConfig, RunConfig
+from pgfl.experiments.memory import check_experiment_fits
+from pgfl.files import read_toml
+from pgfl.params import PARAMS, TEST_METRICS, section_params
+from pgfl.validation import ConfigError
+
+__all__ = ["load_config", "parse_config", "validate_experiment"]
+
+
+def _table(name: str, values: Any, allowed: set[str] | list[str]) -> Mapping[str, Any]:
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{name} must be a table of settings; got {values!r}")
+    for key in values:
+        if key not in allowed:
+            raise ConfigError(
+                f"unknown setting {name}.{key}; allowed: {', '.join(sorted(allowed))}"
+            )
+    return values
+
+
+def _section(name: str, values: Any, base: Any = None) -> Any:
+    cls = SECTIONS[name]
+    values = _table(name, values, {f.name for f in fields(cls)})
+    # lists are checked as given (so messages show them) and stored as tuples
+    return replace(base, **values) if base is not None else cls(**values)
+
+
+TOP_LEVEL = {p.name for p in section_params("")} | {"curves", "quick", "run", *SECTIONS}
+
+
+def _no_effect(name: str, value: Any, ctxs: list[dict[str, Any]], where: str) -> str | None:
+    """A message if setting ``name`` (given, not its default) has no effect in any ``ctxs``."""
+    p = PARAMS[name]
+    if p.applies is None or value == p.default or any(p.applies.test(c) for c in ctxs):
+        return None
+    scope = "this curve does not" if where else "no curve does"
+    shown = list(value) if isinstance(value, tuple) else value
+    return (
+        f"{where}{name} = {shown!r} has no effect: it applies only with {p.applies.text}, "
+        f"which {scope}; remove it"
+    )
+
+
+def _reject_settings_without_effect(
+    raw: Mapping[str, Any],
+    base: Mapping[str, Any],
+    specs: list[Mapping[str, Any]],
+    curves: list[CurveConfig],
+) -> None:
+    """Reject a setting given where it has no effect (shared: in no curve; per curve: there)."""
+    ctxs = [c.values() for c in curves]
+    for s, section in base.items():
+        for key in raw.get(s, {}):
+            message = _no_effect(f"{s}.{key}", getattr(section, key), ctxs, "")
+            if message:
+                raise ConfigError(message)
+    for i, (spec, ctx) in enumerate(zip(specs, ctxs, strict=True)):
+        for s in SECTIONS:
+            for key in spec.get(s, {}):
+                message = _no_effect(f"{s}.{key}", ctx[f"{s}.{key}"], [ctx], f"curves[{i}].")
+                if message:
+                    raise ConfigError(f"{message} (curve {curves[i].label!r})")
+
+
+def validate_experiment(cfg: ExperimentConfig, *, available: int | None = None) -> None:
+    """Checks of a whole configuration that need every curve; raise :class:`ConfigError`.
+
+    * ``plot`` names a test metric only if some curve has a test set, and
+      ``disagreement_db`` only if some curve has more than one unit (else the panel is
+      empty);
+    * the run fits in memory (:func:`pgfl.resources.check_experiment_fits`; ``available``
+      overrides the machine's available bytes).
+
+    :func:`parse_config` calls it; a caller that builds an :class:`ExperimentConfig`
+    itself should call it before creating any output.
+    """
+    has_test = any(
+        c.data.kind in ("classification", "digits")
+        or c.data.kind == "logistic"
+        and c.data.test_size > 0
+        for c in cfg.curves
+    )
+    for metric in cfg.plot:
+        if metric in TEST_METRICS and not has_test:
+            raise ConfigError(
+                f"plot {metric!r} needs a test set (data.kind = 'classification', or 'logistic' "
+                "with data.test_size > 0); no curve has one, the panel would be empty"
+            )
+        if metric == "disagreement_db" and all(c.topology.P == 1 for c in cfg.curves):
+            raise ConfigError(
+                "plot 'disagreement_db' needs topology.P > 1: a single unit has no disagreement"
+            )
+    check_experiment_fits(cfg, available=available)
+
+
+def parse_config(raw: Mapping[str, Any], *, quick: bool = False) -> ExperimentConfig:
+    """Validate a configuration mapping (as read from TOML) into an :class:`ExperimentConfig`.
+
+    ``quick`` applies the ``[quick]`` table (fewer iterations/repetitions) if present; the
+    table is validated either way. Ends with :func:`validate_experiment`.
+
+    >>> cfg = parse_config({"name": "x", "training": {"L": 5}, "data": {"K": 10},
+    ...                     "curves": [{"label": "a"}, {"label": "b", "training": {"mu": 0.1}}]})
+    >>> [c.training.mu for c in cfg.curves]
+    [0.7, 0.1]
+    >>> parse_config({"name": "x", "training": {"L": 50}, "data": {"K": 10}})
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: training.L must be an integer in [1, data.K=10]; got 50
+    """
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"a configuration must be a table of settings; got {raw!r}")
+    for key in raw:
+        if key not in TOP_LEVEL:
+            raise ConfigError(f"unknown setting {key!r}; allowed: {', '.join(sorted(TOP_LEVEL))}")
+    raw = dict(raw)
+    run = _table("run", raw.pop("run", {}), [p.key for p in section_params("run")])
+    run_config = RunConfig(**run)
+    q = _table("quick", raw.get("quick", {}), [p.key for p in section_params("quick")])
+    q = {k: PARAMS[f"quick.{k}"].check(v) for k, v in q.items()}
+    if quick:
+        raw.update(q)
+    name = PARAMS["name"].check(raw.get("name", PARAMS["name"].default))
+    base = {s: _section(s, raw.get(s, {})) for s in SECTIONS}
+    curve_specs = raw.get("curves") or [{"label": name}]
+    if not isinstance(curve_specs, list):
+        raise ConfigError(f"curves must be a list of tables; got {curve_specs!r}")
+    curves = []
+    for i, spec in enumerate(curve_specs):
+        if not isinstance(spec, Mapping):
+            raise ConfigError(f"curves[{i}] must be a table; got {spec!r}")
+        for key in spec:
+            if key != "label" and key not in SECTIONS:
+                raise ConfigError(
+                    f"unknown setting curves[{i}].{key}; allowed: label, {', '.join(SECTIONS)}"
+                )
+        label = spec.get("label", f"curve{i}")
+        if not isinstance(label, str) or not label:
+            raise ConfigError(f"curves[{i}].label must be a non-empty string; got {label!r}")
+        sections = {s: _section(s, spec.get(s, {}), base[s]) for s in SECTIONS}
+        curves.append(CurveConfig(label=label, **sections))
+    _reject_settings_without_effect(raw, base, curve_specs, curves)
+    top = {p.key: raw[p.key] for p in section_params("") if p.key in raw}
+    cfg = ExperimentConfig(
+        curves=tuple(curves), source=_thaw(raw), run=run_config, **{**top, "name": name}
+    )
+    validate_experiment(cfg)
+    return cfg
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_thaw(v) for v in value]
+    if dataclasses.is_dataclass(value):
+        return _thaw(dataclasses.asdict(value))
+    return value
+
+
+def load_config(path: str | Path, *, quick: bool = False) -> ExperimentConfig:
+    """Read and validate a TOML experiment file."""
+    return parse_config(read_toml(path), quick=quick)

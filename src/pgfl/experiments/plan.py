@@ -1,0 +1,115 @@
+"""A validated experiment ready to run: its batches of curves, nothing written yet.
+
+Curves that share their structure (topology, data, everything in training but the step
+size, sharing mode and clipping) run as one vectorized simulation, a :class:`Batch`.
+:func:`prepare_experiment` validates everything a run needs (output folder, ``--resume``,
+topology, data files, every curve's settings and mechanisms) without writing anything and
+returns the :class:`Plan` that a backend simulates.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pgfl.engine import CurveBatch, CurveSettings, Network
+from pgfl.experiments.build import build_network, curve_settings
+from pgfl.experiments.config import ExperimentConfig
+from pgfl.experiments.partial import config_fingerprint, load_curve
+from pgfl.files import FileError, check_output_folder, read_json
+from pgfl.validation import ConfigError
+
+__all__ = ["Batch", "Plan", "prepare_experiment"]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Curves simulated together: their indices in the config, network and curves.
+
+    ``curves`` were checked against ``net`` when the batch was planned
+    (:meth:`~pgfl.engine.settings.CurveBatch.of`), so a backend runs them unchecked.
+    """
+
+    indices: tuple[int, ...]
+    net: Network
+    curves: CurveBatch
+
+    @property
+    def settings(self) -> tuple[CurveSettings, ...]:
+        """The curves' settings, in the batch's order."""
+        return self.curves.settings
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated experiment ready to run: nothing of it has touched the output folder.
+
+    Attributes:
+        cfg: the configuration.
+        out: the output folder (checked writable, not yet created).
+        fingerprint: the configuration's identity, stored in ``config.json`` and in
+            every partial file.
+        loaded: metrics of curves resumed from ``out/partial`` (by curve index).
+        batches: the curves still to simulate, grouped by shared structure.
+        resume: whether a backend may reuse its own partial results in ``out/partial``.
+
+    """
+
+    cfg: ExperimentConfig
+    out: Path
+    fingerprint: str
+    loaded: dict[int, dict[str, np.ndarray]]
+    batches: tuple[Batch, ...]
+    resume: bool = False
+
+
+def prepare_experiment(cfg: ExperimentConfig, out: str | Path, *, resume: bool = False) -> Plan:
+    """Validate everything a run needs, without writing anything.
+
+    Checks the output folder (not a file, not under a file, writable), that ``--resume``
+    continues the same configuration, builds every network that still has curves to
+    run (topology, data files) and every curve's settings (including the noise a
+    ``target_epsilon`` needs); any problem raises :class:`ConfigError` (or its
+    :class:`~pgfl.files.FileError`) and leaves ``out`` exactly as it was.
+
+    With ``resume``, a batch is skipped only if every one of its curves has a valid
+    partial file; otherwise it runs whole (a curve recomputed with fewer batch mates
+    would differ in rounding), so a resumed run gives the bits of an uninterrupted one.
+    """
+    out = check_output_folder(out)
+    fingerprint = config_fingerprint(cfg)
+    config_path = out / "config.json"
+    if resume and config_path.is_file():
+        try:
+            same = json.dumps(read_json(config_path), sort_keys=True) == fingerprint
+        except (OSError, ValueError) as exc:
+            raise FileError(f"--resume: cannot read {config_path} ({exc})") from exc
+        if not same:
+            raise ConfigError(
+                f"--resume: {config_path} was written by a different configuration; "
+                "use a new --out directory or drop --resume"
+            )
+    loaded: dict[int, dict[str, np.ndarray]] = {}
+    if resume:
+        for i, c in enumerate(cfg.curves):
+            metrics = load_curve(out, i, c.label, fingerprint)
+            if metrics is not None:
+                loaded[i] = metrics
+    # units held by Ray actors: the driver plans from an outline, never the clients' data
+    outline = cfg.run.backend == "ray" and cfg.run.mode == "actors"
+    groups: dict[tuple, list[int]] = {}
+    for i, c in enumerate(cfg.curves):
+        groups.setdefault(c.structure(), []).append(i)
+    batches = []
+    for indices in groups.values():
+        if all(i in loaded for i in indices):
+            continue
+        for i in indices:  # a batch runs whole: the same bits as an uninterrupted run
+            loaded.pop(i, None)
+        net = build_network(cfg.curves[indices[0]], cfg.seed, outline=outline)
+        settings = [curve_settings(cfg.curves[i], cfg.iterations, net) for i in indices]
+        batches.append(Batch(tuple(indices), net, CurveBatch.of(settings, net)))
+    return Plan(cfg, out, fingerprint, loaded, tuple(batches), resume)

@@ -1,0 +1,129 @@
+"""The privacy of one curve: its noise calibrated to a target ε, and the ε it spent.
+
+The accountant's input comes from the mechanisms that were simulated: the curve's
+:class:`~pgfl.engine.CurveSettings` hold them, and each describes its release
+(:meth:`~pgfl.privacy.mechanisms.base.Mechanism.transcript`) for the run's
+:class:`~pgfl.privacy.mechanisms.ReleaseContext`
+(:meth:`~pgfl.engine.CurveSettings.release_context`). A curve's ε is reported for its
+*primary* link: the server level if it carries differentially private noise, else the
+client level; with noise at both levels the client level's final ε is added, which is
+what applies against the client's own server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from pgfl.engine import CurveSettings, Network, Trajectory
+from pgfl.privacy.accounting import calibrate, epsilon_curve
+from pgfl.privacy.mechanisms import ClientAggregation, Mechanism
+
+__all__ = [
+    "calibrated",
+    "curve_epsilon",
+    "primary",
+    "reported",
+    "resolved_variances",
+    "secagg_entry",
+]
+
+
+def primary(settings: CurveSettings) -> str | None:
+    """The level a ``target_epsilon`` calibrates: ``"server"``, ``"client"``, or None.
+
+    The server level if its mechanism has a noise level, else the client level if its has
+    (secure aggregation adds no DP noise: the server sees only the sum).
+    """
+    for level in ("server", "client"):
+        if getattr(settings, level).calibrates is not None:
+            return level
+    return None
+
+
+def reported(settings: CurveSettings) -> str | None:
+    """The level a curve's ε is reported for: :func:`primary`, unless its noise is zero.
+
+    Server noise of variance 0 protects nothing; with noisy clients the ε is then theirs.
+    """
+    level = primary(settings)
+    client = settings.client
+    if level == "server" and settings.server.std == 0 and client.calibrates and client.std > 0:
+        return "client"
+    return level
+
+
+def calibrated(
+    settings: CurveSettings, net: Network, iterations: int, target: float, delta: float
+) -> CurveSettings:
+    """``settings`` with the primary mechanism's noise set to meet ε(T) ≤ ``target``.
+
+    The smallest per-coordinate std on the calibration grid, by the tight accountant
+    (:func:`pgfl.privacy.accounting.calibrate` on the factory σ ↦ transcript).
+    """
+    level = primary(settings)
+    mechanism: Mechanism = getattr(settings, level)
+    ctx = settings.release_context(net, iterations)
+    sigma = calibrate(lambda s: mechanism.with_std(s).transcript(ctx), target, delta)
+    return replace(settings, **{level: mechanism.with_std(sigma)})
+
+
+def curve_epsilon(
+    settings: CurveSettings,
+    net: Network,
+    iterations: int,
+    *,
+    delta: float,
+    accountants: tuple[str, ...],
+    checkpoints: int,
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """ε(i) per accountant (``epsilon_<acc>`` series) and the ``summary.json`` privacy entry.
+
+    The entry is for the curve's reported link (:func:`reported`); a privatized link with
+    variance 0 reports ε = ∞ and the reason.
+    """
+    level = reported(settings)
+    if level is None:
+        return {}, {}
+    ctx = settings.release_context(net, iterations)
+    common = {"delta": delta, "accountants": list(accountants), "checkpoints": checkpoints}
+    main = getattr(settings, level)
+    eps = epsilon_curve(main.transcript(ctx), **common)  # σ = 0: ε = ∞ with the reason
+    entry = eps.summary()
+    entry["noise_variance"] = main.std**2
+    client = settings.client
+    if level == "server" and client.calibrates is not None and client.std > 0:
+        entry["epsilon_client"] = epsilon_curve(client.transcript(ctx), **common).final()
+    return {f"epsilon_{k}": np.asarray(v) for k, v in eps.items()}, entry
+
+
+def resolved_variances(settings: CurveSettings) -> dict[str, float | None]:
+    """The noise variance each level ran with (``None``: a mechanism without one)."""
+    return {
+        f"{level}_variance": getattr(getattr(settings, level), "variance", None)
+        for level in ("client", "server")
+    }
+
+
+def secagg_entry(client: ClientAggregation, traj: Trajectory, c: int, L: int) -> dict[str, Any]:
+    """The ``summary.json`` record of a securely aggregated curve, with its abort log."""
+    cfg = client.config
+    log = [
+        f"iteration {i}, repetition {r}, unit {p}: secure aggregation aborted "
+        f"(fewer than t={cfg.threshold_for(L)} of L={L} clients survived); "
+        "the unit kept its previous model"
+        for cc, r, i, p in traj.abort_log
+        if cc == c
+    ]
+    return {
+        "protocol": client.protocol,
+        "threshold": cfg.threshold_for(L),
+        "dropout": client.dropout,
+        "quantization_bound": cfg.quantization_bound,
+        "aborted_unit_rounds": int(traj.aborted[c].sum()),
+        "clip": cfg.clip,
+        "clipped_messages": int(traj.clipped[c].sum()),
+        "log": log,
+    }

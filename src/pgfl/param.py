@@ -1,0 +1,355 @@
+"""A setting described as data: its type, allowed range or choices, default, doc and scope.
+
+:class:`Param` is the one place a setting's range lives (in the spirit of scikit-learn's
+declarative parameter constraints): the configuration loader, the privacy mechanisms that
+own a setting and the command line check their values with it, and the configuration
+reference (``docs/config.md``) is rendered from it. A :class:`ParamTable` holds the
+settings of one kind of configuration file by dotted name (``training.L``): the
+experiment table is :data:`pgfl.params.PARAMS`, the graph-learning table
+:data:`pgfl.graphlearn.params.PARAMS`.
+
+A bound may depend on other settings (:class:`Ref`): ``training.L`` lies in
+``[1, data.K]``. :meth:`Param.check` is given the values of those other settings in a
+context mapping (dotted names); a bound whose settings are missing is not applied.
+
+>>> L = Param("training.L", "int", 11, "Clients per round.", lo=1, hi_ref=ref("data.K"))
+>>> L.check(11, {"data.K": 100})
+11
+>>> L.check(120, {"data.K": 100})
+Traceback (most recent call last):
+...
+pgfl.validation.ConfigError: training.L must be an integer in [1, data.K=100]; got 120
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pgfl.validation import ConfigError, check_choice, check_int, check_real, check_string
+
+__all__ = ["Param", "ParamTable", "Ref", "When", "kind_is", "ref"]
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A bound computed from other settings, shown as ``label=value`` in messages.
+
+    Attributes:
+        label: how the bound reads in messages and docs (``"data.K"``).
+        needs: dotted names of the settings it needs; when one is missing from the
+            context, the bound is not applied (the static bound still is).
+        value: the bound from the context (a mapping of dotted names to values).
+
+    """
+
+    label: str
+    needs: tuple[str, ...]
+    value: Callable[[Mapping[str, Any]], float]
+
+
+def ref(name: str, offset: int = 0) -> Ref:
+    """The bound ``name + offset`` (another setting, possibly shifted).
+
+    >>> ref("privacy.secagg_modulus_bits", -2).value({"privacy.secagg_modulus_bits": 64})
+    62
+    """
+    label = name if offset == 0 else f"{name}{offset:+d}"
+    return Ref(label, (name,), lambda c: c[name] + offset)
+
+
+@dataclass(frozen=True)
+class When:
+    """The condition under which a setting has an effect (``text`` for messages and docs)."""
+
+    text: str
+    test: Callable[[Mapping[str, Any]], bool]
+
+
+def kind_is(section: str, *kinds: str) -> When:
+    """``section.kind`` is one of ``kinds``.
+
+    >>> kind_is("model", "mlp", "cnn").text
+    'model.kind = "mlp" or "cnn"'
+    """
+    text = " or ".join(f'"{k}"' for k in kinds)
+    return When(f"{section}.kind = {text}", lambda c: c[f"{section}.kind"] in kinds)
+
+
+@dataclass(frozen=True)
+class Param:
+    """One setting: type, allowed values, default, doc line and when it has an effect.
+
+    Attributes:
+        name: dotted name (``section.key``; top-level settings have no dot).
+        kind: ``int``, ``real``, ``choice``, ``choices`` (a list), ``string``,
+            ``int_pair``/``real_pair`` (a number or a ``[low, high]`` pair), ``ints`` (a
+            list of integers), ``reals`` (a list of reals), or a custom kind checked by
+            ``checker`` (``edges``, ``matrix``, ``paths``).
+        default: value when the setting is not given (``None``: unset, see ``doc``).
+        doc: one line for the reference.
+        lo, hi, lo_open, hi_open: static bounds of numbers.
+        lo_ref, hi_ref: bounds computed from other settings (combined with the static ones).
+        choices: allowed strings (``choice``/``choices``), or extra words a pair accepts; a
+            callable returning them for a vocabulary that grows (a registry of mechanisms).
+        inf_ok: ``inf`` is allowed (no limit). even: integers must be even.
+        nonempty, forbid: for strings.
+        applies: when the setting has an effect (``None``: always).
+        required: must be given when ``applies`` holds.
+        batched: may differ between curves that run in one vectorized simulation.
+        allowed_doc: the allowed values as the reference writes them (default: derived).
+        checker: ``checker(param, value, context)`` for a custom kind.
+
+    """
+
+    name: str
+    kind: str
+    default: Any
+    doc: str
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+    lo_ref: Ref | None = None
+    hi_ref: Ref | None = None
+    choices: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()
+    inf_ok: bool = False
+    even: bool = False
+    nonempty: bool = False
+    forbid: str = ""
+    applies: When | None = None
+    required: bool = False
+    batched: bool = False
+    allowed_doc: str = ""
+    checker: Callable[[Param, Any, Mapping[str, Any]], Any] | None = None
+
+    @property
+    def section(self) -> str:
+        """The table the setting lives in (``""`` for the top level)."""
+        return self.name.rpartition(".")[0]
+
+    @property
+    def key(self) -> str:
+        """The name inside its table."""
+        return self.name.rpartition(".")[2]
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The allowed strings now (a callable ``choices`` is asked each time)."""
+        return tuple(self.choices() if callable(self.choices) else self.choices)
+
+    def named(self, name: str) -> Param:
+        """The same setting under another name (a Python argument that mirrors it)."""
+        return replace(self, name=name)
+
+    def bounds(self, context: Mapping[str, Any]) -> dict[str, Any]:
+        """``lo``, ``hi`` and their names in a message, with the refs the context allows."""
+        out = {"lo": self.lo, "hi": self.hi, "lo_name": None, "hi_name": None}
+        for side, r, pick in (("lo", self.lo_ref, max), ("hi", self.hi_ref, min)):
+            if r is None or any(context.get(n) is None for n in r.needs):
+                continue
+            v = r.value(context)
+            static = out[side]
+            if static is None or pick(static, v) == v:
+                out[side], out[f"{side}_name"] = v, r.label
+        return out
+
+    def check(self, value: Any, context: Mapping[str, Any] | None = None) -> Any:
+        """``value`` validated (and normalized: lists become tuples), or :class:`ConfigError`."""
+        context = context or {}
+        if value is None and self.default is None:
+            return None
+        if self.checker is not None:
+            return self.checker(self, value, context)
+        return _CHECKERS[self.kind](self, value, context)
+
+    def interval(self) -> str:
+        """The allowed range as written in the reference (refs by their labels)."""
+        lo = "-inf" if self.lo is None else _num(self.lo)
+        if self.lo_ref is not None:
+            lo = self.lo_ref.label if self.lo is None else f"max({lo}, {self.lo_ref.label})"
+        hi = "inf" if self.hi is None else _num(self.hi)
+        if self.hi_ref is not None:
+            hi = self.hi_ref.label
+        left = "(" if (self.lo_open or self.lo is None and self.lo_ref is None) else "["
+        closed_hi = (
+            self.kind in ("int", "int_pair")
+            or self.inf_ok
+            or self.hi is not None
+            and not self.hi_open
+        )
+        right = "]" if closed_hi else ")"
+        return f"{left}{lo}, {hi}{right}"
+
+    def allowed(self) -> str:
+        """Allowed values, one phrase for the reference."""
+        if self.allowed_doc:
+            return self.allowed_doc
+        if self.kind in ("choice", "choices"):
+            return ", ".join(f'`"{c}"`' for c in self.options)
+        if self.kind == "string":
+            text = "non-empty" if self.nonempty else "any"
+            return text + (
+                f", without {' '.join(repr(c) for c in self.forbid)}" if self.forbid else ""
+            )
+        text = ("even, " if self.even else "") + self.interval()
+        if self.kind.endswith("_pair"):
+            text += " each, low ≤ high"
+            if self.options:
+                text += ", or " + ", ".join(f'`"{c}"`' for c in self.options)
+        return text
+
+
+def _num(x: float) -> str:
+    return str(x) if isinstance(x, int) else f"{x:g}"
+
+
+# ------------------------------------------------------------------------ checkers
+def _check_int(p: Param, value: Any, c: Mapping[str, Any]) -> int:
+    return check_int(p.name, value, even=p.even, **p.bounds(c))
+
+
+def _check_real(p: Param, value: Any, c: Mapping[str, Any]) -> float:
+    return check_real(
+        p.name, value, lo_open=p.lo_open, hi_open=p.hi_open, inf_ok=p.inf_ok, **p.bounds(c)
+    )
+
+
+def _check_choice(p: Param, value: Any, c: Mapping[str, Any]) -> str:
+    return check_choice(p.name, value, p.options)
+
+
+def _check_choices(p: Param, value: Any, c: Mapping[str, Any]) -> tuple[str, ...]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not items:
+        options = ", ".join(map(repr, p.options))
+        raise ConfigError(f"{p.name} must be a non-empty list of {options}; got {value!r}")
+    return tuple(check_choice(p.name, v, p.options) for v in items)
+
+
+def _check_string(p: Param, value: Any, c: Mapping[str, Any]) -> str:
+    return check_string(p.name, value, nonempty=p.nonempty, forbid=p.forbid)
+
+
+def _check_pair(p: Param, value: Any, c: Mapping[str, Any]) -> Any:
+    """A number in the interval, or a ``[low, high]`` pair of them with low ≤ high."""
+    if isinstance(value, str) and value in p.options:
+        return value
+    number = check_int if p.kind == "int_pair" else check_real
+    b = p.bounds(c)
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        low = number(f"{p.name}[0]", value[0], **b)
+        high = number(f"{p.name}[1]", value[1], **{**b, "lo": low, "lo_name": f"{p.name}[0]"})
+        return (low, high)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return number(p.name, value, **b)
+    also = " or a [low, high] pair of them" + "".join(f" or {w!r}" for w in p.options)
+    return number(p.name, value, **b, also=also)  # a list of the wrong length fails here
+
+
+def _check_list(p: Param, value: Any, c: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A non-empty list of integers (``ints``) or reals (``reals``) in the interval."""
+    what = "integers" if p.kind == "ints" else "real numbers"
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ConfigError(
+            f"{p.name} must be a non-empty list of {what} in {p.interval()}; got {value!r}"
+        )
+    if p.kind == "ints":
+        return tuple(check_int(f"{p.name}[{i}]", v, **p.bounds(c)) for i, v in enumerate(value))
+    return tuple(
+        check_real(f"{p.name}[{i}]", v, lo_open=p.lo_open, hi_open=p.hi_open, **p.bounds(c))
+        for i, v in enumerate(value)
+    )
+
+
+_CHECKERS: dict[str, Callable[[Param, Any, Mapping[str, Any]], Any]] = {
+    "int": _check_int,
+    "real": _check_real,
+    "choice": _check_choice,
+    "choices": _check_choices,
+    "string": _check_string,
+    "int_pair": _check_pair,
+    "real_pair": _check_pair,
+    "ints": _check_list,
+    "reals": _check_list,
+}
+
+
+# --------------------------------------------------------------------------- tables
+class ParamTable(Mapping[str, Param]):
+    """The settings of one kind of configuration file, by dotted name, in reference order.
+
+    >>> t = ParamTable([Param("seed", "int", 0, "Root seed.", lo=0)])
+    >>> t.check("seed", 3), t.section("")[0].name
+    (3, 'seed')
+    """
+
+    def __init__(self, params: Iterable[Param]) -> None:
+        self._params: dict[str, Param] = {}
+        self._by_key: dict[str, list[str]] = {}
+        for p in params:
+            if p.name in self._params:
+                raise ValueError(f"setting {p.name} is declared twice")
+            self._params[p.name] = p
+            self._by_key.setdefault(p.key, []).append(p.name)
+
+    def __getitem__(self, name: str) -> Param:
+        return self._params[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._params)
+
+    def __len__(self) -> int:
+        return len(self._params)
+
+    def section(self, section: str) -> list[Param]:
+        """The settings of one table (``""``: the top level), in reference order."""
+        return [p for p in self._params.values() if p.section == section]
+
+    def dotted(self, context: Mapping[str, Any]) -> dict[str, Any]:
+        """``context`` with short names (``K``) replaced by dotted ones (``data.K``)."""
+        out = {}
+        for key, value in context.items():
+            if key in self._params:
+                out[key] = value
+                continue
+            names = self._by_key.get(key, [])
+            if len(names) != 1:
+                raise TypeError(
+                    f"context {key!r} must be a dotted setting name; ambiguous or unknown"
+                )
+            out[names[0]] = value
+        return out
+
+    def check(self, name: str, value: Any, **context: Any) -> Any:
+        """Validate ``value`` for setting ``name``; return it normalized (lists → tuples).
+
+        ``context`` gives the values of the settings a bound refers to, by short name when
+        unambiguous (``K=100``) or by dotted name (``**{"data.K": 100}``). Raises
+        :class:`~pgfl.validation.ConfigError` with the setting, its allowed range and the
+        value; ``KeyError`` for an unknown name.
+        """
+        return self._params[name].check(value, self.dotted(context))
+
+    def check_table(self, section: str, values: Any, where: str = "") -> dict[str, Any]:
+        """Validate one TOML table of settings: unknown keys rejected, defaults filled in.
+
+        ``where`` prefixes the table's name in messages (``curves[1].``). Bounds between
+        settings of the same table are applied in reference order. Returns the values by
+        dotted name.
+        """
+        name = where + (section or "the top level")
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"{name} must be a table of settings; got {values!r}")
+        params = {p.key: p for p in self.section(section)}
+        for key in values:
+            if key not in params:
+                prefix = f"{where}{section}." if section else where
+                raise ConfigError(
+                    f"unknown setting {prefix}{key}; allowed: {', '.join(sorted(params))}"
+                )
+        checked: dict[str, Any] = {}
+        for key, p in params.items():
+            checked[p.name] = p.check(values.get(key, p.default), checked)
+        return checked

@@ -1,0 +1,115 @@
+"""Privacy mechanisms of GFL, one object each, and the registry that names them.
+
+A mechanism (:mod:`~pgfl.privacy.mechanisms.base`) draws its noise in the engine's round,
+describes what it releases to the accountant (a
+:class:`~pgfl.privacy.accounting.releases.Transcript`) and states whom it protects. The
+registry maps the configuration's names (``privacy.client_noise``,
+``privacy.server_noise``) to mechanism classes; the parameter table's vocabularies and the
+documentation are read from it, so **a new scheme is one new module plus one call of
+:func:`register`**.
+
+Client level (:data:`CLIENT`): ``none`` (:class:`Mean`), ``laplace`` / ``gaussian``
+(:class:`ClientNoise`), ``secure_aggregation`` (:class:`SecureAggregationScheme`).
+Server level (:data:`SERVER`): ``none`` (:class:`NoServerNoise`), ``random``
+(:class:`RandomNoise`), ``graph_homomorphic`` (:class:`GraphHomomorphic`),
+``random_per_link`` (:class:`PerLinkNoise`).
+
+>>> build("server", {"privacy.server_noise": "graph_homomorphic",
+...                  "privacy.server_variance": 0.09, "privacy.server_distribution": "laplace"})
+GraphHomomorphic(std=0.3, variance=0.09, distribution='laplace')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pgfl.param import Param
+from pgfl.privacy.mechanisms.base import (
+    ADVERSARIES,
+    Aggregate,
+    ClientAggregation,
+    Mechanism,
+    ReleaseContext,
+    RoundContext,
+    ServerNoise,
+)
+from pgfl.privacy.mechanisms.client import ClientNoise, Mean
+from pgfl.privacy.mechanisms.secure_aggregation import SecureAggregationScheme
+from pgfl.privacy.mechanisms.server import (
+    GraphHomomorphic,
+    NoServerNoise,
+    PerLinkNoise,
+    RandomNoise,
+)
+
+__all__ = [
+    "ADVERSARIES",
+    "CLIENT",
+    "SERVER",
+    "Aggregate",
+    "ClientAggregation",
+    "ClientNoise",
+    "GraphHomomorphic",
+    "Mean",
+    "Mechanism",
+    "NoServerNoise",
+    "PerLinkNoise",
+    "RandomNoise",
+    "ReleaseContext",
+    "RoundContext",
+    "SecureAggregationScheme",
+    "ServerNoise",
+    "build",
+    "names",
+    "params",
+    "register",
+]
+
+#: ``privacy.client_noise`` name → mechanism class.
+CLIENT: dict[str, type[ClientAggregation]] = {}
+#: ``privacy.server_noise`` name → mechanism class.
+SERVER: dict[str, type[ServerNoise]] = {}
+
+
+def register(cls: type[Mechanism]) -> type[Mechanism]:
+    """Add a mechanism class under each of its ``names`` at its ``level``; return it.
+
+    Usable as a class decorator. A name already taken by another class is an error.
+    """
+    table: dict[str, Any] = CLIENT if cls.level == "client" else SERVER
+    for name in cls.names:
+        if table.get(name, cls) is not cls:
+            raise ValueError(f"{cls.level} mechanism {name!r} is already {table[name].__name__}")
+        table[name] = cls
+    return cls
+
+
+for _cls in (Mean, ClientNoise, SecureAggregationScheme):
+    register(_cls)
+for _cls in (NoServerNoise, RandomNoise, GraphHomomorphic, PerLinkNoise):
+    register(_cls)
+
+
+def names(level: str) -> tuple[str, ...]:
+    """The registered names of one level (``"client"`` or ``"server"``), ``"none"`` first.
+
+    >>> names("server")
+    ('none', 'random', 'graph_homomorphic', 'random_per_link')
+    """
+    return tuple(CLIENT if level == "client" else SERVER)
+
+
+def params() -> tuple[Param, ...]:
+    """The settings the registered mechanisms own, each once, in registration order."""
+    out: dict[str, Param] = {}
+    for cls in (*CLIENT.values(), *SERVER.values()):
+        for p in cls.params:
+            out.setdefault(p.name, p)
+    return tuple(out.values())
+
+
+def build(level: str, settings: Mapping[str, Any]) -> Mechanism:
+    """The mechanism a curve's settings (dotted names) name at ``level``."""
+    table: Mapping[str, type[Mechanism]] = CLIENT if level == "client" else SERVER
+    return table[settings[f"privacy.{level}_noise"]].from_settings(settings)

@@ -1,0 +1,183 @@
+"""Mechanisms of the client → server link: plain averaging and client-level DP noise.
+
+Equation numbers refer to "Privatized Graph Federated Learning" (Rizk, Vlaski & Sayed,
+arXiv:2203.07105) and its journal version (EURASIP J. Adv. Signal Process. 2023, §3.4).
+
+* :class:`Mean` — ``ψ_p = (1/L) Σ_k w_pk`` (no privacy);
+* :class:`ClientNoise` — each client adds noise ``g_pk`` (std ``σ`` per coordinate) to what
+  it shares: its model, ``ψ_p = (1/L) Σ_k (w_pk + g_pk)`` (eq. 7), or its update
+  ``u_pk = (w_{p,i−1} − w_pk)/μ``, ``ψ_p = w_{p,i−1} − μ (1/L) Σ_k (u_pk + g_pk)``
+  (journal eqs. 54–55).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from pgfl.param import Param, When
+from pgfl.privacy.accounting.releases import Transcript
+from pgfl.privacy.mechanisms.base import (
+    ADVERSARIES,
+    Aggregate,
+    ClientAggregation,
+    Mechanism,
+    ReleaseContext,
+)
+from pgfl.validation import ConfigError
+
+__all__ = ["CLIENT_VARIANCE", "DISTRIBUTIONS", "ClientNoise", "Mean", "noise_level"]
+
+#: Distributions of additive noise.
+DISTRIBUTIONS = ("laplace", "gaussian")
+
+#: ``privacy.client_variance``: the variance of client-level noise per coordinate.
+CLIENT_VARIANCE = Param(
+    "privacy.client_variance", "real", 0.0, "Variance of the client noise per coordinate.",
+    lo=0, batched=True,
+    applies=When('privacy.client_noise = "laplace"/"gaussian", not calibrated by '
+                 "privacy.target_epsilon",
+                 lambda c: c["privacy.client_noise"] in DISTRIBUTIONS
+                 and (c["privacy.target_epsilon"] is None
+                      or c["privacy.server_noise"] != "none")),
+)  # fmt: skip
+
+
+def noise_level(std: float | None, variance: float | None, param: Param) -> tuple[float, float]:
+    """``(std, variance)`` from either one (the other derived), checked by ``param``'s range.
+
+    The one given is kept exactly; neither means no noise.
+
+    >>> noise_level(None, 0.09, CLIENT_VARIANCE)
+    (0.3, 0.09)
+    """
+    if std is not None and variance is not None:
+        raise ConfigError(f"give std or variance, not both; got std={std!r}, variance={variance!r}")
+    if variance is not None:
+        v = param.named("variance").check(variance)
+        return math.sqrt(v), v
+    s = 0.0 if std is None else param.named("std").check(std)
+    return s, s * s
+
+
+def no_noise_reason(ctx: ReleaseContext, std: float) -> str | None:
+    """Why a noisy link gives ε = ∞: no clipping bound, or no noise (else ``None``)."""
+    if ctx.clip is None:
+        return "no gradient bound: set a per-sample clipping norm (clip) to get a finite epsilon"
+    if std == 0:
+        return "no noise (sigma = 0): the messages are released in the clear"
+    return None
+
+
+@dataclass(frozen=True)
+class Mean(ClientAggregation):
+    """``ψ_p = (1/L) Σ_k w_pk``: plain federated averaging, no privacy.
+
+    Sharing updates gives the same aggregate: ``w − μ·mean((w − w_k)/μ) = mean(w_k)``.
+    """
+
+    names: ClassVar[tuple[str, ...]] = ("none",)
+
+    @classmethod
+    def aggregate(cls, schemes, start, local, mu, updates, ctx) -> Aggregate:
+        """Mean of the local models over the sampled clients."""
+        return Aggregate(local.mean(axis=3))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientNoise(ClientAggregation):
+    """Each sampled client adds noise to what it shares (eq. 7; journal eqs. 54–55).
+
+    Attributes:
+        distribution: ``"laplace"`` (``Lap(0, σ/√2)``) or ``"gaussian"`` (``N(0, σ²)``).
+        std: ``σ``, the standard deviation per coordinate (or give ``variance``).
+        variance: ``σ²`` (or give ``std``).
+
+    Noise on a model enters ``ψ_p`` as ``+ mean_k g_pk``; noise on an update as
+    ``−μ mean_k g_pk`` (journal §3.4: O(μ) instead of O(1/μ) in the MSD). Its ε covers what
+    one client sends its server, against that honest-but-curious server and, by
+    post-processing, anyone downstream.
+
+    >>> ClientNoise(distribution="gaussian", variance=0.25).std
+    0.5
+
+    """
+
+    distribution: str = "laplace"
+    std: float | None = None
+    variance: float | None = None
+    names: ClassVar[tuple[str, ...]] = DISTRIBUTIONS
+    params: ClassVar[tuple[Param, ...]] = (CLIENT_VARIANCE,)
+    calibrates: ClassVar[str | None] = "privacy.client_variance"
+    protects: ClassVar[tuple[str, ...]] = tuple(ADVERSARIES)
+
+    def __post_init__(self) -> None:
+        if self.distribution not in DISTRIBUTIONS:
+            raise ConfigError(
+                f"privacy.client_noise must be one of 'laplace', 'gaussian'; "
+                f"got {self.distribution!r}"
+            )
+        std, variance = noise_level(self.std, self.variance, CLIENT_VARIANCE)
+        object.__setattr__(self, "std", std)
+        object.__setattr__(self, "variance", variance)
+
+    @property
+    def name(self) -> str:
+        """The distribution, as in ``privacy.client_noise``."""
+        return self.distribution
+
+    @classmethod
+    def from_settings(cls, s: Mapping[str, Any]) -> Mechanism:
+        """Noise of variance ``privacy.client_variance`` (0 until a target ε calibrates it)."""
+        return cls(distribution=s["privacy.client_noise"], variance=s["privacy.client_variance"])
+
+    def noiseless(self) -> Mechanism:
+        """Plain averaging."""
+        return Mean()
+
+    def with_std(self, std: float) -> ClientNoise:
+        """The same distribution with std ``std``."""
+        return ClientNoise(distribution=self.distribution, std=std)
+
+    def transcript(self, ctx: ReleaseContext) -> Transcript:
+        """One client's message each round: Δ₂ = 2μB (a model) or 2B (an update).
+
+        Given the model its server sent it (which the server knows), one iteration moves a
+        client's model by μ times an average of clipped gradients, so replacing the
+        client's data moves its model by at most 2μB, its averaged update by 2B
+        (journal §3.4; the papers' rule is the same). At equal noise, shared updates cost
+        1/μ times more ε per round than shared models.
+        """
+        what = "model" if ctx.share == "models" else "update"
+        scope = (
+            f"covers what one client sends its server (noisy {what}); adversary: the "
+            "honest-but-curious server, and by post-processing anyone downstream"
+        )
+        common = {"std": self.std, "distribution": self.distribution, "dim": ctx.dim,
+                  "rigorous": ctx.rigorous, "scope": scope, "iterations": ctx.iterations,
+                  "settings": (("mechanism", f"client_{self.distribution}_{ctx.share}"),
+                               ("sigma", self.std), ("mu", ctx.mu), ("clip", ctx.clip),
+                               ("share", ctx.share))}  # fmt: skip
+        reason = no_noise_reason(ctx, self.std)
+        if reason is not None:
+            return Transcript((), reason=reason, **common)
+        per_round = 2.0 * ctx.mu * ctx.clip if ctx.share == "models" else 2.0 * ctx.clip
+        sens = tuple(np.full(ctx.iterations, per_round).tolist())
+        return Transcript(sens, paper_sensitivities=sens, **common)
+
+    @classmethod
+    def aggregate(cls, schemes, start, local, mu, updates, ctx) -> Aggregate:
+        """Mean of the local models plus each distribution's averaged client noise."""
+        L, M = local.shape[-2:]
+        psi = local.mean(axis=3)
+        std = np.array([s.std for s in schemes])
+        scale = std * np.where(updates, -mu, 1.0)
+        for dist in sorted({s.distribution for s in schemes}):
+            mine = np.array([s.distribution == dist for s in schemes])
+            g = ctx.draws.noise("client_noise", dist, (L, M)).mean(axis=2)  # [R, P_b, M]
+            psi[mine] += scale[mine, None, None, None] * g
+        return Aggregate(psi)

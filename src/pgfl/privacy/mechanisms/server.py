@@ -1,0 +1,290 @@
+"""Mechanisms of the server → server links: random, graph-homomorphic and per-link noise.
+
+Equation numbers refer to "Privatized Graph Federated Learning" (Rizk, Vlaski & Sayed,
+arXiv:2203.07105). Server ``m`` sends ``ψ_m + g_pm`` to each neighbour ``p`` and itself;
+``w_p = Σ_m a_pm (ψ_m + g_pm)`` (eq. 8):
+
+* :class:`NoServerNoise` — ``g_pm = 0``;
+* :class:`RandomNoise` — ``g_pm = g_m``: one draw per server, on every copy;
+* :class:`GraphHomomorphic` — ``g_pm = g_m`` for ``p ≠ m`` and
+  ``g_mm = −((1 − a_mm)/a_mm) g_m`` (eq. 47), so that ``Σ_p a_pm g_pm = 0`` and the network
+  centroid carries no noise (eq. 46);
+* :class:`PerLinkNoise` — an independent draw on every link.
+
+Draws come from the round's :class:`pgfl.rng.KeyedDraws` (streams
+``server_noise.<distribution>``, ``link_noise.<distribution>``): every curve with the same
+distribution sees the same numbers (common random numbers), whatever else is batched with
+it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from pgfl.param import Param, When
+from pgfl.privacy.accounting.papers import trajectory_sensitivities
+from pgfl.privacy.accounting.releases import Transcript
+from pgfl.privacy.mechanisms.base import Mechanism, ReleaseContext, ServerNoise
+from pgfl.privacy.mechanisms.client import DISTRIBUTIONS, no_noise_reason, noise_level
+from pgfl.topology import check_combination_matrix
+from pgfl.validation import ConfigError
+
+__all__ = [
+    "SERVER_DISTRIBUTION",
+    "SERVER_VARIANCE",
+    "GraphHomomorphic",
+    "NoServerNoise",
+    "PerLinkNoise",
+    "RandomNoise",
+]
+
+#: ``privacy.server_variance``: σ_g², the variance of the server noise per coordinate.
+SERVER_VARIANCE = Param(
+    "privacy.server_variance", "real", 0.0, "Variance σ_g² of the server noise per "
+    "coordinate.", lo=0, batched=True,
+    applies=When('privacy.server_noise other than "none", not calibrated by '
+                 "privacy.target_epsilon",
+                 lambda c: c["privacy.server_noise"] != "none"
+                 and c["privacy.target_epsilon"] is None),
+)  # fmt: skip
+#: ``privacy.server_distribution``: Laplace (the papers) or Gaussian server noise.
+SERVER_DISTRIBUTION = Param(
+    "privacy.server_distribution", "choice", "laplace", "Distribution of the server noise.",
+    choices=DISTRIBUTIONS, batched=True,
+    applies=When('privacy.server_noise other than "none"',
+                 lambda c: c["privacy.server_noise"] != "none"),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class NoServerNoise(ServerNoise):
+    """Servers send ``ψ_m`` as it is."""
+
+    names: ClassVar[tuple[str, ...]] = ("none",)
+    silent: ClassVar[bool] = True
+
+    @classmethod
+    def link_noise(cls, schemes, links, dim, ctx) -> np.ndarray:
+        """Zero noise."""
+        R = ctx.draws.reps.size
+        return np.zeros((len(schemes), R, links.src.size, dim))
+
+
+@dataclass(frozen=True, kw_only=True)
+class RandomNoise(ServerNoise):
+    """Server ``m`` draws ``g_m`` (std ``σ`` per coordinate) and sends ``ψ_m + g_m`` on every link.
+
+    Attributes:
+        std: ``σ_g``, the standard deviation per coordinate (or give ``variance``).
+        variance: ``σ_g²`` (or give ``std``).
+        distribution: ``"laplace"`` (the papers) or ``"gaussian"``.
+
+    The ε covers the messages one server sends and everything computed from them: a
+    neighbour, an eavesdropper on any set of links, the servers' models and the centroid.
+
+    >>> RandomNoise(variance=0.09).std
+    0.3
+
+    """
+
+    std: float | None = None
+    variance: float | None = None
+    distribution: str = "laplace"
+    names: ClassVar[tuple[str, ...]] = ("random",)
+    params: ClassVar[tuple[Param, ...]] = (SERVER_VARIANCE, SERVER_DISTRIBUTION)
+    calibrates: ClassVar[str | None] = "privacy.server_variance"
+    protects: ClassVar[tuple[str, ...]] = (
+        "link_eavesdropper", "other_server", "neighbour_server", "unit_client",
+    )  # fmt: skip
+    exposes: ClassVar[Mapping[str, str]] = {
+        "own_server": "a unit's server sees its clients' aggregate before adding the noise",
+    }
+    #: What the ε covers (the summary's ``epsilon_scope``).
+    scope: ClassVar[str] = (
+        "covers the messages one server sends over its links (one noise draw per server and "
+        "iteration, the same copy on every link and on its own copy) and everything computed "
+        "from them, including the servers' final models and the centroid; adversary: a "
+        "neighbouring server or an eavesdropper on any set of links"
+    )
+
+    def __post_init__(self) -> None:
+        std, variance = noise_level(self.std, self.variance, SERVER_VARIANCE)
+        object.__setattr__(self, "std", std)
+        object.__setattr__(self, "variance", variance)
+        SERVER_DISTRIBUTION.named("distribution").check(self.distribution)
+
+    @classmethod
+    def from_settings(cls, s: Mapping[str, Any]) -> Mechanism:
+        """Noise of variance ``privacy.server_variance`` (0 until a target ε calibrates it)."""
+        return cls(
+            variance=s["privacy.server_variance"], distribution=s["privacy.server_distribution"]
+        )
+
+    def noiseless(self) -> Mechanism:
+        """No server noise."""
+        return NoServerNoise()
+
+    def with_std(self, std: float) -> RandomNoise:
+        """The same scheme and distribution with std ``std``."""
+        return type(self)(std=std, distribution=self.distribution)
+
+    def sensitivities(self, ctx: ReleaseContext, rule: str) -> np.ndarray:
+        """Δ₂(j) of the message ψ_{p,j} a server sends at iteration j = 1..T.
+
+        Rigorous rule: the constant ``2μB/n + 2√M e`` (``n`` the fewest clients a unit
+        averages, ``e`` the aggregation error). Analysed by the chain rule over the released
+        messages (condition on them and on all randomness independent of the client): the
+        server feeds its own noisy message to itself, so its state ``w_p = Σ_m a_pm y_m``
+        is the same in both runs, and ``ψ_{p,j}`` differs only through the changed client's
+        averaged clipped gradient, weighted ``1/n``. An aborted round of secure aggregation
+        keeps ``w_{p,i−1}``, a function of earlier messages. Papers' rule: ``2μBj``
+        (preprint eq. 52).
+        """
+        if rule == "paper":
+            return trajectory_sensitivities(ctx.iterations, mu=ctx.mu, clip=ctx.clip)
+        slack = 2.0 * math.sqrt(ctx.dim) * ctx.aggregation_error
+        return np.full(ctx.iterations, 2.0 * ctx.mu * ctx.clip / ctx.clients_per_round + slack)
+
+    def copies(self, ctx: ReleaseContext) -> int:
+        """Independently noised copies of a message an adversary sees per iteration."""
+        return 1  # identical copies on every link: seeing more of them reveals nothing new
+
+    def transcript(self, ctx: ReleaseContext) -> Transcript:
+        """The messages one server sends over its links, one release per iteration."""
+        common = {"std": self.std, "distribution": self.distribution, "dim": ctx.dim,
+                  "copies": self.copies(ctx), "rigorous": ctx.rigorous, "scope": self.scope,
+                  "iterations": ctx.iterations,
+                  "settings": (("mechanism", self.name), ("sigma", self.std), ("mu", ctx.mu),
+                               ("clip", ctx.clip), ("clients_per_round", ctx.clients_per_round),
+                               ("aggregation_error", ctx.aggregation_error))}  # fmt: skip
+        reason = no_noise_reason(ctx, self.std)
+        if reason is not None:
+            return Transcript((), reason=reason, **common)
+        paper = tuple(self.sensitivities(ctx, "paper").tolist())
+        rigorous = tuple(self.sensitivities(ctx, "rigorous").tolist()) if ctx.rigorous else paper
+        return Transcript(rigorous, paper_sensitivities=paper, **common)
+
+    @staticmethod
+    def coefficients(links: Any) -> np.ndarray:
+        """``g_pm = c_pm g_m``: the coefficient ``c_pm`` of each link, ``[n]``."""
+        return np.ones(links.src.size)
+
+    @classmethod
+    def link_noise(cls, schemes, links, dim, ctx) -> np.ndarray:
+        """``std · c_pm · g_m`` with one draw ``g_m`` per sender (stream ``server_noise``)."""
+        R = ctx.draws.reps.size
+        out = np.empty((len(schemes), R, links.src.size, dim))
+        std = np.array([s.std for s in schemes])
+        coef = cls.coefficients(links)[:, None]
+        sender = links.src - ctx.start
+        for dist in sorted({s.distribution for s in schemes}):
+            mine = np.array([s.distribution == dist for s in schemes])
+            g = ctx.draws.noise("server_noise", dist, (dim,))[:, sender] * coef  # [R, n, M]
+            out[mine] = std[mine, None, None, None] * g
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class GraphHomomorphic(RandomNoise):
+    """Graph-homomorphic perturbations (eq. 47): they cancel in the network centroid (eq. 46).
+
+    Server ``m`` draws ``g_m`` and sends ``ψ_m + g_m`` to every neighbour; its own copy
+    carries ``−((1 − a_mm)/a_mm) g_m``, so ``Σ_p a_pm g_pm = 0`` (needs ``a_mm > 0``).
+    """
+
+    names: ClassVar[tuple[str, ...]] = ("graph_homomorphic",)
+    protects: ClassVar[tuple[str, ...]] = ("link_eavesdropper", "other_server", "neighbour_server")
+    exposes: ClassVar[Mapping[str, str]] = {
+        "own_server": "a unit's server sees its clients' aggregate before adding the noise",
+        "unit_client": "the server's own model carries no noise of its own (the self-copy "
+        "cancels it); a client who also sees one neighbour's message removes the noise",
+    }
+    scope: ClassVar[str] = (
+        "covers the messages one server sends over its links (adversary: a neighbouring server "
+        "or an eavesdropper on any set of links); NOT the centroid or that server's own model, "
+        "where the graph-homomorphic noise cancels, nor a coalition including the server itself"
+    )
+
+    @classmethod
+    def check_settings(cls, s: Mapping[str, Any], where: str) -> None:
+        """More than one server (with one the noise cancels exactly), ``a_pp > 0`` if given."""
+        if s["topology.P"] == 1:
+            raise ConfigError(
+                "privacy.server_noise = 'graph_homomorphic' needs topology.P > 1: with one "
+                f"server the noise cancels exactly ({where})"
+            )
+        if s["topology.kind"] == "matrix":
+            diagonal = [row[p] for p, row in enumerate(s["topology.matrix"])]
+            if min(diagonal) <= 0:
+                raise ConfigError(
+                    "topology.matrix needs a_pp > 0 for graph-homomorphic noise (eq. 47 "
+                    f"divides by it); got a_pp = 0 at p = {diagonal.index(min(diagonal))} ({where})"
+                )
+
+    def validate(self, net: Any) -> None:
+        """Every server needs a self weight ``a_mm > 0``."""
+        if self.std > 0:
+            check_combination_matrix(net.A, need_self_weights=True)
+
+    def sensitivities(self, ctx: ReleaseContext, rule: str) -> np.ndarray:
+        """``(2μB + 2√M e)·j`` under both rules (preprint eq. 52).
+
+        Conditioning on the released messages, server p's own state differs exactly by the
+        difference of its message centres (its self-loop weight −(1−a_pp)/a_pp cancels its
+        noise), so the sensitivity of message j accumulates all earlier gradient
+        differences: the growth is real, whatever the number of clients averaged.
+        """
+        slack = 0.0 if rule == "paper" else 2.0 * math.sqrt(ctx.dim) * ctx.aggregation_error
+        return trajectory_sensitivities(ctx.iterations, mu=ctx.mu, clip=ctx.clip, slack=slack)
+
+    @staticmethod
+    def coefficients(links: Any) -> np.ndarray:
+        """1 on links to neighbours, ``−(1 − a_mm)/a_mm`` on a server's copy to itself."""
+        own = links.src == links.dst
+        coef = np.ones(links.src.size)
+        coef[own] = -(1.0 - links.self_weight[own]) / links.self_weight[own]
+        return coef
+
+
+@dataclass(frozen=True, kw_only=True)
+class PerLinkNoise(RandomNoise):
+    """An independent draw ``g_pm`` on every link ``m → p`` (self-copy included).
+
+    The draw of link ``m → p`` is keyed by the sender ``m`` and the receiver ``p``
+    (stream ``link_noise``), so a server can draw its links' noise alone. Accounted for an
+    adversary who sees all of a server's links to others (``observed_links`` copies per
+    iteration); its self-copy carries independent noise, so the sensitivity grows as in
+    eq. 52.
+    """
+
+    names: ClassVar[tuple[str, ...]] = ("random_per_link",)
+    scope: ClassVar[str] = (
+        "covers the messages one server sends over the observed links (independent noise per "
+        "link); an adversary watching k links sees k copies per iteration. The proof covers an "
+        "adversary who sees all of the server's links: set observed_links to its degree"
+    )
+
+    sensitivities = GraphHomomorphic.sensitivities
+
+    def copies(self, ctx: ReleaseContext) -> int:
+        """The links an adversary watches: each carries an independent copy."""
+        return ctx.observed_links
+
+    @classmethod
+    def link_noise(cls, schemes, links, dim, ctx) -> np.ndarray:
+        """``std · g_pm`` with one draw per link and coordinate."""
+        R = ctx.draws.reps.size
+        out = np.empty((len(schemes), R, links.src.size, dim))
+        std = np.array([s.std for s in schemes])
+        counters = links.dst[:, None] * dim + np.arange(dim)  # [n, M]
+        sender = links.src - ctx.start
+        for dist in sorted({s.distribution for s in schemes}):
+            mine = np.array([s.distribution == dist for s in schemes])
+            g = ctx.draws.noise_at("link_noise", dist, sender, counters)  # [R, n, M]
+            out[mine] = std[mine, None, None, None] * g
+        return out
