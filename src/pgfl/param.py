@@ -23,13 +23,49 @@ pgfl.validation.ConfigError: training.L must be an integer in [1, data.K=100]; g
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from pgfl.validation import ConfigError, check_choice, check_int, check_real, check_string
 
-__all__ = ["Param", "ParamTable", "Ref", "When", "kind_is", "ref"]
+#: How each kind of setting reads in the reference's "type" column.
+TYPES = {
+    "int": "integer",
+    "real": "real",
+    "choice": "string",
+    "choices": "list of strings",
+    "string": "string",
+    "int_pair": "integer or [low, high]",
+    "real_pair": "real or [low, high]",
+    "edges": "list of [p, m]",
+    "matrix": "P×P reals",
+    "ints": "list of integers",
+    "reals": "list of reals",
+    "n_samples": "integer or list of integers",
+    "paths": "list of strings",
+}
+
+
+def toml_value(value: Any) -> str:
+    """A default as the reference writes it (TOML syntax in backticks, ``unset`` for None).
+
+    >>> toml_value((1, 10)), toml_value(float("inf")), toml_value(None)
+    ('`[1, 10]`', '`inf`', 'unset')
+    """
+    if value is None:
+        return "unset"
+    if isinstance(value, str):
+        return f'`"{value}"`'
+    if isinstance(value, tuple):
+        return "`[" + ", ".join(toml_value(v).strip("`") for v in value) + "]`"
+    if isinstance(value, float) and math.isinf(value):
+        return "`inf`"
+    return f"`{value}`"
+
+
+__all__ = ["TYPES", "Param", "ParamTable", "Ref", "When", "kind_is", "ref", "toml_value"]
 
 
 @dataclass(frozen=True)
@@ -332,6 +368,25 @@ class ParamTable(Mapping[str, Param]):
         """
         return self._params[name].check(value, self.dotted(context))
 
+    def markdown(
+        self, sections: Iterable[str], titles: Mapping[str, str], *, level: str = "##"
+    ) -> list[str]:
+        """The reference's lines for ``sections``: a table of settings under each title."""
+        lines: list[str] = []
+        for section in sections:
+            lines += [f"{level} {titles[section]}", ""]
+            lines += ["| setting | type | allowed | default | only with | description |"]
+            lines += ["|---|---|---|---|---|---|"]
+            for p in self.section(section):
+                name = f"`{p.name}`" + (" †" if p.batched else "")
+                only = "" if p.applies is None else p.applies.text.replace('"', "`")
+                if p.required:
+                    only += " (required then)"
+                cells = [name, TYPES[p.kind], p.allowed(), toml_value(p.default), only, p.doc]
+                lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+            lines.append("")
+        return lines
+
     def check_table(self, section: str, values: Any, where: str = "") -> dict[str, Any]:
         """Validate one TOML table of settings: unknown keys rejected, defaults filled in.
 
@@ -352,4 +407,7 @@ class ParamTable(Mapping[str, Param]):
         checked: dict[str, Any] = {}
         for key, p in params.items():
             checked[p.name] = p.check(values.get(key, p.default), checked)
+        for p in params.values():
+            if p.required and checked[p.name] is None and p.applies.test(checked):
+                raise ConfigError(f"{p.name} is required when {p.applies.text}")
         return checked

@@ -14,16 +14,16 @@ from pgfl.validation import ConfigError
 @pytest.mark.parametrize(
     "raw, msg",
     [
-        ({"modle": {}}, "unknown key 'modle' in config"),
+        ({"modle": {}}, "unknown setting 'modle'; allowed: seed, data, model"),
         (
             {"model": {"gamma": 1}},
-            "unknown key 'model.gamma' in config; allowed: alpha, beta, rho, lambda",
+            "unknown setting model.gamma; allowed: alpha, beta, lambda, rho",
         ),
         ({"model": {"alpha": 0}}, r"model.alpha must be a real number in \(0, inf\); got 0"),
         ({"model": {"alpha": float("nan")}}, "model.alpha must be a real number"),
         ({"data": {"nodes": 1}}, r"data.nodes must be an integer in \[2, inf\]; got 1"),
         ({"data": {"clients": 2, "n_samples": [5, 6, 7]}}, "one entry per client"),
-        ({"data": {"kind": "files"}}, "data.files must be a non-empty list"),
+        ({"data": {"kind": "files"}}, "data.files is required when data.kind"),
         ({"privacy": {"delta": 2}}, "privacy.delta must be a real number in"),
         ({"algorithm": {"local_solver": "adam"}}, "algorithm.local_solver must be one of"),
     ],

@@ -1,7 +1,8 @@
-"""``pgfl graphlearn ...`` subcommands."""
+"""``pgfl graphlearn ...`` subcommands: federated graph-topology learning."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -14,22 +15,20 @@ app = typer.Typer(
 
 @app.command("run")
 def run(
-    config: Annotated[Path, typer.Argument(help="TOML config (schema: docs/graphlearn.md).")],
+    config: Annotated[Path, typer.Argument(help="TOML config (schema: docs/config.md).")],
     out: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path(
-        "results/graphlearn-run"
+        "runs/graphlearn-run"
     ),
     seed: Annotated[
         int | None, typer.Option("--seed", help="Root seed >= 0 (overrides the config's).")
     ] = None,
 ) -> None:
     """Learn personalized + consensus graphs from a config; write summary.json and curves.csv."""
-    from dataclasses import replace
-
-    from pgfl.graphlearn.config import load_config, run_config
-    from pgfl.validation import check_int
+    from pgfl.graphlearn.config import load_config, run_config  # lazy: the solvers, numba
+    from pgfl.graphlearn.params import PARAMS
 
     if seed is not None:
-        seed = check_int("--seed", seed, lo=0)
+        seed = PARAMS["seed"].named("seed (--seed)").check(seed)
     cfg = load_config(config)
     if seed is not None:
         cfg = replace(cfg, seed=seed)
@@ -43,7 +42,7 @@ def run(
 @app.command("presets")
 def presets() -> None:
     """List the graph-learning presets (run them with ``pgfl reproduce NAME``)."""
-    from pgfl.graphlearn.presets import PRESETS
+    from pgfl.graphlearn.presets import PRESETS  # lazy: the solvers
 
     for name in PRESETS:
         typer.echo(name)

@@ -253,68 +253,13 @@ def partition(
     """
     P = check_int("P", P, lo=1)
     K = check_int("K", K, lo=1)
-    X = np.asarray(X, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    if X.ndim != 2 or y.shape != (X.shape[0],):
-        raise ConfigError(f"X must be [n, M] and y [n]; got shapes {X.shape} and {y.shape}")
-    bad = ~np.isfinite(X)
-    if bad.any():
-        i, j = (int(v) for v in np.argwhere(bad)[0])
-        raise ConfigError(f"X has a non-finite value ({X[i, j]}) at row {i}, column {j}")
-    if not np.isfinite(y).all():
-        raise ConfigError(
-            f"y has a non-finite value at row {int(np.flatnonzero(~np.isfinite(y))[0])}"
-        )
+    X, y = _checked_rows(X, y)
     n, M = X.shape
     C = P * K
-    if isinstance(sizes, str):
-        counts = client_sizes(
-            n,
-            P,
-            K,
-            rng=stream(seed, "data.partition.sizes"),
-            sizes=sizes,
-            size_alpha=size_alpha,
-            size_sigma=size_sigma,
-            min_per_client=min_per_client,
-        )
-    else:
-        counts = np.asarray(sizes)
-        if counts.shape != (P, K) or counts.dtype.kind not in "iu":
-            raise ConfigError(f"sizes must be an integer array of shape {(P, K)}; got {sizes!r}")
-        if counts.min() < 0 or counts.sum() > n:
-            raise ConfigError(
-                f"explicit sizes must be >= 0 and sum to at most the {n} rows; "
-                f"got sum {int(counts.sum())}, min {int(counts.min())}"
-            )
-        counts = counts.astype(np.int64)
-    empty = np.argwhere(counts == 0)
-    if empty.size:
-        p, k = (int(v) for v in empty[0])
-        raise ConfigError(f"client (p={p}, k={k}) is left with no samples; every client needs one")
+    counts = _client_counts(n, P, K, seed, sizes, size_alpha, size_sigma, min_per_client)
     total = int(counts.sum())
     flat = counts.ravel()
-
-    assign_rng = stream(seed, "data.partition.assign")
-    pool = assign_rng.permutation(n)[:total]
-    if label_skew is None:
-        order = pool
-    else:
-        if not np.isin(y, (-1.0, 1.0)).all():
-            raise ConfigError("label_skew needs labels in {-1, +1}")
-        pos_rows = pool[y[pool] > 0]
-        neg_rows = pool[y[pool] <= 0]
-        a = label_skew_counts(
-            flat, len(pos_rows), alpha=label_skew, rng=stream(seed, "data.partition.labels")
-        )
-        # Client c takes the next a_c positives and N_c − a_c negatives.
-        pos_cid = np.repeat(np.arange(C), a)
-        neg_cid = np.repeat(np.arange(C), flat - a)
-        rows = np.concatenate([pos_rows, neg_rows])
-        cid = np.concatenate([pos_cid, neg_cid])
-        # Order rows by client, then shuffle within the client (stable over cid).
-        key = assign_rng.permutation(total)
-        order = rows[np.lexsort((key, cid))]
+    order = _assign_rows(y, flat, seed, label_skew, n)
     cid = np.repeat(np.arange(C), flat)
     start = np.concatenate([[0], np.cumsum(flat)[:-1]])
     slot = np.arange(total) - start[cid]
@@ -344,3 +289,68 @@ def partition(
         X_test=None if X_test is None else np.asarray(X_test, dtype=np.float64),
         y_test=None if y_test is None else np.asarray(y_test, dtype=np.float64),
     )
+
+
+def _checked_rows(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``X [n, M]`` and ``y [n]`` as float arrays; a non-finite value named by row and column."""
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if X.ndim != 2 or y.shape != (X.shape[0],):
+        raise ConfigError(f"X must be [n, M] and y [n]; got shapes {X.shape} and {y.shape}")
+    bad = ~np.isfinite(X)
+    if bad.any():
+        i, j = (int(v) for v in np.argwhere(bad)[0])
+        raise ConfigError(f"X has a non-finite value ({X[i, j]}) at row {i}, column {j}")
+    if not np.isfinite(y).all():
+        raise ConfigError(
+            f"y has a non-finite value at row {int(np.flatnonzero(~np.isfinite(y))[0])}"
+        )
+    return X, y
+
+
+def _client_counts(n, P, K, seed, sizes, size_alpha, size_sigma, min_per_client) -> np.ndarray:
+    """Samples per client ``[P, K]``, drawn by the named scheme or given; none left empty."""
+    if isinstance(sizes, str):
+        counts = client_sizes(
+            n, P, K, rng=stream(seed, "data.partition.sizes"), sizes=sizes,
+            size_alpha=size_alpha, size_sigma=size_sigma, min_per_client=min_per_client,
+        )  # fmt: skip
+    else:
+        counts = np.asarray(sizes)
+        if counts.shape != (P, K) or counts.dtype.kind not in "iu":
+            raise ConfigError(f"sizes must be an integer array of shape {(P, K)}; got {sizes!r}")
+        if counts.min() < 0 or counts.sum() > n:
+            raise ConfigError(
+                f"explicit sizes must be >= 0 and sum to at most the {n} rows; "
+                f"got sum {int(counts.sum())}, min {int(counts.min())}"
+            )
+        counts = counts.astype(np.int64)
+    empty = np.argwhere(counts == 0)
+    if empty.size:
+        p, k = (int(v) for v in empty[0])
+        raise ConfigError(f"client (p={p}, k={k}) is left with no samples; every client needs one")
+    return counts
+
+
+def _assign_rows(
+    y: np.ndarray, flat: np.ndarray, seed: int, label_skew: float | None, n: int
+) -> np.ndarray:
+    """The rows of each client in client order (``flat[c]`` each), with optional label skew."""
+    total, C = int(flat.sum()), flat.size
+    assign_rng = stream(seed, "data.partition.assign")
+    pool = assign_rng.permutation(n)[:total]
+    if label_skew is None:
+        return pool
+    if not np.isin(y, (-1.0, 1.0)).all():
+        raise ConfigError("label_skew needs labels in {-1, +1}")
+    pos_rows = pool[y[pool] > 0]
+    neg_rows = pool[y[pool] <= 0]
+    a = label_skew_counts(
+        flat, len(pos_rows), alpha=label_skew, rng=stream(seed, "data.partition.labels")
+    )
+    # Client c takes the next a_c positives and N_c − a_c negatives.
+    rows = np.concatenate([pos_rows, neg_rows])
+    cid = np.concatenate([np.repeat(np.arange(C), a), np.repeat(np.arange(C), flat - a)])
+    # Order rows by client, then shuffle within the client (stable over cid).
+    key = assign_rng.permutation(total)
+    return rows[np.lexsort((key, cid))]

@@ -19,6 +19,7 @@ from pgfl.engine import metrics
 from pgfl.engine.network import Network
 from pgfl.engine.settings import CurveBatch, CurveSettings
 from pgfl.engine.step import round_step
+from pgfl.params import PARAMS
 from pgfl.resources import check_fits, simulation_memory
 from pgfl.validation import check_int
 
@@ -155,101 +156,108 @@ def simulate(
     True
 
     """
-    iterations = check_int("iterations", iterations, lo=1)
-    R = check_int("repetitions", repetitions, lo=1)
+    iterations = PARAMS["iterations"].check(iterations)
+    R = PARAMS["repetitions"].check(repetitions)
     first = check_int("first_repetition", first_repetition, lo=0)
     batch = curves if isinstance(curves, CurveBatch) else CurveBatch.of(curves, net)
-    P, K, N, _ = net.data.shape
-    M = net.dim
-    C = len(batch)
-    test_size = 0 if net.data.X_test is None else len(net.data.X_test)
-    check_fits(
-        f"iterations={iterations}, repetitions={R} with {C} curves on P={P}, K={K}, N={N}, M={M}",
-        simulation_memory(
-            P=P,
-            K=K,
-            N=N,
-            M=M,
-            L=net.L,
-            E=int(net.epochs.max()),
-            B=None if net.batch is None else int(net.batch.max()),
-            C=C,
-            R=R,
-            T=iterations,
-            test_size=test_size,
-            covariances=False,
-        ),
-    )
+    _check_memory(net, len(batch), R, iterations)
     reps = np.arange(first, first + R)
     blocks = net.blocks(block_size)
+    P, M = net.data.shape[0], net.dim
     w_opt = net.problem.optimum(net.data) if w_opt is None else np.asarray(w_opt, float)
     if w_opt is None:  # no closed-form optimum: MSD metrics are not defined
         w_opt = np.full(M, np.nan)
-    W = np.zeros((C, R, P, M))
+    W = np.zeros((len(batch), R, P, M))
     w0 = getattr(net.problem, "initial", None) if w0 is None else w0
     if w0 is not None:
         W += np.asarray(w0, float)
-    has_test = net.data.X_test is not None and getattr(net.problem, "classifier", False)
-    shape = (iterations, C, R)
-    out = {k: np.empty(shape) for k in ("centroid", "individual", "disagreement")}
-    test_error = np.empty(shape) if has_test else None
-    test_log_loss = np.empty(shape) if has_test else None
-    server_test_error = np.empty((*shape, P)) if has_test else None
-    server_test_loss = np.empty((*shape, P)) if has_test else None
-    diverged_at = np.full((C, R), -1)
-    aborted = np.zeros((C, R), dtype=np.int64)
-    clipped = np.zeros((C, R), dtype=np.int64)
-    abort_log: list[tuple[int, int, int, int]] = []
-    history = np.empty((min(METRICS_CHUNK, iterations), C, R, P, M))
-
-    def record(stop: int, n: int) -> None:
-        """Metrics of the ``n`` iterations ending at ``stop``, from the kept models."""
-        Wh = history[:n]
-        wc = metrics.centroid([metrics.model_sum(Wh)], P)
-        span = slice(stop - n, stop)
-        out["centroid"][span] = metrics.centroid_msd(wc, w_opt)
-        errors = metrics.reduce_errors([metrics.error_sums(Wh, w_opt, wc)], P)
-        out["individual"][span] = errors["individual"]
-        out["disagreement"][span] = errors["disagreement"]
-        if has_test:
-            X_test, y_test = net.data.X_test, net.data.y_test
-            test_error[span] = net.problem.test_error(wc, X_test, y_test)
-            test_log_loss[span] = net.problem.test_loss(wc, X_test, y_test)
-            server_test_error[span] = net.problem.test_error(Wh, X_test, y_test)
-            server_test_loss[span] = net.problem.test_loss(Wh, X_test, y_test)
-
+    rec = _Recorder(net, iterations, len(batch), R, w_opt)
     for i in range(iterations):
         # A diverging repetition may overflow inside a round; it is detected right after
         # the round, reported in diverged_at and frozen at NaN (NaN arithmetic is quiet).
         with np.errstate(over="ignore", invalid="ignore"):
             r = round_step(W, blocks, net.links, batch, seed=seed, iteration=i + 1, reps=reps)
         W = r.W
-        if r.aborted.any():
-            aborted += r.aborted.sum(axis=2)
-            log = zip(*np.nonzero(r.aborted), strict=True)
-            abort_log.extend((c, int(reps[k]), i + 1, p) for c, k, p in log)
-        clipped += r.clipped
-        bad = metrics.diverged(W)
-        if bad.any():
-            diverged_at[bad & (diverged_at < 0)] = i + 1
-            W[bad] = np.nan
-        history[i % METRICS_CHUNK] = W
-        if (i + 1) % METRICS_CHUNK == 0 or i + 1 == iterations:
-            record(i + 1, i % METRICS_CHUNK + 1)
+        rec.round(i + 1, r, reps)
+        W[rec.diverged_at >= 0] = np.nan
+        rec.keep(i, W)
         if progress is not None:
             progress(i + 1)
-    return Trajectory(
-        out["centroid"],
-        out["individual"],
-        out["disagreement"],
-        test_error,
-        test_log_loss,
-        server_test_error,
-        diverged_at,
-        W,
-        aborted,
-        clipped,
-        abort_log,
-        reps,
-        server_test_loss,
-    )
+    return rec.trajectory(W, reps)
+
+
+def _check_memory(net: Network, C: int, R: int, iterations: int) -> None:
+    """Refuse a simulation whose arrays cannot fit in memory (one line)."""
+    P, K, N, _ = net.data.shape
+    M = net.dim
+    check_fits(
+        f"iterations={iterations}, repetitions={R} with {C} curves on P={P}, K={K}, N={N}, M={M}",
+        simulation_memory(
+            P=P, K=K, N=N, M=M, L=net.L, E=int(net.epochs.max()),
+            B=None if net.batch is None else int(net.batch.max()), C=C, R=R, T=iterations,
+            test_size=0 if net.data.X_test is None else len(net.data.X_test), covariances=False,
+        ),
+    )  # fmt: skip
+
+
+class _Recorder:
+    """Per-iteration metrics of a run, computed a chunk of kept models at a time."""
+
+    def __init__(self, net: Network, T: int, C: int, R: int, w_opt: np.ndarray) -> None:
+        P, M = net.data.shape[0], net.dim
+        self.net, self.T, self.P, self.w_opt = net, T, P, w_opt
+        self.has_test = net.data.X_test is not None and getattr(net.problem, "classifier", False)
+        shape = (T, C, R)
+        names = ["centroid", "individual", "disagreement"]
+        if self.has_test:
+            names += ["test_error", "test_log_loss"]
+        self.out = {k: np.empty(shape) for k in names}
+        if self.has_test:
+            self.out["server_test_error"] = np.empty((*shape, P))
+            self.out["server_test_loss"] = np.empty((*shape, P))
+        self.diverged_at = np.full((C, R), -1)
+        self.aborted = np.zeros((C, R), dtype=np.int64)
+        self.clipped = np.zeros((C, R), dtype=np.int64)
+        self.abort_log: list[tuple[int, int, int, int]] = []
+        self.history = np.empty((min(METRICS_CHUNK, T), C, R, P, M))
+
+    def round(self, i: int, r, reps: np.ndarray) -> None:
+        """Count round ``i``'s aborts and clipped messages; mark repetitions that diverged."""
+        if r.aborted.any():
+            self.aborted += r.aborted.sum(axis=2)
+            log = zip(*np.nonzero(r.aborted), strict=True)
+            self.abort_log.extend((c, int(reps[k]), i, p) for c, k, p in log)
+        self.clipped += r.clipped
+        bad = metrics.diverged(r.W)
+        self.diverged_at[bad & (self.diverged_at < 0)] = i
+
+    def keep(self, i: int, W: np.ndarray) -> None:
+        """Keep iteration ``i``'s models (0-based); a full chunk (or the last) is recorded."""
+        self.history[i % METRICS_CHUNK] = W
+        if (i + 1) % METRICS_CHUNK == 0 or i + 1 == self.T:
+            self.record(i + 1, i % METRICS_CHUNK + 1)
+
+    def record(self, stop: int, n: int) -> None:
+        """Metrics of the ``n`` iterations ending at ``stop``, from the kept models."""
+        Wh, P, w_opt, out = self.history[:n], self.P, self.w_opt, self.out
+        wc = metrics.centroid([metrics.model_sum(Wh)], P)
+        span = slice(stop - n, stop)
+        out["centroid"][span] = metrics.centroid_msd(wc, w_opt)
+        errors = metrics.reduce_errors([metrics.error_sums(Wh, w_opt, wc)], P)
+        out["individual"][span] = errors["individual"]
+        out["disagreement"][span] = errors["disagreement"]
+        if self.has_test:
+            problem, X_test, y_test = self.net.problem, self.net.data.X_test, self.net.data.y_test
+            out["test_error"][span] = problem.test_error(wc, X_test, y_test)
+            out["test_log_loss"][span] = problem.test_loss(wc, X_test, y_test)
+            out["server_test_error"][span] = problem.test_error(Wh, X_test, y_test)
+            out["server_test_loss"][span] = problem.test_loss(Wh, X_test, y_test)
+
+    def trajectory(self, W: np.ndarray, reps: np.ndarray) -> Trajectory:
+        """The run's :class:`Trajectory`."""
+        out = self.out
+        return Trajectory(
+            out["centroid"], out["individual"], out["disagreement"], out.get("test_error"),
+            out.get("test_log_loss"), out.get("server_test_error"), self.diverged_at, W,
+            self.aborted, self.clipped, self.abort_log, reps, out.get("server_test_loss"),
+        )  # fmt: skip

@@ -101,10 +101,12 @@ def curve_epsilon(
 
 def resolved_variances(settings: CurveSettings) -> dict[str, float | None]:
     """The noise variance each level ran with (``None``: a mechanism without one)."""
-    return {
-        f"{level}_variance": getattr(getattr(settings, level), "variance", None)
-        for level in ("client", "server")
-    }
+    out = {}
+    for level in ("client", "server"):
+        m = getattr(settings, level)
+        v = getattr(m, "variance", None)
+        out[f"{level}_variance"] = m.std**2 if v is None and m.calibrates else v
+    return out
 
 
 def secagg_entry(client: ClientAggregation, traj: Trajectory, c: int, L: int) -> dict[str, Any]:

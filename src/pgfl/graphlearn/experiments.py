@@ -260,38 +260,35 @@ def evaluate(
             "fedgl_local": fed.w_local,
             "fedgl_consensus": fed.w_con,
         }
-    if dp:
-        Zc = draws.clipped(clip)
-        for mech in mechanisms:
-            suffix = "" if mech == "last_step" else f"_{mech}"
-            for k, (eps_bar, delta_bar) in enumerate(dp):
-                cal = calibrate_noise(
-                    eps_bar, delta_bar, params.rounds, draws.counts, clip,
-                    sensitivity=sensitivity, mechanism=mech,
-                )  # fmt: skip
-                if mech == "statistic":  # one noisy z̄ per client; the run is post-processing
-                    noisy = privatize_statistic(Zc, cal, stream(seed, "graphlearn/dp-statistic", k))
-                    res = federated_graph_learning(
-                        noisy, alpha=params.alpha, beta=params.beta, rho=params.rho,
-                        lam=params.lam, rounds=params.rounds, local_steps=params.local_steps,
-                        **solver,
-                    )  # fmt: skip
-                else:
-                    res = federated_graph_learning(
-                        Zc, alpha=params.alpha, beta=params.beta, rho=params.rho,
-                        lam=params.lam, rounds=params.rounds, local_steps=params.local_steps,
-                        noise_std=cal.sigma, rng=stream(seed, "graphlearn/dp-noise", k),
-                        dp_step=dp_step, **solver,
-                    )  # fmt: skip
-                put(
-                    f"fedgl_local_dp{suffix}@{eps_bar:g}",
-                    res.w_local,
-                    gt,
-                    epsilon=eps_bar,
-                    mechanism=mech,
-                    privacy=privacy_report(cal),
-                )
-                out["_convergence"][f"fedgl_dp{suffix}@{eps_bar:g}"] = res.objective.mean(axis=1)
-                if keep_graphs:
-                    out["_graphs"][f"fedgl_dp{suffix}@{eps_bar:g}"] = res.w_local
+    for mech in mechanisms if dp else ():
+        _evaluate_dp(draws, params, mech, dp, clip, seed, sensitivity, dp_step, put, out,
+                     keep_graphs)  # fmt: skip
     return out
+
+
+def _evaluate_dp(draws, params, mech, dp, clip, seed, sensitivity, dp_step, put, out, keep):
+    """The DP runs of one mechanism, one per ``(ε̄, δ̄)``, recorded as :func:`evaluate` does."""
+    Zc = draws.clipped(clip)
+    solver = {"local_solver": params.local_solver, "step": params.step, "momentum": params.momentum}
+    common = dict(alpha=params.alpha, beta=params.beta, rho=params.rho, lam=params.lam,
+                  rounds=params.rounds, local_steps=params.local_steps, **solver)  # fmt: skip
+    suffix = "" if mech == "last_step" else f"_{mech}"
+    for k, (eps_bar, delta_bar) in enumerate(dp):
+        cal = calibrate_noise(
+            eps_bar, delta_bar, params.rounds, draws.counts, clip,
+            sensitivity=sensitivity, mechanism=mech,
+        )  # fmt: skip
+        if mech == "statistic":  # one noisy z̄ per client; the run is post-processing
+            noisy = privatize_statistic(Zc, cal, stream(seed, "graphlearn/dp-statistic", k))
+            res = federated_graph_learning(noisy, **common)
+        else:
+            res = federated_graph_learning(
+                Zc, noise_std=cal.sigma, rng=stream(seed, "graphlearn/dp-noise", k),
+                dp_step=dp_step, **common,
+            )  # fmt: skip
+        label = f"{suffix}@{eps_bar:g}"
+        put(f"fedgl_local_dp{label}", res.w_local, draws.w_clients, epsilon=eps_bar,
+            mechanism=mech, privacy=privacy_report(cal))  # fmt: skip
+        out["_convergence"][f"fedgl_dp{label}"] = res.objective.mean(axis=1)
+        if keep:
+            out["_graphs"][f"fedgl_dp{label}"] = res.w_local

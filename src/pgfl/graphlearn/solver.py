@@ -240,41 +240,72 @@ def solve_apgd(
         x = np.full((B, p), zero_data_optimum(d, alpha, beta))
     else:
         x = np.broadcast_to(np.asarray(w0, dtype=float), (B, p)).copy()
-    model = _Model(d, Z, alpha, beta, kap, C)
-    fx = model.cost(x)
-    if not np.all(np.isfinite(fx)):
-        raise ConfigError("w0 must give every vertex a positive degree (finite objective)")
-
-    def metric(v):
-        if not precondition:
-            return np.ones_like(v)
-        inv2 = 1.0 / np.maximum(model.degrees(v), 1e-300) ** 2
-        return alpha * model._mv(model.ST, inv2) + (4.0 * beta + kap)[:, None]
-
-    H = metric(x)
+    run = _Apgd(_Model(d, Z, alpha, beta, kap, C), x, precondition)
     if lipschitz0 is None and precondition:
-        L = np.ones(B)
+        run.L = np.ones(B)
     elif lipschitz0 is None:
         deg0 = np.maximum(degree_operator(x, d).min(axis=-1), 1e-12)
-        L = 4.0 * beta + 2.0 * alpha * (d - 1) / deg0**2 + kap
+        run.L = 4.0 * beta + 2.0 * alpha * (d - 1) / deg0**2 + kap
     else:
-        L = np.broadcast_to(np.asarray(lipschitz0, dtype=float), (B,)).copy()
-    t = np.ones(B)
-    x_prev = x.copy()
+        run.L = np.broadcast_to(np.asarray(lipschitz0, dtype=float), (B,)).copy()
     kkt_scale = np.maximum(1.0, 2.0 * np.max(np.abs(Z), axis=-1))
-    costs = [fx.copy()]
-    active = np.ones(B, dtype=bool)
+    costs = [run.fx.copy()]
     converged = np.zeros(B, dtype=bool)
+    it = 0
+    while it < max_iter and run.active.any():
+        it += 1
+        if precondition and it % metric_every == 0:  # refresh the metric, restart momentum
+            run.refresh()
+        check = it % check_every == 0 or it == max_iter
+        resid, stalled = run.iterate(restart, check)
+        done = run.active & ((resid <= tol * kkt_scale) | stalled)
+        converged |= done & (resid <= max(tol, 1e-6) * kkt_scale)
+        run.active &= ~done
+        costs.append(run.fx.copy())
+    return APGDResult(
+        w=run.x, costs=np.array(costs), n_iter=it, converged=converged, lipschitz=run.L
+    )
 
-    def step_from(y, L_try, mask, fy=None, gy=None):
+
+class _Apgd:
+    """The state of :func:`solve_apgd`: iterate, momentum, metric, step sizes, active set."""
+
+    def __init__(self, model: _Model, x: np.ndarray, precondition: bool) -> None:
+        self.model, self.x, self.precondition = model, x, precondition
+        self.fx = model.cost(x)
+        if not np.all(np.isfinite(self.fx)):
+            raise ConfigError("w0 must give every vertex a positive degree (finite objective)")
+        B = x.shape[0]
+        self.H = self.metric(x)
+        self.t = np.ones(B)
+        self.x_prev = x.copy()
+        self.active = np.ones(B, dtype=bool)
+        self.L = np.ones(B)
+
+    def metric(self, v: np.ndarray) -> np.ndarray:
+        """The diagonal metric ``h_e = α(1/deg_j² + 1/deg_k²) + 4β + κ`` at ``v`` (or 1)."""
+        m = self.model
+        if not self.precondition:
+            return np.ones_like(v)
+        inv2 = 1.0 / np.maximum(m.degrees(v), 1e-300) ** 2
+        return m.alpha * m._mv(m.ST, inv2) + (4.0 * m.beta + m.kappa)[:, None]
+
+    def refresh(self) -> None:
+        """The metric at the current point; momentum restarted."""
+        self.H = self.metric(self.x)
+        self.t = np.ones_like(self.t)
+        self.x_prev = self.x.copy()
+
+    def step_from(self, y, L_try, mask, fy=None, gy=None):
         """Backtracked projected gradient step from ``y`` for the problems in ``mask``."""
         if fy is None:
-            fy, gy = model.cost_grad(y)
+            fy, gy = self.model.cost_grad(y)
+        x, fx = self.x, self.fx
         xt, ft = x, fx  # copied on the first partial acceptance
         pending = mask.copy()
-        scaled = gy / H  # the metric's step direction; the step is scaled / L
+        scaled = gy / self.H  # the metric's step direction; the step is scaled / L
         for _ in range(60):
-            cand, fc, b = model.trial(y, scaled, gy, H, L_try)
+            cand, fc, b = self.model.trial(y, scaled, gy, self.H, L_try)
             bound = fy + b
             ok = pending & np.isfinite(fc) & (fc <= bound + 1e-12 * np.abs(bound))
             if ok.all():  # every problem accepts (the common case): no row copies
@@ -289,52 +320,44 @@ def solve_apgd(
             L_try = np.where(pending, 2.0 * L_try, L_try)
         return xt, ft, L_try  # still-pending problems (numerical floor) keep x
 
-    it = 0
-    while it < max_iter and active.any():
-        it += 1
-        if precondition and it % metric_every == 0:  # refresh the metric, restart momentum
-            H = metric(x)
-            t = np.ones(B)
-            x_prev = x.copy()
-        t_next = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t**2))
-        y = x + ((t - 1.0) / t_next)[:, None] * (x - x_prev)
+    def iterate(self, restart: bool, check: bool) -> tuple[np.ndarray, np.ndarray]:
+        """One accelerated step of the active problems: the KKT residual and the stalled."""
+        x, fx, active, L, model = self.x, self.fx, self.active, self.L, self.model
+        t_next = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * self.t**2))
+        y = x + ((self.t - 1.0) / t_next)[:, None] * (x - self.x_prev)
         fy, gy = model.cost_grad(y)
         off = active & ~np.isfinite(fy)  # extrapolation left the domain: use x
         if off.any():
             y[off] = x[off]
             fy, gy = model.cost_grad(y)
         L_try = np.where(active, 0.8 * L, L)
-        xt, ft, L_new = step_from(y, L_try, active, fy, gy)
+        xt, ft, L_new = self.step_from(y, L_try, active, fy, gy)
         if restart:
             worse = active & (ft > fx)
             if worse.any():  # restart: momentum off, redo from the current point
                 t_next[worse] = 1.0
                 y2 = np.where(worse[:, None], x, y)
-                xt2, ft2, L2 = step_from(y2, np.where(worse, L_try, L), worse)
+                xt2, ft2, L2 = self.step_from(y2, np.where(worse, L_try, L), worse)
                 if xt is x or ft is fx:  # never write into the current iterate
                     xt, ft = xt.copy(), ft.copy()
                 xt[worse], ft[worse], L_new[worse] = xt2[worse], ft2[worse], L2[worse]
                 still = worse & (ft > fx)  # never accept an increase (round-off)
                 xt[still], ft[still] = x[still], fx[still]
-        L = np.where(active, L_new, L)
+        self.L = np.where(active, L_new, L)
         stalled = active & np.all(xt == x, axis=-1)  # no decrease left at round-off level
-        if it % check_every == 0 or stalled.any() or it == max_iter:
+        if check or stalled.any():
             _, gx = model.cost_grad(xt)
             resid = np.max(np.abs(np.minimum(xt, gx)), axis=-1)  # ‖x − P(x − ∇F(x))‖_∞
         else:
-            resid = np.full(B, np.inf)
+            resid = np.full(x.shape[0], np.inf)
         if active.all():
-            x_prev, x, fx = x, xt, ft
+            self.x_prev, self.x, self.fx = x, xt, ft
         else:
-            x_prev = np.where(active[:, None], x, x_prev)
-            x = np.where(active[:, None], xt, x)
-            fx = np.where(active, ft, fx)
-        t = np.where(active, t_next, t)
-        done = active & ((resid <= tol * kkt_scale) | stalled)
-        converged |= done & (resid <= max(tol, 1e-6) * kkt_scale)
-        active &= ~done
-        costs.append(fx.copy())
-    return APGDResult(w=x, costs=np.array(costs), n_iter=it, converged=converged, lipschitz=L)
+            self.x_prev = np.where(active[:, None], x, self.x_prev)
+            self.x = np.where(active[:, None], xt, x)
+            self.fx = np.where(active, ft, fx)
+        self.t = np.where(active, t_next, self.t)
+        return resid, stalled
 
 
 def _check_params(alpha: float, beta: float) -> tuple[float, float]:

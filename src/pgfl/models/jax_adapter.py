@@ -31,7 +31,8 @@ import numpy as np
 
 from pgfl.extras import require
 from pgfl.models import check_initial
-from pgfl.validation import ConfigError, check_real
+from pgfl.problems import RHO
+from pgfl.validation import ConfigError
 
 __all__ = ["JaxProblem", "jax_module"]
 
@@ -96,7 +97,7 @@ class JaxProblem:
         jax = jax_module()
         from jax.flatten_util import ravel_pytree
 
-        self.rho = check_real("training.rho", rho, lo=0)
+        self.rho = RHO.check(rho)
         self.loss, self.predict, self.name = loss, predict, name
         self.classifier = predict is not None
         leaves = jax.tree_util.tree_map(lambda a: np.asarray(a, dtype=np.float64), params)

@@ -89,90 +89,104 @@ class PairTask:
     self_seeds: list[tuple[int, bytes]]
 
 
-def run_pairs(task: PairTask) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, float]]:
-    """Do ``task``: (mask sum ``[L, M]``, receivers ``[n, 2]`` (v, slot), shares, times)."""
-    unit, rnd, dtype = task.unit, task.round, np.dtype(task.dtype)
-    nbytes = task.M * dtype.itemsize
-    # key objects, made once per client and task (making a private key costs ~1 X25519)
-    keys: dict[tuple[int, int], X25519PrivateKey | X25519PublicKey] = {}
+class _PairWork:
+    """What :func:`run_pairs` accumulates: delivered shares, masks to apply, timings."""
 
-    def key(kind: int, u: int) -> X25519PrivateKey | X25519PublicKey:
-        k = keys.get((kind, u))
-        if k is None:
-            raw = (task.c_sk, task.c_pk, task.s_sk, task.s_pk)[kind][u]
+    def __init__(self, task: PairTask) -> None:
+        self.task = task
+        self.keys: dict[tuple[int, int], X25519PrivateKey | X25519PublicKey] = {}
+        payload = task.payload  # [owners, h, 2C] little-endian uint32
+        self.row = payload.shape[-1] * 4
+        self.blob = memoryview(payload.tobytes())
+        self.stride_owner = payload.shape[1] * self.row
+        self.nbytes = task.M * np.dtype(task.dtype).itemsize
+        self.dest: list[tuple[int, int]] = []
+        self.pts: list[bytes] = []
+        self.plus: list[int] = []  # mask i is added to client plus[i], subtracted from minus[i]
+        self.minus: list[int] = []
+        self.streams: list[bytes] = []
+        self.times = {"key_agreement": 0.0, "share_transport": 0.0, "mask_expansion": 0.0}
+
+    def key(self, kind: int, u: int) -> X25519PrivateKey | X25519PublicKey:
+        """Key object ``kind`` (c_sk, c_pk, s_sk, s_pk) of client u, made once per task."""
+        k = self.keys.get((kind, u))
+        if k is None:  # making a private key costs about one X25519 agreement
+            t = self.task
+            raw = (t.c_sk, t.c_pk, t.s_sk, t.s_pk)[kind][u]
             make = X25519PrivateKey.from_private_bytes if kind % 2 == 0 else None
             k = make(raw) if make else X25519PublicKey.from_public_bytes(raw)
-            keys[(kind, u)] = k
+            self.keys[(kind, u)] = k
         return k
 
-    payload = task.payload  # [owners, h, 2C] little-endian uint32
-    row = payload.shape[-1] * 4
-    blob = memoryview(payload.tobytes())
-    stride_owner = payload.shape[1] * row
-    dest: list[tuple[int, int]] = []
-    pts: list[bytes] = []
-    plus: list[int] = []  # mask i is added to client plus[i] and subtracted from minus[i]
-    minus: list[int] = []
-    streams: list[bytes] = []
-    perf = time.perf_counter
-    cpu0 = time.process_time()
-    t_ka = t_tr = t_exp = 0.0
-    pack = struct.Struct("<II").pack
-    pad = b"\x00" * 4
-    for a, b, j_ab, j_ba, channel, mask in task.edges:
+    def channel(self, a: int, b: int, j_ab: int, j_ba: int) -> None:
+        """The share channel of a pair: both shares encrypted, relayed, decrypted."""
+        t, perf = self.task, time.perf_counter
         c0 = perf()
+        shared = self.key(0, a).exchange(self.key(1, b))
+        aead = ChaCha20Poly1305(hkdf_sha256(shared, info(b"channel", t.unit, t.round, a, b)))
+        c1 = perf()
+        for u, v, j_uv, j_vu in ((a, b, j_ab, j_ba), (b, a, j_ba, j_ab)):
+            # one message per direction per round under a per-round key: nonce = (from, to)
+            nonce = _PACK(u, v) + b"\x00" * 4
+            aad = info(b"share", t.unit, t.round, u, v)
+            off = int(t.owner_of[u]) * self.stride_owner + j_uv * self.row
+            ct = aead.encrypt(nonce, self.blob[off : off + self.row], aad)
+            # --- relayed by the server, which sees only ct; v decrypts with its key ---
+            try:
+                self.pts.append(aead.decrypt(nonce, ct, aad))
+            except InvalidTag as exc:  # pragma: no cover - only on tampering
+                raise SecAggProtocolError(f"share from {u} to {v} failed authentication") from exc
+            self.dest.append((v, j_vu))
+        self.times["key_agreement"] += c1 - c0
+        self.times["share_transport"] += perf() - c1
+
+    def mask(self, a: int, b: int) -> None:
+        """The pair's mask: ``y_a`` gets +PRG(s_ab), ``y_b`` −PRG(s_ab) (a < b)."""
+        t, perf = self.task, time.perf_counter
+        c0 = perf()
+        shared = self.key(2, a).exchange(self.key(3, b))
+        sd = hkdf_sha256(shared, info(b"pairwise", t.unit, t.round, a, b))
+        c1 = perf()
+        self.streams.append(keystream(sd, self.nbytes))
+        self.plus.append(a)
+        self.minus.append(b)
+        self.times["key_agreement"] += c1 - c0
+        self.times["mask_expansion"] += perf() - c1
+
+
+_PACK = struct.Struct("<II").pack
+
+
+def run_pairs(task: PairTask) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, float]]:
+    """Do ``task``: (mask sum ``[L, M]``, receivers ``[n, 2]`` (v, slot), shares, times)."""
+    dtype = np.dtype(task.dtype)
+    work = _PairWork(task)
+    cpu0 = time.process_time()
+    for a, b, j_ab, j_ba, channel, mask in task.edges:
         if channel:
-            shared = key(0, a).exchange(key(1, b))
-            aead = ChaCha20Poly1305(hkdf_sha256(shared, info(b"channel", unit, rnd, a, b)))
-            c1 = perf()
-            t_ka += c1 - c0
-            for u, v, j_uv, j_vu in ((a, b, j_ab, j_ba), (b, a, j_ba, j_ab)):
-                # one message per direction per round under a per-round key: nonce = (from, to)
-                nonce = pack(u, v) + pad
-                aad = info(b"share", unit, rnd, u, v)
-                off = int(task.owner_of[u]) * stride_owner + j_uv * row
-                ct = aead.encrypt(nonce, blob[off : off + row], aad)
-                # --- relayed by the server, which sees only ct; v decrypts with its key ---
-                try:
-                    pts.append(aead.decrypt(nonce, ct, aad))
-                except InvalidTag as exc:  # pragma: no cover - only on tampering
-                    raise SecAggProtocolError(
-                        f"share from {u} to {v} failed authentication"
-                    ) from exc
-                dest.append((v, j_vu))
-            c0 = perf()
-            t_tr += c0 - c1
+            work.channel(a, b, j_ab, j_ba)
         if mask:
-            # y_u gets +PRG(s_uv) for v > u and −PRG(s_uv) for v < u
-            shared = key(2, a).exchange(key(3, b))
-            sd = hkdf_sha256(shared, info(b"pairwise", unit, rnd, a, b))
-            c1 = perf()
-            streams.append(keystream(sd, nbytes))
-            plus.append(a)
-            minus.append(b)
-            t_ka += c1 - c0
-            t_exp += perf() - c1
-    c0 = perf()
+            work.mask(a, b)
+    c0 = time.perf_counter()
     for u, seed in task.self_seeds:
-        streams.append(keystream(hkdf_sha256(seed, info(b"self", unit, rnd, u, 0)), nbytes))
-        plus.append(u)
-    c1 = perf()
-    t_exp += c1 - c0
+        key = hkdf_sha256(seed, info(b"self", task.unit, task.round, u, 0))
+        work.streams.append(keystream(key, work.nbytes))
+        work.plus.append(u)
+    c1 = time.perf_counter()
+    work.times["mask_expansion"] += c1 - c0
     y = np.zeros((task.L, task.M), dtype=dtype)
-    if streams:
-        m = np.frombuffer(b"".join(streams), dtype=dtype).reshape(len(streams), task.M)
-        np.add.at(y, np.array(plus, dtype=np.int64), m)  # wraps modulo 2^32 / 2^64
-        np.subtract.at(y, np.array(minus, dtype=np.int64), m[: len(minus)])
-    width = payload.shape[-1]
-    shares = np.frombuffer(b"".join(pts), dtype="<u4").reshape(len(pts), width)
+    if work.streams:
+        m = np.frombuffer(b"".join(work.streams), dtype=dtype).reshape(-1, task.M)
+        np.add.at(y, np.array(work.plus, dtype=np.int64), m)  # wraps modulo 2^32 / 2^64
+        np.subtract.at(y, np.array(work.minus, dtype=np.int64), m[: len(work.minus)])
+    width = task.payload.shape[-1]
+    shares = np.frombuffer(b"".join(work.pts), dtype="<u4").reshape(len(work.pts), width)
     times = {
-        "key_agreement": t_ka,
-        "share_transport": t_tr,
-        "mask_expansion": t_exp,
-        "masking": perf() - c1,
+        **work.times,
+        "masking": time.perf_counter() - c1,
         "pairs_cpu": time.process_time() - cpu0,
     }
-    return y, np.array(dest, dtype=np.int64).reshape(-1, 2), shares, times
+    return y, np.array(work.dest, dtype=np.int64).reshape(-1, 2), shares, times
 
 
 def undo_pair_masks(
