@@ -182,8 +182,12 @@ def test_kairouz_optimal_limit_cases():
 
 # ------------------------------------------------------------------- reference values
 def test_reference_values_laplace_100_steps():
-    assert acc.laplace_epsilon_pld(10.0, 100, DELTA) == pytest.approx(4.22, abs=0.005)
-    assert acc.laplace_epsilon_rdp(10.0, 100, DELTA) == pytest.approx(4.53, abs=0.005)
+    assert acc.epsilon([acc.LaplaceRelease(1.0, 10.0, count=100)], DELTA, "pld") == pytest.approx(
+        4.22, abs=0.005
+    )
+    assert acc.epsilon([acc.LaplaceRelease(1.0, 10.0, count=100)], DELTA, "rdp") == pytest.approx(
+        4.53, abs=0.005
+    )
     assert acc.kairouz_optimal_epsilon(0.1, 100, DELTA) == pytest.approx(4.40, abs=0.005)
     assert acc.advanced_composition_epsilon(0.1, 0.0, 100, DELTA)[0] == pytest.approx(
         5.85, abs=0.005
@@ -203,11 +207,17 @@ def test_reference_values_laplace_100_steps():
 
 
 def test_reference_values_gaussian_100_steps():
-    assert acc.gaussian_epsilon_pld(1.0, 100, DELTA) == pytest.approx(91.82, abs=0.005)
-    assert acc.gaussian_epsilon_rdp(1.0, 100, DELTA) == pytest.approx(96.12, abs=0.005)
+    assert acc.epsilon([acc.GaussianRelease(1.0, 1.0, count=100)], DELTA, "pld") == pytest.approx(
+        91.82, abs=0.005
+    )
+    assert acc.epsilon([acc.GaussianRelease(1.0, 1.0, count=100)], DELTA, "rdp") == pytest.approx(
+        96.12, abs=0.005
+    )
     # PLD of 100 steps equals the exact single Gaussian of multiplier 1/√100
     exact = dp_accounting.get_epsilon_gaussian(0.1, DELTA)
-    assert acc.gaussian_epsilon_pld(1.0, 100, DELTA) == pytest.approx(exact, rel=1e-4)
+    assert acc.epsilon([acc.GaussianRelease(1.0, 1.0, count=100)], DELTA, "pld") == pytest.approx(
+        exact, rel=1e-4
+    )
     rel = [acc.GaussianRelease(1.0, 1.0, count=100)]
     assert acc.epsilon(rel, DELTA, "pld") == pytest.approx(91.82, abs=0.005)
     assert acc.epsilon(rel, DELTA, "rdp") == pytest.approx(96.12, abs=0.005)
@@ -921,7 +931,9 @@ def test_laplace_pld_values_against_numerical_convolution():
         assert lo - 1e-9 <= got <= hi + 2e-3  # pessimistic on its coarser default grid
     lo, hi = _laplace_reference([0.1] * 100, DELTA, 1e-4)
     assert lo - 0.005 <= 4.22 <= hi + 0.005
-    assert acc.laplace_epsilon_pld(10.0, 100, DELTA) == pytest.approx(4.22, abs=0.005)
+    assert acc.epsilon([acc.LaplaceRelease(1.0, 10.0, count=100)], DELTA, "pld") == pytest.approx(
+        4.22, abs=0.005
+    )
 
 
 def test_growing_server_level_pld_curve_against_numerical_convolution():

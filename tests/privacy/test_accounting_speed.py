@@ -183,8 +183,8 @@ def test_calibration_from_a_close_guess_takes_few_evaluations(accountant, releas
         assert s == exact
         assert len(calls) <= most, (guess / exact, len(calls))
         # certified: the answer meets the target, one grid step less noise does not
-        assert acc.final_epsilon(release(s), DELTA, accountant) <= target
-        assert acc.final_epsilon(release(s / (1 + 1e-4)), DELTA, accountant) > target * (1 - 1e-9)
+        assert acc.epsilon(release(s), DELTA, accountant) <= target
+        assert acc.epsilon(release(s / (1 + 1e-4)), DELTA, accountant) > target * (1 - 1e-9)
 
 
 # ------------------------------------------------------------- runner: read-outs of ε(i)

@@ -42,7 +42,7 @@ import numpy as np
 from pgfl.privacy.accounting import (
     GaussianRelease,
     calibrate_releases,
-    final_epsilon,
+    epsilon,
     gaussian_sigma,
     graph_topology_sensitivity,
 )
@@ -204,7 +204,7 @@ def privacy_report(cal: DPCalibration) -> dict[str, Any]:
         "sensitivity_rule": cal.sensitivity_rule,
         "noise_multiplier": cal.noise_multiplier,
         "sigma": cal.sigma.tolist(),
-        "epsilon": {a: final_epsilon(rel, cal.delta_bar, a) for a in REPORT_ACCOUNTANTS},
+        "epsilon": {a: epsilon(rel, cal.delta_bar, a) for a in REPORT_ACCOUNTANTS},
         "delta": cal.delta_bar,
         "epsilon_covers": COVERS[cal.mechanism],
     }

@@ -14,7 +14,7 @@ Accountants (``compose(release, count) -> self``, ``get_epsilon(delta) -> float`
 :class:`PaperAccountant` (``paper``), :class:`BasicAccountant` (``basic``),
 :class:`AdvancedAccountant` (``advanced``), :class:`KairouzAccountant` (``kairouz``),
 :class:`PldAccountant` (``pld``), :class:`RdpAccountant` (``rdp``);
-:func:`make_accountant(name, **options) <make_accountant>`; the facade
+:func:`make_accountant(name, **options) <make_accountant>`; the one facade
 :func:`epsilon(releases, delta, accountant) <epsilon>`.
 
 Releases
@@ -64,11 +64,6 @@ from .accountants import (
     PaperAccountant,
     PldAccountant,
     RdpAccountant,
-    epsilon,
-    gaussian_epsilon_pld,
-    gaussian_epsilon_rdp,
-    laplace_epsilon_pld,
-    laplace_epsilon_rdp,
     make_accountant,
 )
 from .curves import (
@@ -80,8 +75,8 @@ from .curves import (
     calibrate,
     calibrate_releases,
     default_accountants,
+    epsilon,
     epsilon_curve,
-    final_epsilon,
 )
 from .mechanisms import (
     DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
@@ -146,11 +141,8 @@ __all__ = [
     "default_accountants",
     "epsilon",
     "epsilon_curve",
-    "final_epsilon",
     "gaussian_epsilon_analytic",
     "gaussian_epsilon_classic",
-    "gaussian_epsilon_pld",
-    "gaussian_epsilon_rdp",
     "gaussian_sigma",
     "gaussian_sigma_analytic",
     "graph_topology_epsilon",
@@ -160,8 +152,6 @@ __all__ = [
     "kairouz_epsilon",
     "kairouz_optimal_epsilon",
     "laplace_epsilon",
-    "laplace_epsilon_pld",
-    "laplace_epsilon_rdp",
     "laplace_scale",
     "make_accountant",
     "preprint_theorem2_epsilon",

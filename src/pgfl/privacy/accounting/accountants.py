@@ -79,11 +79,6 @@ __all__ = [
     "PaperAccountant",
     "PldAccountant",
     "RdpAccountant",
-    "epsilon",
-    "gaussian_epsilon_pld",
-    "gaussian_epsilon_rdp",
-    "laplace_epsilon_pld",
-    "laplace_epsilon_rdp",
     "make_accountant",
 ]
 
@@ -576,7 +571,7 @@ _CLASSES: dict[str, type[Accountant]] = {
     "pld": PldAccountant,
     "rdp": RdpAccountant,
 }
-#: Names understood by :func:`make_accountant`, :func:`epsilon` and the curves.
+#: Names understood by :func:`make_accountant` and the curves (:mod:`.curves`).
 ACCOUNTANTS = tuple(_CLASSES)
 
 
@@ -591,96 +586,3 @@ def make_accountant(name: str, **options: Any) -> Accountant:
         return cls(**options)
     except TypeError as exc:
         raise ConfigError(f"accountant {name!r} does not take options {sorted(options)}") from exc
-
-
-def epsilon(
-    releases: Iterable[Release], delta: float, accountant: str = "pld", **options: Any
-) -> float:
-    """ε at ``delta`` of the adaptive composition of ``releases`` by one accountant.
-
-    Args:
-        releases: :mod:`.releases` objects (at least one).
-        delta: target δ in (0, 1).
-        accountant: one of :data:`ACCOUNTANTS`.
-        **options: constructor options, e.g. ``value_discretization_interval`` for ``pld``.
-
-    Raises:
-        ConfigError: unknown accountant, δ ∉ (0, 1), empty or malformed releases.
-
-    >>> round(epsilon([PureDpRelease(math.log(3))], 1e-5, "basic"), 6)  # randomized response
-    1.098612
-    >>> round(epsilon([GaussianRelease(1.0, 1.0, count=100)], 1e-5, "rdp"), 2)
-    96.12
-
-    """
-    acc = make_accountant(accountant, **options)
-    _check_delta(delta)
-    rel = [check_release(r) for r in releases]
-    if not rel:
-        raise ConfigError("releases must hold at least one release; got none")
-    for r in rel:
-        acc.compose(r)
-    return acc.get_epsilon(delta)
-
-
-# ------------------------------------------------- one mechanism, k identical steps
-def _identical(accountant: Accountant, release: Release, steps: int, delta: float) -> float:
-    return accountant.compose(release, check_int("steps", steps, lo=1)).get_epsilon(delta)
-
-
-def _multiplier(value: float) -> float:
-    return check_real("noise_multiplier", value, lo=0.0, lo_open=True)
-
-
-def gaussian_epsilon_pld(
-    noise_multiplier: float,
-    steps: int,
-    delta: float,
-    *,
-    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
-) -> float:
-    """ε of ``steps`` Gaussian releases of noise multiplier σ/Δ₂ by :class:`PldAccountant`.
-
-    Exact: k Gaussian releases of multiplier z are one of multiplier z/√k (GDP).
-
-    >>> round(gaussian_epsilon_pld(1.0, 100, 1e-5), 2)
-    91.82
-    """
-    acc = PldAccountant(value_discretization_interval)
-    return _identical(acc, GaussianRelease(1.0, _multiplier(noise_multiplier)), steps, delta)
-
-
-def laplace_epsilon_pld(
-    noise_multiplier: float,
-    steps: int,
-    delta: float,
-    *,
-    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
-) -> float:
-    """ε of ``steps`` Laplace releases of noise multiplier b/Δ₁ by :class:`PldAccountant`.
-
-    >>> round(laplace_epsilon_pld(10.0, 100, 1e-5), 2)
-    4.22
-    """
-    acc = PldAccountant(value_discretization_interval)
-    return _identical(acc, LaplaceRelease(1.0, _multiplier(noise_multiplier)), steps, delta)
-
-
-def gaussian_epsilon_rdp(noise_multiplier: float, steps: int, delta: float) -> float:
-    """ε of ``steps`` Gaussian releases by :class:`RdpAccountant` (Mironov 2017).
-
-    >>> round(gaussian_epsilon_rdp(1.0, 100, 1e-5), 2)
-    96.12
-    """
-    acc = RdpAccountant()
-    return _identical(acc, GaussianRelease(1.0, _multiplier(noise_multiplier)), steps, delta)
-
-
-def laplace_epsilon_rdp(noise_multiplier: float, steps: int, delta: float) -> float:
-    """ε of ``steps`` Laplace releases by :class:`RdpAccountant` (Mironov 2017, Prop. 6).
-
-    >>> round(laplace_epsilon_rdp(10.0, 100, 1e-5), 2)
-    4.53
-    """
-    acc = RdpAccountant()
-    return _identical(acc, LaplaceRelease(1.0, _multiplier(noise_multiplier)), steps, delta)

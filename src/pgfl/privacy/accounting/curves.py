@@ -25,7 +25,7 @@ import numpy as np
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
 from .accountants import ACCOUNTANTS, Accountant, PaperAccountant, PldAccountant, make_accountant
-from .releases import GaussianRelease, Release, Transcript
+from .releases import GaussianRelease, Release, Transcript, check_release
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -37,7 +37,7 @@ __all__ = [
     "calibrate_releases",
     "default_accountants",
     "epsilon_curve",
-    "final_epsilon",
+    "epsilon",
 ]
 
 DISTRIBUTIONS = ("laplace", "gaussian")
@@ -220,16 +220,30 @@ def accountant_curve(
     return np.maximum.accumulate(filled)
 
 
-def final_epsilon(releases: Sequence[Release], delta: float, accountant: str = "pld") -> float:
-    """ε after all ``releases`` by the named accountant (PLD on the grid of :func:`pld_interval`).
+def epsilon(
+    releases: Sequence[Release], delta: float, accountant: str = "pld", **options: Any
+) -> float:
+    """ε at ``delta`` of the adaptive composition of ``releases`` by one accountant.
 
-    >>> from .releases import LaplaceRelease
-    >>> final_epsilon([LaplaceRelease(1.0, 10.0, count=100)], 1e-5, "basic")
+    The one facade: :func:`accountant_curve` read at T only. The PLD accountant's grid is
+    :func:`pld_interval` of the releases unless ``options`` give one
+    (``value_discretization_interval``); other ``options`` go to the accountant.
+
+    Raises:
+        ConfigError: unknown accountant, δ ∉ (0, 1), empty or malformed releases.
+
+    >>> from .releases import GaussianRelease, LaplaceRelease, PureDpRelease
+    >>> epsilon([LaplaceRelease(1.0, 10.0, count=100)], 1e-5, "basic")
     10.0
+    >>> round(epsilon([PureDpRelease(math.log(3))], 1e-5, "basic"), 6)  # randomized response
+    1.098612
+    >>> round(epsilon([GaussianRelease(1.0, 1.0, count=100)], 1e-5, "rdp"), 2)
+    96.12
+
     """
-    return float(
-        accountant_curve(_accountant_for(accountant, releases), releases, delta, checkpoints=1)[-1]
-    )
+    rel = [check_release(r) for r in releases]
+    acc = make_accountant(accountant, **options) if options else _accountant_for(accountant, rel)
+    return float(accountant_curve(acc, rel, delta, checkpoints=1)[-1])
 
 
 def calibrate_releases(
@@ -292,7 +306,7 @@ def calibrate_releases(
                     f"target_epsilon={eps_star:g}: {what} noise scale in [1e-300, 1e300] meets "
                     f"it by {acc!r}"
                 )
-            e = final_epsilon(releases_at(math.exp(k * h)), dlt, acc)
+            e = epsilon(releases_at(math.exp(k * h)), dlt, acc)
             values[k] = math.inf if e == math.inf else (math.log(e / aim) if e > 0 else -math.inf)
         return values[k]
 

@@ -165,7 +165,7 @@ def gaussian_epsilon_classic(sigma: float, delta: float, sensitivity: float) -> 
     """Invert :func:`gaussian_sigma`: ε = Δ₂ √(2 ln(1.25/δ)) / σ (valid only if ε < 1).
 
     Returns the value even when it is ≥ 1 (then it is *not* a proven guarantee; callers
-    wanting a valid ε for any σ should use :func:`gaussian_epsilon_pld`).
+    wanting a valid ε for any σ should use the PLD accountant (:func:`~.curves.epsilon`)).
 
     >>> round(gaussian_epsilon_classic(9.6896, 1e-5, 1.0), 4)
     0.5
