@@ -264,7 +264,8 @@ def test_no_actor_receives_client_data_or_raw_noise(ray_local):
         kinds = {(method, kind) for method, kind, _ in log}
         assert kinds <= {
             ("init", "CurveConfig"), ("init", "int"), ("init", "BlockPlan"), ("init", "tuple"),
-            ("optimum_terms", "NoneType"), ("send", "int"), ("send", "array"),
+            ("optimum_terms", "NoneType"), ("optimum_terms", "int"), ("send", "int"),
+            ("send", "array"),
             ("receive", "int"), ("receive", "array"), ("metrics", "int"), ("metrics", "array"),
             ("metrics", "NoneType"),  # no test set here (with one: the clean test set)
         }  # fmt: skip
