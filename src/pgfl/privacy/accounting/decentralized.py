@@ -74,7 +74,7 @@ def check_adjacency(adjacency: object, name: str = "adjacency") -> np.ndarray:
     if a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape[0] < 1:
         raise ConfigError(f"{name} must be a square 0/1 matrix; got shape {a.shape}")
     if not np.all((a == 0) | (a == 1)):
-        bad = a[~((a == 0) | (a == 1))][0]
+        bad = float(a[~((a == 0) | (a == 1))][0])
         raise ConfigError(f"{name} must hold only 0 and 1; got {bad!r}")
     if not np.array_equal(a, a.T):
         raise ConfigError(f"{name} must be symmetric (an undirected graph); got a[i, j] != a[j, i]")
@@ -435,6 +435,10 @@ def secldp_epsilon_rdp(
 
 
 # --------------------------------------------------- topology-optimized covariance
+#: Largest ratio c_e/s the designs use (conditioning of Σ; see :func:`decor_design`).
+_MAX_RATIO = 1e6
+
+
 @dataclasses.dataclass(frozen=True)
 class CovarianceDesign:
     """A noise covariance Σ = s I + Σ_e c_e L_e over nodes, with its cost and privacy.
@@ -529,9 +533,10 @@ def decor_design(mixing: object, adjacency: object, budget: float) -> Covariance
     For a ratio r = σ_cor²/σ_cdp², Σ = σ_cdp² (I + r L) and the tight constraint gives
     σ_cdp² = m(r)/b with m(r) = max_i [(I + r L)⁻¹]_ii. The cost is then
     tr(W Σ Wᵀ) = (m(r)/b)(‖W‖_F² + r tr(W L Wᵀ)), a function of r alone, minimised over
-    r ∈ {0} ∪ [1e-6, 1e8] on a log grid and refined by bounded scalar minimisation
+    r ∈ {0} ∪ [1e-6, 1e6] on a log grid and refined by bounded scalar minimisation
     (r = 0 is local DP; r → ∞ approaches m = 1/n, the central-DP level, which pays off
-    only when tr(W L Wᵀ) = 0, i.e. W = J/n).
+    only when tr(W L Wᵀ) = 0, i.e. W = J/n; the cap r ≤ 1e6 keeps Σ's condition number
+    near 1e6·n, so [Σ⁻¹]_ii is checked to ~1e-10, and costs at most ~1e-6 relative).
 
     Args:
         mixing: (n, n) symmetric doubly-stochastic W.
@@ -557,13 +562,15 @@ def decor_design(mixing: object, adjacency: object, budget: float) -> Covariance
         m = float(np.max((vec**2) @ (1.0 / (1.0 + r * lam))))
         return m * (frob + r * spread) / b
 
-    grid = np.concatenate([[-np.inf], np.linspace(math.log(1e-6), math.log(1e8), 141)])
+    grid = np.concatenate([[-np.inf], np.linspace(math.log(1e-6), math.log(_MAX_RATIO), 121)])
     values = np.array([cost(x) for x in grid])
     k = int(np.argmin(values))
     best_x, best = grid[k], values[k]
     if 0 < k < grid.size - 1 and e.shape[0]:
         lo = grid[k - 1] if k > 1 else grid[1] - 0.2
-        res = optimize.minimize_scalar(cost, bounds=(lo, grid[k + 1]), method="bounded")
+        res = optimize.minimize_scalar(
+            cost, bounds=(lo, grid[k + 1]), method="bounded", options={"xatol": 1e-10}
+        )
         if res.fun < best:
             best_x, best = float(res.x), float(res.fun)
     r = 0.0 if best_x == -np.inf else math.exp(best_x)
@@ -589,7 +596,11 @@ def optimize_covariance(
     exact gradients, ∂[Σ⁻¹]_ii/∂c_e = −((Σ⁻¹)_{i,p} − (Σ⁻¹)_{i,q})² for e = (p, q) and
     ∂[Σ⁻¹]_ii/∂s = −[Σ⁻²]_ii, started at the best DECOR (:func:`decor_design`). The result
     is rescaled to be exactly feasible, and the DECOR design is returned instead if the
-    solver does not improve on it, so it is never worse than DECOR at the same budget.
+    solver does not improve on it (by 1e-9 relative), so it is never worse than DECOR at
+    the same budget. Bounds (at b = 1): s ≥ 1/n, which every feasible point meets (1/√n
+    is an eigenvector of Σ with eigenvalue s, so [Σ⁻¹]_ii ≥ 1/(n s)), and
+    0 ≤ c_e ≤ 1e6/n, which keeps Σ's condition number ≲ 1e6·2·max degree so that the
+    constraint is verified to ~1e-10 (as for :func:`decor_design`).
 
     Args:
         mixing: (n, n) symmetric doubly-stochastic W.
@@ -633,16 +644,16 @@ def optimize_covariance(
         x0,
         jac=lambda x: grad_cost,
         method="SLSQP",
-        bounds=[(1e-12, None)] + [(0.0, None)] * m,
+        bounds=[(1.0 / n, None)] + [(0.0, _MAX_RATIO / n)] * m,
         constraints=[{"type": "ineq", "fun": slack, "jac": slack_jac}],
         options={"maxiter": iters, "ftol": 1e-12},
     )
-    x = np.clip(np.asarray(res.x, dtype=float), 0.0, None)
-    x[0] = max(x[0], 1e-12)
+    x = np.clip(np.asarray(res.x, dtype=float), 0.0, _MAX_RATIO / n)
+    x[0] = max(float(res.x[0]), 1.0 / n)
     if not np.all(np.isfinite(x)):
         return decor_design(w, a, b)
     kappa = float(np.max(np.diag(inverse(x))))  # rescale: exactly feasible at b = 1
     x = x * kappa
-    if float(grad_cost @ x) >= start.noise_after_mixing:
+    if float(grad_cost @ x) >= start.noise_after_mixing * (1.0 - 1e-9):
         return decor_design(w, a, b)
     return _make_design(w, e, x[0] / b, x[1:] / b, "optimized")
