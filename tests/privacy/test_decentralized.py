@@ -10,6 +10,7 @@ properties → bad input.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import dp_accounting
 import networkx as nx
@@ -428,6 +429,64 @@ def test_exact_matrix_matches_the_pseudoinverse_reference(name, kind):
                 assert got[u, v] == pytest.approx(
                     view_divergence_reference(w, k, kind, u, v), abs=1e-8
                 )
+
+
+def _rref(rows):
+    """Reduced row echelon form over the rationals (nonzero rows only)."""
+    rows = [list(r) for r in rows]
+    r = 0
+    for c in range(len(rows[0])):
+        p = next((i for i in range(r, len(rows)) if rows[i][c] != 0), None)
+        if p is None:
+            continue
+        rows[r], rows[p] = rows[p], rows[r]
+        rows[r] = [x / rows[r][c] for x in rows[r]]
+        for i in range(len(rows)):
+            if i != r and rows[i][c] != 0:
+                f = rows[i][c]
+                rows[i] = [a - f * b for a, b in zip(rows[i], rows[r], strict=True)]
+        r += 1
+        if r == len(rows):
+            break
+    return rows[:r]
+
+
+def rational_view_divergence(graph: nx.Graph, k: int, u: int, v: int) -> Fraction:
+    """‖Proj_{row(B_v)} e_u‖² in exact rational arithmetic (Metropolis weights, plain gossip)."""
+    n = graph.number_of_nodes()
+    deg = dict(graph.degree())
+    w = [[Fraction(0)] * n for _ in range(n)]
+    for i, j in graph.edges():
+        w[i][j] = w[j][i] = Fraction(1, 1 + max(deg[i], deg[j]))
+    for i in range(n):
+        w[i][i] = 1 - sum(w[i][j] for j in range(n) if j != i)
+    powers = [[[Fraction(int(i == j)) for j in range(n)] for i in range(n)]]
+    for _ in range(k):
+        q = powers[-1]
+        powers.append(
+            [[sum(w[i][m] * q[m][j] for m in range(n)) for j in range(n)] for i in range(n)]
+        )
+    nbrs = [x for x in range(n) if x != v and w[v][x] != 0]
+    rows = [[powers[t][x][c] for c in range(n) if c != v] for t in range(k + 1) for x in nbrs]
+    basis = _rref(rows)
+    col = u if u < v else u - 1
+    gram = [
+        [sum(a * b for a, b in zip(p, q, strict=True)) for q in basis] + [p[col]] for p in basis
+    ]
+    coef = [row[-1] for row in _rref(gram)]
+    return sum(c * p[col] for c, p in zip(coef, basis, strict=True))
+
+
+def test_exact_matrix_matches_rational_arithmetic():
+    # the floating-point rank decision against exact arithmetic on a 3×3 grid, K = 3
+    g = nx.convert_node_labels_to_integers(nx.grid_2d_graph(3, 3))
+    got = gos.muffliato_rdp_matrix(metropolis(adjacency_of(g)), 3, 1.0) / 0.5
+    values = set()
+    for u, v in [(0, 8), (8, 0), (0, 5), (1, 7), (4, 0), (2, 6), (3, 5)]:
+        want = rational_view_divergence(g, 3, u, v)
+        assert got[u, v] == pytest.approx(float(want), abs=1e-10)
+        values.add(want)
+    assert any(0 < x < 1 for x in values)  # fractional losses occur, not only 0 and 1
 
 
 def test_k0_exact_and_sum_are_local_dp_on_neighbours_only():

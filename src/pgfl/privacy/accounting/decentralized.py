@@ -66,7 +66,15 @@ __all__ = [
 
 # ------------------------------------------------------------------------- validation
 def check_adjacency(adjacency: object, name: str = "adjacency") -> np.ndarray:
-    """Return ``adjacency`` as a boolean (n, n) array, or raise a one-line ConfigError."""
+    """Return ``adjacency`` as a boolean (n, n) array, or raise a one-line ConfigError.
+
+    >>> check_adjacency([[0, 1], [1, 0]]).tolist()
+    [[False, True], [True, False]]
+    >>> check_adjacency([[0, 1], [0, 0]])
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: adjacency must be symmetric (undirected); got a[i, j] != a[j, i]
+    """
     try:
         a = np.asarray(adjacency, dtype=float)
     except (TypeError, ValueError):
@@ -77,14 +85,22 @@ def check_adjacency(adjacency: object, name: str = "adjacency") -> np.ndarray:
         bad = float(a[~((a == 0) | (a == 1))][0])
         raise ConfigError(f"{name} must hold only 0 and 1; got {bad!r}")
     if not np.array_equal(a, a.T):
-        raise ConfigError(f"{name} must be symmetric (an undirected graph); got a[i, j] != a[j, i]")
+        raise ConfigError(f"{name} must be symmetric (undirected); got a[i, j] != a[j, i]")
     if np.any(np.diag(a) != 0):
         raise ConfigError(f"{name} must have a zero diagonal (no self-loops); got a[i, i] = 1")
     return a.astype(bool)
 
 
 def check_mixing(mixing: object, name: str = "mixing") -> np.ndarray:
-    """Return a symmetric doubly-stochastic (n, n) float array, or raise a ConfigError."""
+    """Return a symmetric doubly-stochastic (n, n) float array, or raise a ConfigError.
+
+    >>> check_mixing([[0.5, 0.5], [0.5, 0.5]]).tolist()
+    [[0.5, 0.5], [0.5, 0.5]]
+    >>> check_mixing([[0.5, 0.4], [0.4, 0.5]])
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: mixing rows must sum to 1 (doubly stochastic); got a row sum 0.9
+    """
     try:
         w = np.asarray(mixing, dtype=float)
     except (TypeError, ValueError):
@@ -445,7 +461,7 @@ class CovarianceDesign:
 
     Sampling it needs only per-edge secrets: node i draws v̄_i ~ N(0, s) privately and,
     for each edge e = (i, j), the endpoints share v_e ~ N(0, c_e) and add +v_e and −v_e
-    (DECOR's trust assumption, :func:`pairwise_noise`). Attributes:
+    (DECOR's trust assumption, :func:`pairwise_noise`).
 
     Attributes:
         scale: s = σ_cdp² > 0, the private variance.

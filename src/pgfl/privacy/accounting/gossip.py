@@ -194,10 +194,17 @@ def muffliato_rdp_matrix(
 
     ``exact=True``: the joint Gaussian view (module docstring),
     ρ = (Δ²/(2σ²)) ‖Proj_{row(B_v)} e_u‖², computed from the SVD of B_v with numpy's
-    numerical rank (singular values above max(shape)·eps·s_max count). Directions below
-    that are unresolvable in double precision; an exact rank deficiency (rows that are
-    combinations of others) is correctly dropped. ``own_noise_known=False`` keeps v's
-    column, treating η_v as unknown to v (the divergence of the received messages alone).
+    numerical rank (singular values above max(shape)·eps·s_max count). An exact rank
+    deficiency (rows that are combinations of others) is correctly dropped; directions
+    whose singular values fall below the threshold are unresolvable in double precision
+    and dropped too, which can only *under*-state the loss (the true value lies between
+    the result and local DP). Against exact rational arithmetic the two agree to 1e-10
+    on the Metropolis 3 × 3 grid with K = 3 (tests; also checked on 4 × 4 with K ≤ 6);
+    for much larger K the Krylov rows grow ill-conditioned, so prefer local DP as the
+    bound there.
+
+    ``own_noise_known=False`` keeps v's column, treating η_v as unknown to v (the
+    divergence of the received messages alone).
 
     ``exact=False``: the paper's per-message sum
     ρ = (Δ²/(2σ²)) Σ_{t=0}^{K} Σ_{w∈N(v)} P_t(W)_{wu}²/‖P_t(W)_{w,:}‖² (full-row norms, as
