@@ -108,7 +108,9 @@ def check_mixing(mixing: object, name: str = "mixing") -> np.ndarray:
     if w.ndim != 2 or w.shape[0] != w.shape[1] or w.shape[0] < 1:
         raise ConfigError(f"{name} must be a square real matrix; got shape {w.shape}")
     if not np.all(np.isfinite(w)) or np.any(w < -1e-12):
-        raise ConfigError(f"{name} must hold finite non-negative reals; got min {np.min(w)!r}")
+        raise ConfigError(
+            f"{name} must hold finite non-negative reals; got min {float(np.min(w))!r}"
+        )
     if not np.allclose(w, w.T, rtol=0.0, atol=1e-10):
         raise ConfigError(
             f"{name} must be symmetric; got max |W - W^T| = {np.abs(w - w.T).max():g}"
@@ -413,7 +415,9 @@ def secldp_epsilon(
     the worst node is the one with the largest [Σ_H⁻¹]_ii. Never above
     :func:`secldp_epsilon_rdp` (the RDP conversion is a valid, looser bound).
 
-    >>> k2 = [[0, 1], [1, 0]]
+    >>> k2 = [[0, 1], [1, 0]]   # σ_cor = 0: local DP, 100 rounds of ratio 1 = one of ratio 10
+    >>> round(secldp_epsilon(k2, 1.0, 0.0, rounds=100, delta=1e-5), 2)
+    91.82
     >>> secldp_epsilon(k2, 1.0, 1.0, rounds=10, delta=1e-5) < secldp_epsilon_rdp(
     ...     k2, 1.0, 1.0, rounds=10, delta=1e-5)
     True
@@ -552,7 +556,7 @@ def decor_design(mixing: object, adjacency: object, budget: float) -> Covariance
     r ∈ {0} ∪ [1e-6, 1e6] on a log grid and refined by bounded scalar minimisation
     (r = 0 is local DP; r → ∞ approaches m = 1/n, the central-DP level, which pays off
     only when tr(W L Wᵀ) = 0, i.e. W = J/n; the cap r ≤ 1e6 keeps Σ's condition number
-    near 1e6·n, so [Σ⁻¹]_ii is checked to ~1e-10, and costs at most ~1e-6 relative).
+    ≤ 1 + 1e6·n, so [Σ⁻¹]_ii is verified to ~1e-9, and costs at most ~1e-6 relative).
 
     Args:
         mixing: (n, n) symmetric doubly-stochastic W.
@@ -615,8 +619,8 @@ def optimize_covariance(
     solver does not improve on it (by 1e-9 relative), so it is never worse than DECOR at
     the same budget. Bounds (at b = 1): s ≥ 1/n, which every feasible point meets (1/√n
     is an eigenvector of Σ with eigenvalue s, so [Σ⁻¹]_ii ≥ 1/(n s)), and
-    0 ≤ c_e ≤ 1e6/n, which keeps Σ's condition number ≲ 1e6·2·max degree so that the
-    constraint is verified to ~1e-10 (as for :func:`decor_design`).
+    0 ≤ c_e ≤ 1e6/n, which keeps Σ's condition number ≤ 1 + 1e6·2·(max degree) so that
+    the constraint is verified to ~1e-9 (as for :func:`decor_design`).
 
     Args:
         mixing: (n, n) symmetric doubly-stochastic W.

@@ -8,9 +8,10 @@ acceleration), so y^t = P_t(W)(x + η) for a polynomial P_t with P_t(1) = 1.
 
 **Threat model (pairwise network DP).** One honest-but-curious node v; the graph and W
 are public; nobody else colludes or eavesdrops. v's view is every message it receives,
-y_w^t for each neighbour w ∈ N(v) (w ≠ v with W_vw > 0) and every step t = 0..K, **plus
-its own x_v and η_v** (it drew them). v's own iterates y_v^t add nothing: they are
-computed from the received messages and y_v^0. The guarantee is a matrix ε_{u→v}.
+y_w^t for each neighbour w ∈ N(v) (w ≠ v with W_vw > 0) and every step t = 0..K (the
+final iterate counts as sent; to leave it out, pass K − 1), **plus its own x_v and η_v**
+(it drew them). v's own iterates y_v^t add nothing: they are computed from the
+received messages and y_v^0. The guarantee is a matrix ε_{u→v}.
 
 **Exact view.** Stack the received rows into A_v = [P_t(W)_{w,:}]_{t ≤ K, w ∈ N(v)}
 ((K+1)|N(v)| × n). Knowing x_v + η_v, v subtracts column v; what remains is
@@ -30,9 +31,19 @@ Gaussian mechanism per message (sensitivity Δ|P_t(W)_{wu}|, noise σ‖P_t(W)_{
 actually run). The messages share one noise vector, so this sum is **not** an upper bound
 on the exact divergence in general: on the path 0 – 1 – 2 with K = 1 node 2 reads
 y_1^0 = x_1 + η_1 and y_1^1 = (y_0^0 + y_1^0 + y_2^0)/3, hence y_0^0 = x_0 + η_0 exactly
-(local DP, α/2 for Δ = σ = 1), while the sum charges α/6 (at α = 2: 1 against 1/3) (doctest of
-:func:`muffliato_epsilon_matrix`). The same holds if v's own noise is treated as unknown
-(``own_noise_known=False``: 2/3 of local DP on the ring, still above the sum's 1/3).
+(local DP: α/2 for Δ = σ = 1), while the sum charges α/6; see the doctest of
+:func:`muffliato_epsilon_matrix`. It still fails if v's own noise is treated as unknown
+(``own_noise_known=False``: 2/3 of local DP at distance 2 on a ring, K = 1, against the
+sum's 1/3). More generally, on a ring or a path v peels off one node per step
+(y_w^{t+1} − known terms reveals the next node's y^0), so the exact loss is local DP for
+every u within K + 1 hops and 0 beyond; on grids and random graphs it is fractional but
+still well above the sum at distance ≥ 2.
+
+Two consequences of the exact formula: it depends on the polynomials only through the
+space they span, so plain and Chebyshev gossip (deg P_t = t) leak exactly the same
+(the choice matters for the per-message sum only, which for Chebyshev is not even
+monotone in the distance on a path); and it never exceeds local DP, which remains the
+valid bound where the numerical rank is in doubt (:func:`muffliato_rdp_matrix`).
 
 * :func:`gossip_polynomials`, :func:`gossip` — the iteration and its matrices P_t(W).
 * :func:`muffliato_rdp_matrix`, :func:`muffliato_epsilon_matrix` — ρ_{u→v} and ε_{u→v}.
