@@ -204,6 +204,7 @@ def curve_id(line):
 
 def scheme(name):
     """The scheme of a curve id, from this file's table (frontier ``@ε`` suffixes dropped)."""
+    name = name.split(",")[0]
     return SCHEME_OF.get(name.split("@")[0]) or SCHEME_OF.get(name.split("_var=")[0])
 
 

@@ -31,6 +31,7 @@ see :func:`find_sweeps`.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import textwrap
@@ -468,17 +469,16 @@ def _plt():
 def readable(build: Callable[..., Figure]) -> Callable[..., Figure]:
     """Build a figure under :data:`RC` (fonts readable at the figure's size)."""
 
+    @functools.wraps(build)
     def wrapped(*args: Any, **kwargs: Any) -> Figure:
         with _plt().rc_context(RC):
             return build(*args, **kwargs)
 
-    wrapped.__name__ = build.__name__
-    wrapped.__doc__ = build.__doc__
     return wrapped
 
 
 def _suptitle(fig: Figure, title: str, subtitle: str = "", width: float | None = None) -> None:
-    """A figure title wrapped to the figure's width, with an optional smaller second line."""
+    """A figure title wrapped to the figure's width (or ``width`` inches), then a subtitle."""
     chars = int(10 * (width or fig.get_figwidth()))  # about 10 characters per inch at 12 pt
     text = "\n".join(textwrap.wrap(title, chars))
     if subtitle:
@@ -872,7 +872,7 @@ def _row_legend(fig, row, seen: Coincidences, title: str, *, figure_level: bool)
         return None
     labels = [_wrap(seen.label(h.get_gid(), t), 40) for h, t in zip(handles, labels, strict=True)]
     if figure_level:
-        return fig.legend(handles, labels, loc="outside right upper", title=title or None)
+        return fig.legend(handles, labels, loc="outside right center", title=title or None)
     last = [ax for ax in row if ax.lines][-1]
     return last.legend(
         handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), title=title or None,
@@ -1090,9 +1090,9 @@ def frontier_figure(summary: Mapping[str, Any]) -> Figure:
             if base.get(metric) is not None:
                 ax.axhline(base[metric], color="0.45", ls="--", lw=1.2, zorder=1)
                 ax.lines[-1].set_gid("none")
-            if top:
-                y_top = ax.get_ylim()[1]
-                ax.plot(top, [y_top] * len(top), "kx", ms=7, clip_on=False, gid="diverged")
+            if top:  # on the top edge, wherever the shared y axis ends
+                ax.plot(top, [1.0] * len(top), "kx", ms=7, clip_on=False, gid="diverged",
+                        transform=ax.get_xaxis_transform())  # fmt: skip
                 diverged = True
             ax.set_xscale("log")
             ax.set_title(f"{setup}, T={T}: {title.split(' (')[0]}")
@@ -1195,15 +1195,17 @@ def epsilon_figure(curves: Mapping[str, np.ndarray], *, title: str) -> Figure:
     ax.set_xlabel("iteration i")
     ax.set_ylabel("ε(i)")
     ax.set_yscale("log")
-    ax.set_title("\n".join(textwrap.wrap(title, 80)))
+    _suptitle(fig, title)
     ax.grid(True, which="both", alpha=0.3)
     handles, labels = legend_handles(ax.lines)
     labels = [_wrap(t, 40) for t in labels]
     for name in missing:
         handles.append(Line2D([], [], ls="none"))
         labels.append(f"{name}: ε = ∞ (not drawn)")
-    if handles:
-        fig.legend(handles, labels, loc="outside right upper")
+    if len(handles) <= 6:  # ε(i) grows: the lower right corner is free
+        ax.legend(handles, labels, loc="lower right", framealpha=0.9)
+    else:
+        fig.legend(handles, labels, loc="outside right center")
     return fig
 
 

@@ -184,7 +184,7 @@ def convergence_figure(series: Mapping[str, np.ndarray], *, title: str):
     ax.grid(alpha=0.3)
     handles, labels = legend_handles(ax.lines)
     labels = [seen.label(h.get_gid(), t) for h, t in zip(handles, labels, strict=True)]
-    fig.legend(handles, labels, loc="outside right upper")
+    fig.legend(handles, labels, loc="outside right center")
     ax.set_title(title)
     return fig
 
