@@ -98,6 +98,9 @@ MAX_PANEL_CURVES = 10
 #: (about two pixels of a panel 400 pixels high).
 COINCIDE = 0.005
 
+#: Up to this many lines, a sweep panel's legend sits inside it (more: beside it).
+INSIDE_LEGEND = 4
+
 #: Local slopes (dB/decade) of a power-law range differ by at most this much.
 SLOPE_TOLERANCE = 2.5
 
@@ -909,22 +912,32 @@ def sweep_figure(summary: Mapping[str, Any], sweeps: Sequence[Sweep]) -> Figure:
             for i in ln.curves
         )
     ] or metrics_all[:1]
+    # many lines: each panel's legend beside it, in a column of its own, and one row per
+    # (sweep, metric) so that the figure does not grow too wide
+    beside = max(len(sw.lines) + len(sw.baselines) for sw in sweeps) > INSIDE_LEGEND
+    nrows, ncols = (len(sweeps) * len(metrics), 2) if beside else (len(sweeps), len(metrics))
+    heights = [5.4] * nrows
     fig = plt.figure(
-        figsize=(max(6.8, 6.0 * len(metrics)), 5.4 * len(sweeps) + 0.6), layout="constrained"
+        figsize=(9.8 if beside else max(6.8, 6.0 * len(metrics)), sum(heights) + 0.6),
+        layout="constrained",
     )
-    grid = fig.add_gridspec(len(sweeps), len(metrics))
+    grid = fig.add_gridspec(nrows, ncols, width_ratios=(6.0, 3.8) if beside else None)
     for r, sw in enumerate(sweeps):
         xlabel, sym = SWEPT[sw.parameter]
         ticks = sorted({x for ln in sw.lines for x in ln.x})
         for c, metric in enumerate(metrics):
-            in_db = metric.endswith("_db")
-            if in_db:
-                sub = grid[r, c].subgridspec(2, 1, height_ratios=(3.0, 1.3), hspace=0.05)
+            row = r * len(metrics) + c if beside else r
+            cell = grid[row, 0] if beside else grid[r, c]
+            if metric.endswith("_db"):
+                sub = cell.subgridspec(2, 1, height_ratios=(3.0, 1.3), hspace=0.05)
                 ax = fig.add_subplot(sub[0])
                 ax_s = fig.add_subplot(sub[1], sharex=ax)
             else:
-                ax, ax_s = fig.add_subplot(grid[r, c]), None
-            _sweep_panel(ax, ax_s, sw, metric, curves, styles)
+                ax, ax_s = fig.add_subplot(cell), None
+            legend = _sweep_panel(ax, ax_s, sw, metric, curves, styles, beside=beside)
+            if legend is not None and beside:  # in the column kept free for it
+                legend.set_in_layout(False)
+                heights[row] = max(heights[row], _legend_height(legend) + 0.8)
             for a in (ax, ax_s):
                 if a is None:
                     continue
@@ -941,16 +954,21 @@ def sweep_figure(summary: Mapping[str, Any], sweeps: Sequence[Sweep]) -> Figure:
                 ax_s.remove()
                 ax.tick_params(labelbottom=True)
                 ax.set_xlabel(xlabel)
+    grid.set_height_ratios(heights)
+    fig.set_figheight(sum(heights) + 0.6)
     title = summary.get("title") or summary.get("experiment", "")
     steady = summary.get("steady_state")
     _suptitle(fig, title, f"steady state: {steady}" if steady else "")
     return fig
 
 
-def _sweep_panel(ax, ax_s, sw: Sweep, metric: str, curves, styles) -> None:
-    """One metric of one sweep: the lines, baselines, local slopes and the legend."""
+def _sweep_panel(ax, ax_s, sw: Sweep, metric: str, curves, styles, *, beside: bool) -> Any:
+    """One metric of one sweep: the lines, baselines, local slopes and the legend (returned).
+
+    ``beside``: the legend goes right of the panel (else inside it, where it hides least).
+    """
     sym = SWEPT[sw.parameter][1]
-    items, texts = [], {}
+    items = []
     for ln in sw.lines:
         y = np.array([_value(curves[i].get(metric)) for i in ln.curves])
         x = np.array(ln.x)
@@ -966,7 +984,6 @@ def _sweep_panel(ax, ax_s, sw: Sweep, metric: str, curves, styles) -> None:
             label += f" (diverged at {sym}={', '.join(lost)})"
         if not ok.any():
             continue
-        texts[ln.scheme] = label
         items.append(PlotCurve(ln.scheme, label, x[ok], y[ok], styles[ln.curves[0]], ref=ln.scheme))
     seen = Coincidences()
     seen.add(metric, items, draw_curves(ax, items, sparse=False))
@@ -983,11 +1000,14 @@ def _sweep_panel(ax, ax_s, sw: Sweep, metric: str, curves, styles) -> None:
         for level, ls in ((0, "-"), (10, ":"), (-10, ":")):
             ax_s.axhline(level, color="0.5", lw=0.8, ls=ls, zorder=0)
         ax_s.set_ylabel("local slope\n(dB/decade)")
-    if ax.lines:
-        handles, labels = legend_handles(ax.lines)
-        ax.legend(handles, [_wrap(t, 48) for t in labels], loc="best", framealpha=0.9)
-    else:
+    if not ax.lines:
         ax.text(0.5, 0.5, "no finite steady-state value", ha="center", transform=ax.transAxes)
+        return None
+    handles, labels = legend_handles(ax.lines)
+    if not beside:
+        return ax.legend(handles, [_wrap(t, 48) for t in labels], loc="best", framealpha=0.9)
+    return ax.legend(handles, [_wrap(t, 40) for t in labels], loc="upper left",
+                     bbox_to_anchor=(1.03, 1.0))  # fmt: skip
 
 
 def plot_run(out: str | Path, filename: str = "figure.png") -> list[Path]:
