@@ -413,3 +413,34 @@ def test_privacy_figures_are_written(tmp_path):
     )  # fmt: skip
     path = plots.plot_audit_tradeoff(result, tmp_path / "audit.svg")
     assert path.read_text().lstrip().startswith("<?xml")
+
+
+# --- the palette -----------------------------------------------------------------------------
+
+
+def test_every_scheme_has_its_own_colour_and_marker_and_variants_their_own_line_style():
+    from pgfl.style import FALLBACK_COLORS, SCHEMES, curve_style, scheme_of
+
+    reserved = ("central_dp", "local_dp", "pairwise_cancelling", "gossip", "topology_optimized")
+    assert set(reserved) <= set(SCHEMES)
+    assert len({s.color.lower() for s in SCHEMES.values()}) == len(SCHEMES)
+    assert len({s.marker for s in SCHEMES.values()}) == len(SCHEMES)
+    # the presets' curves, by their settings
+    for name, (privacy, share, expected) in FRONTIER.items():
+        assert scheme_of(settings(privacy, share)) == expected, name
+    assert scheme_of(settings({"client_noise": "laplace", "server_noise": "random"})) == "random"
+    assert scheme_of(settings({"server_noise": "local_dp"})) == "local_dp"
+    # variants: models/updates × Laplace/Gaussian, and T vs T/10
+    styles = {
+        (share, dist): curve_style(settings({"client_noise": dist}, share))
+        for share in ("models", "updates")
+        for dist in ("laplace", "gaussian")
+    }
+    assert len({str(s.linestyle) for s in styles.values()}) == 4
+    assert len({s.color for s in styles.values()}) == 1
+    full, short = curve_style(label="random"), curve_style(label="random", horizon="short")
+    assert full.color == short.color and short.linewidth < full.linewidth
+    # unknown labels: a fixed colour, none of a scheme's while any is left
+    a = curve_style(label="my curve")
+    assert a.scheme == "" and a.color == curve_style(label="my curve").color
+    assert not set(FALLBACK_COLORS) & {s.color for s in SCHEMES.values()}

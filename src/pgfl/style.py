@@ -109,14 +109,14 @@ SCHEMES: dict[str, SchemeStyle] = {
     )
 }
 
-#: Colours for labels that name no scheme, tried in turn from a place fixed by the label.
+#: Colours for labels that name no scheme (none of them a scheme's), tried in turn from a
+#: place fixed by the label.
 FALLBACK_COLORS = (
     "#4477AA",
     "#EE6677",
     "#228833",
     "#CCBB44",
     "#66CCEE",
-    "#AA3377",
     "#997700",
     "#555555",
 )

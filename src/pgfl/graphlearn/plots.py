@@ -1,4 +1,10 @@
-"""Figures of the graph-learning presets, drawn from the result data (Agg backend)."""
+"""Figures of the graph-learning presets, drawn from the result data (Agg backend).
+
+Curves are named by their ``summary.json`` labels (``igl``, ``fedavg``, ``fedgl_local``,
+``fedgl_consensus``, ``fedgl_local_dp``, ``fedgl_local_dp_statistic``), as the printed
+summary table names them, and drawn in the project's styles (:mod:`pgfl.style`): the
+non-private methods in black and grey, the DP variants in their privacy scheme's colour.
+"""
 
 from __future__ import annotations
 
