@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from matplotlib.colors import to_rgb
 
 from pgfl.experiments.loader import parse_config
 from pgfl.experiments.runner import run_experiment
@@ -120,13 +121,25 @@ def data_axes(fig):
     return [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
 
 
+def main_axes(fig):
+    """The steady-state panels of a sweep figure (not the local-slope panels below them)."""
+    return [ax for ax in fig.axes if ax.get_ylabel().startswith("steady-state")]
+
+
+def slope_axes(fig):
+    return [ax for ax in fig.axes if ax.get_ylabel().startswith("local slope")]
+
+
 def legend_texts(ax):
-    return [t.get_text() for t in ax.get_legend().get_texts()]
+    return [t.get_text().replace("\n", " ") for t in ax.get_legend().get_texts()]
 
 
-def luminance(color):
-    r, g, b = color[:3]
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+def figure_legend_texts(fig):
+    return [t.get_text().replace("\n", " ") for lg in fig.legends for t in lg.get_texts()]
+
+
+def by_gid(ax):
+    return {ln.get_gid(): ln for ln in ax.lines if ln.get_gid()}
 
 
 # --- slope ------------------------------------------------------------------------------
@@ -259,38 +272,43 @@ def test_scheme_labels():
 def test_sweep_figure_has_log_axes_one_line_per_scheme_and_the_slopes():
     curves = fig4_like()
     fig = sweep_figure(summary(curves), find_sweeps(curves))
-    (ax,) = data_axes(fig)
-    assert ax.get_xscale() == "log"
-    assert "step size μ" in ax.get_xlabel() and "centroid MSD" in ax.get_ylabel()
+    (ax,) = main_axes(fig)
+    (ax_s,) = slope_axes(fig)
+    assert ax.get_xscale() == "log" and ax_s.get_xscale() == "log"
+    assert "step size μ" in ax_s.get_xlabel() and "centroid MSD" in ax.get_ylabel()
     assert len(ax.lines) == 2
     texts = legend_texts(ax)
-    assert "graph_homomorphic  slope +10.0 dB/dec" in texts
-    assert "random  slope -10.0 dB/dec" in texts
+    assert "graph_homomorphic: +10.0 dB/dec" in texts
+    assert "random: -10.0 dB/dec" in texts
     for line in ax.lines:
         assert tuple(line.get_xdata()) == MUS
-    gh = next(ln for ln in ax.lines if ln.get_label().startswith("graph"))
+    gh = by_gid(ax)["graph_homomorphic"]
     np.testing.assert_allclose(gh.get_ydata(), [10 * math.log10(m) for m in MUS])
+    # local slopes between neighbouring points, at their geometric means
+    local = by_gid(ax_s)["graph_homomorphic"]
+    np.testing.assert_allclose(local.get_ydata(), [10.0] * 3)
+    np.testing.assert_allclose(local.get_xdata(), np.sqrt(np.array(MUS[:-1]) * MUS[1:]))
 
 
 def test_sweep_figure_has_a_row_per_sweep_and_a_column_per_metric():
     curves = fig6_like()
     s = summary(curves, plot=("centroid_msd_db", "individual_msd_db"))
     fig = sweep_figure(s, find_sweeps(curves))
-    axes = data_axes(fig)
-    assert len(axes) == 4
+    axes, slopes = main_axes(fig), slope_axes(fig)
+    assert len(axes) == 4 and len(slopes) == 4
     assert all(ax.get_xscale() == "log" and len(ax.lines) == 2 for ax in axes)
-    assert ["μ" in ax.get_xlabel() for ax in axes] == [True, True, False, False]
-    assert ["σ²" in ax.get_xlabel() for ax in axes] == [False, False, True, True]
+    assert ["μ" in ax.get_xlabel() for ax in slopes] == [True, True, False, False]
+    assert ["σ²" in ax.get_xlabel() for ax in slopes] == [False, False, True, True]
 
 
 def test_sweep_figure_draws_baselines_and_leaves_out_diverged_points():
     curves = fig3_like()
     curves[-1] = curve("random_var=10", server_noise="random", server_variance=10.0, diverged=True)
     fig = sweep_figure(summary(curves), find_sweeps(curves))
-    (ax,) = data_axes(fig)
-    baseline = [ln for ln in ax.lines if ln.get_linestyle() == "--"]
-    assert len(baseline) == 1 and set(baseline[0].get_ydata()) == {-44.0}
-    rnd = next(ln for ln in ax.lines if ln.get_label().startswith("random"))
+    (ax,) = main_axes(fig)
+    baseline = by_gid(ax)["none"]
+    assert baseline.get_linestyle() == "--" and set(baseline.get_ydata()) == {-44.0}
+    rnd = by_gid(ax)["random"]
     assert tuple(rnd.get_xdata()) == (0.001, 0.01, 0.1, 1.0, 2.0)
     assert "diverged at σ_g²=10" in rnd.get_label()
 
@@ -301,7 +319,7 @@ def test_sweep_figure_gives_no_slope_for_a_metric_not_in_db():
         for k, m in enumerate((0.1, 1.0, 10.0))
     ]
     fig = sweep_figure(summary(curves, plot=("test_error",)), find_sweeps(curves))
-    (ax,) = data_axes(fig)
+    (ax,) = data_axes(fig)  # no local-slope panel either
     assert legend_texts(ax) == ["random"]
     np.testing.assert_allclose(ax.lines[0].get_ydata(), [0.0, 0.1, 0.2])
 
@@ -313,38 +331,58 @@ def test_iteration_figure_keeps_few_curves_in_one_panel_per_metric():
     axes = data_axes(fig)
     assert len(axes) == 2
     for ax in axes:
-        assert len(ax.lines) == 3 and legend_texts(ax) == ["none", "gh", "r"]
+        assert len(ax.lines) == 3 and ax.get_legend() is None
+    # one legend for both panels; the three curves are equal in the individual MSD only
+    assert figure_legend_texts(fig) == [
+        "none",
+        "gh (coincides with none in individual MSD)",
+        "r (coincides with none in individual MSD)",
+    ]
+    # "r" has the scheme and variant of "none": same colour, another line style
+    none, r = by_gid(axes[0])["none"], by_gid(axes[0])["r"]
+    assert none.get_color() == r.get_color() and none.get_linestyle() != r.get_linestyle()
 
 
-def test_iteration_figure_shades_each_scheme_by_the_swept_value_with_the_legend_outside():
+def test_iteration_figure_has_a_row_per_swept_scheme_shaded_by_the_value_legend_outside():
     curves = fig3_like()
     s = summary(curves, plot=("centroid_msd_db", "individual_msd_db"))
     fig = iteration_figure(s, rows_for(curves))
     axes = data_axes(fig)
-    assert len(axes) == 2  # one sweep: one row
-    left, right = axes
-    assert left.get_legend() is None and len(legend_texts(right)) == 13
-    fig.canvas.draw()
-    assert right.get_legend().get_window_extent().x0 >= right.get_window_extent().x1
-    color = {ln.get_label(): ln.get_color() for ln in left.lines}
-    for noise in ("graph_homomorphic", "random"):
-        shades = [luminance(color[f"{noise}, σ_g²={v:g}"]) for v in (0.001, 0.01, 0.1, 1, 2, 10)]
-        assert all(a > b for a, b in zip(shades, shades[1:], strict=False))  # darker = larger
-    gh, rnd = color["graph_homomorphic, σ_g²=1"], color["random, σ_g²=1"]
-    assert gh[2] > gh[0] and rnd[0] > rnd[2]  # two colour maps (blue, red)
-    assert color["none"] == "black"
+    assert len(axes) == 4  # one row per scheme of the sweep, one column per metric
+    gh_row, rnd_row = axes[:2], axes[2:]
+    assert [ax.get_title() for ax in axes[::2]] == [
+        "graph_homomorphic: σ_g² swept",
+        "random: σ_g² swept",
+    ]
+    for left, right in (gh_row, rnd_row):
+        assert left.get_legend() is None and len(legend_texts(right)) == 7  # 6 values + none
+        fig.canvas.draw()
+        assert right.get_legend().get_window_extent().x0 >= right.get_window_extent().x1
+    for (left, _), noise in ((gh_row, "graph_homomorphic"), (rnd_row, "random")):
+        lines = by_gid(left)
+        labels = [f"{noise}_var={v:g}" for v in (0.001, 0.01, 0.1, 1, 2, 10)]
+        # one colour per scheme; the swept value is the opacity (more opaque = larger)
+        assert len({to_rgb(lines[k].get_color()) for k in labels}) == 1
+        alphas = [lines[k].get_alpha() for k in labels]
+        assert all(a < b for a, b in zip(alphas, alphas[1:], strict=False))
+        assert to_rgb(lines["none"].get_color()) == (0.0, 0.0, 0.0)
+    gh = to_rgb(by_gid(gh_row[0])["graph_homomorphic_var=1"].get_color())
+    rnd = to_rgb(by_gid(rnd_row[0])["random_var=1"].get_color())
+    assert gh[2] > gh[0] and rnd[0] > rnd[2]  # blue, red
 
 
-def test_iteration_figure_has_a_row_per_sweep_and_one_for_the_rest():
+def test_iteration_figure_has_a_row_per_swept_line_and_one_for_the_rest():
     curves = [*fig6_like(), curve("reference")]
     fig = iteration_figure(summary(curves), rows_for(curves))
     axes = data_axes(fig)
     assert [ax.get_title() for ax in axes] == [
-        "step size μ swept",
-        "client noise variance σ² swept",
+        "noisy models (laplace): μ swept",
+        "noisy updates (laplace): μ swept",
+        "noisy models (laplace): σ² swept",
+        "noisy updates (laplace): σ² swept",
         "other curves",
     ]
-    assert [len(ax.lines) for ax in axes] == [10, 10, 1]
+    assert [len(ax.lines) for ax in axes] == [5, 5, 5, 5, 1]
 
 
 # --- files -----------------------------------------------------------------------------------
@@ -411,35 +449,57 @@ def test_graph_learning_figure_has_one_legend_below_and_a_log_axis_over_a_decade
     assert all(ax.get_legend() is None for ax in axes)
     (legend,) = fig.legends
     names = [t.get_text() for t in legend.get_texts()]
-    assert names == ["IGL", "FedGL-Local", "FedGL-DP last step ε̄=0.3", "FedGL-DP last step ε̄=2.0"]
+    # the labels of summary.json, as the printed table shows them
+    assert names == [
+        "igl",
+        "fedgl_local (coincides with igl)",
+        "fedgl_local_dp ε̄=0.3 (coincides with igl)",
+        "fedgl_local_dp ε̄=2 (coincides with igl)",
+    ]
     fig.canvas.draw()
     assert legend.get_window_extent().y1 <= min(ax.get_window_extent().y0 for ax in axes)
-    dp = [ln for ln in axes[0].lines if ln.get_label().startswith("FedGL-DP")]
-    assert luminance(dp[0].get_color()) > luminance(dp[1].get_color())  # larger ε̄ darker
+    dp = [ln for ln in axes[0].lines if ln.get_label().startswith("fedgl_local_dp")]
+    assert to_rgb(dp[0].get_color()) == to_rgb(dp[1].get_color())
+    assert dp[0].get_alpha() < dp[1].get_alpha()  # larger ε̄ more opaque
     linear = curves_figure([gl_curve("igl", [0.2, 0.5, 0.8])], xlabel="q", title="t")
     assert linear.axes[0].get_xscale() == "linear"
     forced = curves_figure([gl_curve("igl", [0.2, 0.5, 0.8])], xlabel="q", title="t", logx=True)
     assert forced.axes[0].get_xscale() == "log"
 
 
-def test_a_legend_of_many_curves_fits_beside_axes_that_keep_their_size(tmp_path):
-    # 55 curves (the frontier's sub-runs): at one column the legend is taller than the row
-    # and constrained layout collapsed the axes to nothing (a matplotlib warning)
+def test_many_curves_get_a_row_per_scheme_whose_legend_fits_beside_axes_that_keep_size(
+    tmp_path,
+):
+    # 55 curves (the frontier's sub-runs: 9 schemes × 6 target ε and none): one row per
+    # scheme, each with its legend beside it; nothing collapses the axes (no warning)
     import warnings
 
+    schemes = [
+        (f"client_{d}_{share}", {"client_noise": d, "share": share})
+        for share in ("models", "updates")
+        for d in ("laplace", "gaussian")
+    ] + [
+        ("random", {"server_noise": "random"}),
+        ("random_gaussian", {"server_noise": "random"}),  # the label tells the distribution
+        ("random_per_link", {"server_noise": "random_per_link"}),
+        ("graph_homomorphic", {"server_noise": "graph_homomorphic"}),
+        ("hybrid", {"server_noise": "graph_homomorphic", "client_noise": "secure_aggregation"}),
+    ]
     curves = [
-        curve(f"s{j}@{e:g}", server_noise="random", server_variance=0.01 * (i + 1))
-        for j in range(9)
-        for i, e in enumerate((0.5, 1, 2, 5, 10, 50))
+        {**curve(f"{name}@{e:g}", server_variance=0.0, **kw), "target_epsilon": e}
+        for name, kw in schemes
+        for e in (0.5, 1, 2, 5, 10, 50)
     ] + [curve("none")]
     fig = iteration_figure(summary(curves, plot=("centroid_msd_db", "individual_msd_db")),
                            rows_for(curves))  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fig.savefig(tmp_path / "f.png", dpi=40)
-    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
-    assert sum(len(lg.get_texts()) for lg in legends) >= 55
-    assert all(lg._ncols >= 2 for lg in legends if len(lg.get_texts()) > 28)
-    for ax in data_axes(fig):
+    axes = data_axes(fig)
+    assert len(axes) == 18
+    legends = [ax.get_legend() for ax in axes if ax.get_legend() is not None]
+    assert len(legends) == 9 and all(len(lg.get_texts()) == 7 for lg in legends)
+    fig.canvas.draw()
+    for ax in axes:
         box = ax.get_position()
-        assert box.width > 0.1 and box.height > 0.3
+        assert box.width > 0.2 and box.height > 0.05

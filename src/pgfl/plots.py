@@ -1,15 +1,29 @@
 """Figures made from saved results (``summary.json`` + ``curves.csv``), never from memory.
 
-Two figures per run:
+Every curve is drawn in the style of its privacy scheme (:mod:`pgfl.style`): the same
+scheme has the same colour in every figure; line styles tell variants apart (models or
+updates, Laplace or Gaussian); a swept value is an opacity, never another colour.
+Curves that coincide to plotting precision are drawn with interleaved dashes and
+staggered markers so that each stays visible, and their legend entry says
+"(coincides with X)".
 
-* ``figure.png``: the metrics of ``summary["plot"]`` against the iteration. With more than
-  :data:`PLAIN_CURVES` curves and a detected sweep, one row of panels per sweep; each
-  scheme gets its own colour map and the shade grows with the swept value.
+Figures of a run (:func:`plot_run`):
+
+* ``figure.png``: the metrics of ``summary["plot"]`` against the iteration, one column per
+  metric. With more than :data:`PLAIN_CURVES` curves and a detected sweep, small
+  multiples: one row per swept scheme (its curves in its colour, lighter for smaller
+  values, with the noise-free reference in black) and one legend per row.
 * ``sweep.png`` (only when a sweep is detected): the steady-state value of each metric
-  against the swept parameter on a log axis, one line per scheme, with the least-squares
-  slope in dB per decade in the legend. The step-size laws of "Privatized Graph Federated
-  Learning" (Rizk, Vlaski & Sayed, arXiv:2203.07105, §4) are straight lines there: an
-  ``O(μ)`` steady state rises by 10 dB per decade of μ, an ``O(1/μ)`` one falls by 10.
+  against the swept parameter on a log axis, one line per scheme. For a metric in dB a
+  small panel below shows the *local* slope between neighbouring points in dB per decade,
+  and the legend gives a power-law slope only over the ranges where the local slopes
+  agree (:func:`power_law_ranges`); the step-size laws of "Privatized Graph Federated
+  Learning" (Rizk, Vlaski & Sayed, arXiv:2203.07105, §4) are such ranges: an ``O(μ)``
+  steady state rises by 10 dB per decade of μ, an ``O(1/μ)`` one falls by 10.
+
+Other figures: :func:`plot_frontier` (``frontier.png`` of ``pgfl reproduce frontier``, from
+its ``summary.json``), :func:`plot_epsilon_curves` (ε(i) per curve or accountant) and
+:func:`plot_audit_tradeoff` (an audit's attack against the accountants' trade-off curves).
 
 Sweeps are inferred from each curve's ``settings`` in ``summary.json`` (no config key):
 see :func:`find_sweeps`.
@@ -17,18 +31,22 @@ see :func:`find_sweeps`.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 import textwrap
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pgfl.files import read_csv, read_json
+from pgfl.style import SCHEMES, CurveStyle, coincidence_style, curve_style
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 _YLABEL = {
@@ -42,11 +60,24 @@ _YLABEL = {
     "server_test_error_mean": "average test error of the servers' models",
 }
 
+#: Short metric names for legend notes ("coincides with X: centroid MSD").
+_SHORT = {
+    "centroid_msd_db": "centroid MSD",
+    "individual_msd_db": "individual MSD",
+    "disagreement_db": "disagreement",
+    "test_error": "test error",
+    "test_accuracy": "test accuracy",
+    "test_log_loss": "test log-loss",
+    "server_test_loss_mean": "servers' test loss",
+    "server_test_error_mean": "servers' test error",
+}
+
 #: Parameters a sweep can run over: (axis label, symbol in legends).
 SWEPT = {
     "mu": ("step size μ", "μ"),
     "server_variance": ("server noise variance σ_g²", "σ_g²"),
     "client_variance": ("client noise variance σ²", "σ²"),
+    "target_epsilon": ("target ε (noise calibrated to it)", "ε*"),
 }
 
 #: The setting that decides whether a variance has any effect (``"none"``: it has none).
@@ -58,13 +89,42 @@ _NOISELESS_CLIENT = ("none", "secure_aggregation")
 #: A sweep line needs at least this many distinct positive values of its parameter.
 MIN_SWEEP_POINTS = 3
 
-#: Entries per column of an outside legend (more curves: more columns, a taller row).
-LEGEND_ROWS = 28
-#: Up to this many curves, ``figure.png`` keeps one panel per metric with a plain legend.
+#: Up to this many curves, ``figure.png`` keeps one panel per metric with every curve.
 PLAIN_CURVES = 6
+#: More curves than this in one panel (no sweep to group them by): one row per scheme.
+MAX_PANEL_CURVES = 10
 
-_CMAPS = ("Blues", "Reds", "Greens", "Purples", "Oranges", "Greys")
-_MARKERS = ("o", "s", "^", "D", "v", "P")
+#: Two curves coincide when they differ by at most this fraction of the panel's y range
+#: (about two pixels of a panel 400 pixels high).
+COINCIDE = 0.005
+
+#: Up to this many lines, a sweep panel's legend sits inside it (more: beside it).
+INSIDE_LEGEND = 4
+
+#: Local slopes (dB/decade) of a power-law range differ by at most this much.
+SLOPE_TOLERANCE = 2.5
+
+#: Markers per curve on a per-iteration line (sparse, staggered between curves).
+MARKS = 8
+
+#: Fonts readable at the figures' sizes and dpi.
+RC = {
+    "font.size": 10.5,
+    "axes.titlesize": 10.5,
+    "axes.labelsize": 10.5,
+    "legend.fontsize": 9,
+    "legend.title_fontsize": 9.5,
+    "xtick.labelsize": 9.5,
+    "ytick.labelsize": 9.5,
+    "figure.titlesize": 12,
+}
+
+# line styles that tell apart curves whose scheme and variant are the same (e.g. one at
+# equal noise, one at equal ε)
+_DUPLICATE_STYLES = ((0, (1, 1.5)), (0, (6, 2, 1, 2)), (0, (3, 3)), (0, (8, 3)))
+
+#: Opacity of the smallest and the largest value of a sweep (same colour, lighter = smaller).
+ALPHA_RANGE = (0.35, 1.0)
 
 
 @dataclass(frozen=True)
@@ -110,12 +170,16 @@ def _value(v: Any) -> float:
         return math.nan
 
 
+# --- slopes ---------------------------------------------------------------------------------
+
+
 def slope_db_per_decade(x: Sequence[float], y_db: Sequence[float]) -> float:
     """Least-squares slope of ``y_db`` against ``log10(x)``: dB per decade of ``x``.
 
     Fits ``y ≈ a + s·log10 x`` over the points where both are finite and ``x > 0``;
     ``s = Σ(t − t̄)(y − ȳ) / Σ(t − t̄)²`` with ``t = log10 x``. A steady state ``∝ x^k`` has
     ``s = 10k`` (``O(μ)``: +10, ``O(1/μ)``: −10). NaN with fewer than two distinct ``x``.
+    Meaningful only where a power law holds: see :func:`power_law_ranges`.
 
     Args:
         x: the swept values, shape ``[n]``.
@@ -141,14 +205,117 @@ def slope_db_per_decade(x: Sequence[float], y_db: Sequence[float]) -> float:
     return float(np.dot(dt, y - y.mean()) / np.dot(dt, dt))
 
 
+def local_slopes(x: Sequence[float], y_db: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """Slopes between neighbouring finite points, in dB per decade, at their geometric means.
+
+    Example:
+        >>> mid, s = local_slopes([0.01, 0.1, 1, 10], [0, 0, 10, 20])
+        >>> mid.round(3).tolist(), s.round(6).tolist()
+        ([0.032, 0.316, 3.162], [0.0, 10.0, 10.0])
+
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y_db, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y) & (x > 0)
+    t, y = np.log10(x[ok]), y[ok]
+    if t.size < 2:
+        return np.zeros(0), np.zeros(0)
+    return 10 ** ((t[1:] + t[:-1]) / 2), np.diff(y) / np.diff(t)
+
+
+@dataclass(frozen=True)
+class PowerLaw:
+    """A range of a sweep over which the steady state follows a power law.
+
+    Attributes:
+        lo, hi: the range of the swept value (points at both ends included).
+        slope: the least-squares slope over the range's points, dB per decade.
+        points: how many points the range holds.
+
+    """
+
+    lo: float
+    hi: float
+    slope: float
+    points: int
+
+
+def power_law_ranges(
+    x: Sequence[float],
+    y_db: Sequence[float],
+    *,
+    tolerance: float = SLOPE_TOLERANCE,
+    min_points: int = MIN_SWEEP_POINTS,
+) -> list[PowerLaw]:
+    """The ranges where a power law holds: consecutive local slopes that agree.
+
+    Left to right, a range grows while the largest and smallest local slope
+    (:func:`local_slopes`) in it differ by at most ``tolerance`` dB/decade; a range of at
+    least ``min_points`` points is kept (its slope is :func:`slope_db_per_decade` of its
+    points) and the next one starts at its last point. A flat-then-rising curve gives a
+    flat range and a rising one, never one slope across the bend; a curve that bends
+    everywhere gives none.
+
+    Example:
+        >>> r = power_law_ranges([0.001, 0.01, 0.1, 1, 10], [-44, -44, -44, -34, -24])
+        >>> [(p.lo, p.hi, round(p.slope, 6)) for p in r]
+        [(0.001, 0.1, 0.0), (0.1, 10.0, 10.0)]
+        >>> power_law_ranges([0.1, 1, 10, 100], [0, 1, 6, 16])
+        []
+
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y_db, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y) & (x > 0)
+    x, y = x[ok], y[ok]
+    order = np.argsort(x)
+    x, y = x[order], y[order]
+    _, s = local_slopes(x, y)
+    out: list[PowerLaw] = []
+    i = 0
+    while i < s.size:
+        j = i
+        while j + 1 < s.size and max(s[i : j + 2]) - min(s[i : j + 2]) <= tolerance:
+            j += 1
+        if j - i + 2 >= min_points:
+            pts = slice(i, j + 2)
+            fit = slope_db_per_decade(x[pts], y[pts])
+            out.append(PowerLaw(float(x[i]), float(x[j + 1]), fit, j - i + 2))
+            i = j + 1
+        else:
+            i += 1
+    return out
+
+
+def _power_law_text(laws: Sequence[PowerLaw], x: Sequence[float], sym: str) -> str:
+    """Legend text of a line's power-law ranges ("+10.0 dB/dec" over the whole range)."""
+    if not laws:
+        return "no power-law range"
+    lo, hi = min(x), max(x)
+    parts = []
+    for p in laws:
+        text = f"{p.slope:+.1f} dB/dec"
+        if (p.lo, p.hi) != (lo, hi):
+            text += f" for {sym} {p.lo:g}–{p.hi:g}"
+        parts.append(text)
+    return ", ".join(parts)
+
+
+# --- schemes and sweeps ----------------------------------------------------------------------
+
+
 def scheme_label(settings: Mapping[str, Any]) -> str:
     """The privacy scheme of a curve in words: client level (with what is shared), server level.
+
+    A server noise distribution other than Laplace is named in brackets.
 
     Example:
         >>> scheme_label({"share": "updates", "client_noise": "laplace", "server_noise": "none"})
         'noisy updates (laplace)'
         >>> scheme_label({"share": "models", "client_noise": "none", "server_noise": "random"})
         'random'
+        >>> scheme_label({"server_noise": "random", "server_distribution": "gaussian"})
+        'random (gaussian)'
 
     """
     client = settings.get("client_noise", "none")
@@ -162,17 +329,29 @@ def scheme_label(settings: Mapping[str, Any]) -> str:
     elif share != "models":
         parts.append(f"sharing {share}")
     if server != "none":
-        parts.append(server)
+        dist = settings.get("server_distribution") or "laplace"
+        parts.append(server + ("" if dist == "laplace" else f" ({dist})"))
     return " + ".join(parts) or "no noise"
 
 
-def _relevant(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings with variances that have no effect (their noise is off) set to None."""
-    s = dict(settings)
+def _relevant(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A curve's settings as sweeps see them.
+
+    Variances without effect (their noise is off, or calibrated to a target ε) are None;
+    ``target_epsilon`` (kept beside the settings in ``summary.json``) is added; a server
+    distribution the settings do not record is read from the label (``random_gaussian``).
+    """
+    s = dict(entry["settings"])
+    s["target_epsilon"] = entry.get("target_epsilon")
+    if s.get("server_noise", "none") != "none" and "server_distribution" not in s:
+        label = str(entry.get("label", "")).lower()
+        s["server_distribution"] = "gaussian" if "gaussian" in label else "laplace"
     if s.get("server_noise") == "none":
         s["server_variance"] = None
     if s.get("client_noise") in _NOISELESS_CLIENT:
         s["client_variance"] = None
+    if s["target_epsilon"] is not None:
+        s["server_variance"] = s["client_variance"] = None
     return s
 
 
@@ -183,11 +362,13 @@ def _fmt(v: Any) -> str:
 def find_sweeps(curves: Sequence[Mapping[str, Any]]) -> list[Sweep]:
     """The sweeps in a run's curves, inferred from their ``settings``.
 
-    For each parameter of :data:`SWEPT`, curves are grouped by all their other settings;
-    a group whose curves have distinct, positive values of the parameter, at least
-    :data:`MIN_SWEEP_POINTS` of them, is one line. A variance counts only where its noise
-    is on. A group where two curves share a value differs in something ``settings`` does
-    not record, so it is no sweep. Curves without ``settings`` are ignored.
+    For each parameter of :data:`SWEPT` (μ, the two noise variances, and the target ε that
+    ``summary.json`` keeps beside the settings), curves are grouped by all their other
+    settings; a group whose curves have distinct, positive values of the parameter, at
+    least :data:`MIN_SWEEP_POINTS` of them, is one line. A variance counts only where its
+    noise is on and not calibrated to a target ε. A group where two curves share a value
+    differs in something ``settings`` does not record, so it is no sweep. Curves without
+    ``settings`` are ignored.
 
     Args:
         curves: ``summary["curves"]``.
@@ -206,14 +387,14 @@ def find_sweeps(curves: Sequence[Mapping[str, Any]]) -> list[Sweep]:
         [('mu', [('random', (0.1, 1.0, 5.0)), ('graph_homomorphic', (0.1, 1.0, 5.0))])]
 
     """
-    settings = [_relevant(c["settings"]) if "settings" in c else None for c in curves]
+    settings = [_relevant(c) if "settings" in c else None for c in curves]
     sweeps = []
     for p in SWEPT:
         groups: dict[tuple, list[int]] = {}
         for i, s in enumerate(settings):
             if s is None or not _value(s.get(p)) > 0:  # off (None), zero or negative
                 continue
-            key = tuple(sorted((k, v) for k, v in s.items() if k != p))
+            key = tuple(sorted(((k, v) for k, v in s.items() if k != p), key=repr))
             groups.setdefault(key, []).append(i)
         found = []
         for key, idx in groups.items():
@@ -245,21 +426,38 @@ def _label_lines(found: list[tuple[dict[str, Any], tuple[int, ...], tuple[float,
 
 
 def _baselines(p: str, settings: list[dict[str, Any] | None], found) -> tuple[int, ...]:
-    """Curves with the swept variance's noise off and otherwise a line's settings."""
-    if p not in _NOISE_OF:
+    """Curves with the swept variance's noise off and otherwise a line's settings.
+
+    For a target-ε sweep: the curves without any privacy whose other settings (what is
+    shared aside: without noise sharing models or updates is the same) equal a line's.
+    """
+    if p not in _NOISE_OF and p != "target_epsilon":
         return ()
-    noise = _NOISE_OF[p]
+    noise = (
+        ("client_noise", "server_noise", "share", "server_distribution", "client_variance",
+         "server_variance")
+        if p == "target_epsilon"
+        else (_NOISE_OF[p], "server_distribution")
+    )  # fmt: skip
     in_lines = {i for _, idx, _ in found for i in idx}
 
     def rest(s: Mapping[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in s.items() if k not in (p, noise)}
+        return {k: v for k, v in s.items() if k not in (p, *noise)}
+
+    def off(s: Mapping[str, Any]) -> bool:
+        if p == "target_epsilon":
+            return s.get("client_noise") == "none" and s.get("server_noise") == "none"
+        return s.get(p) is None
 
     line_rests = [rest(fixed) for fixed, _, _ in found]
     return tuple(
         i
         for i, s in enumerate(settings)
-        if s is not None and i not in in_lines and s.get(p) is None and rest(s) in line_rests
+        if s is not None and i not in in_lines and off(s) and rest(s) in line_rests
     )
+
+
+# --- drawing helpers -------------------------------------------------------------------------
 
 
 def _plt():
@@ -271,27 +469,24 @@ def _plt():
     return plt
 
 
-def _scheme_colormaps(sweeps: Sequence[Sweep]) -> dict[str, Any]:
-    """One sequential colour map per scheme, in order of first appearance."""
-    plt = _plt()
-    names: list[str] = []
-    for sw in sweeps:
-        names.extend(ln.scheme for ln in sw.lines if ln.scheme not in names)
-    return {n: plt.get_cmap(_CMAPS[k % len(_CMAPS)]) for k, n in enumerate(names)}
+def readable(build: Callable[..., Figure]) -> Callable[..., Figure]:
+    """Build a figure under :data:`RC` (fonts readable at the figure's size)."""
+
+    @functools.wraps(build)
+    def wrapped(*args: Any, **kwargs: Any) -> Figure:
+        with _plt().rc_context(RC):
+            return build(*args, **kwargs)
+
+    return wrapped
 
 
-def _shade(k: int, n: int) -> float:
-    """Colour-map position of the k-th of n increasing values: light (small) to dark."""
-    return 0.35 + 0.6 * (k / (n - 1) if n > 1 else 1.0)
-
-
-def _suptitle(fig: Figure, title: str, subtitle: str = "") -> None:
-    """A figure title wrapped to the figure's width, with an optional smaller second line."""
-    chars = int(11 * fig.get_figwidth())  # about 11 characters per inch at 11 pt
+def _suptitle(fig: Figure, title: str, subtitle: str = "", width: float | None = None) -> None:
+    """A figure title wrapped to the figure's width (or ``width`` inches), then a subtitle."""
+    chars = int(10 * (width or fig.get_figwidth()))  # about 10 characters per inch at 12 pt
     text = "\n".join(textwrap.wrap(title, chars))
     if subtitle:
-        text += "\n" + "\n".join(textwrap.wrap(subtitle, int(1.2 * chars)))
-    fig.suptitle(text, fontsize=11)
+        text += "\n" + "\n".join(textwrap.wrap(subtitle, int(1.15 * chars)))
+    fig.suptitle(text)
 
 
 def _curve_name(entry: Mapping[str, Any], name: str | None = None) -> str:
@@ -301,169 +496,531 @@ def _curve_name(entry: Mapping[str, Any], name: str | None = None) -> str:
     return name
 
 
-def iteration_figure(summary: Mapping[str, Any], rows: Sequence[Mapping[str, str]]) -> Figure:
-    """The per-iteration figure: metrics of ``summary["plot"]`` against the iteration.
+def entry_style(entry: Mapping[str, Any], taken: Sequence[str] = ()) -> CurveStyle:
+    """The :mod:`pgfl.style` style of a ``summary.json`` curve (settings, else label)."""
+    return curve_style(entry.get("settings"), str(entry.get("label", "")), taken=taken)
 
-    Up to :data:`PLAIN_CURVES` curves, or without a sweep: one panel per metric, every
-    curve in it. Otherwise one row of panels per sweep (its curves shaded by the swept
-    value within their scheme's colour map, its baselines in black, legend outside on the
-    right) and a last row for curves in no sweep. Diverged curves are drawn up to their
-    divergence and marked in the legend.
+
+def coinciding(
+    ys: Sequence[np.ndarray], *, log: bool = False, fraction: float = COINCIDE
+) -> list[list[int]]:
+    """Groups of curves equal to plotting precision (indices into ``ys``, each sorted).
+
+    Two curves of the same length coincide when they are finite at the same points (at
+    least one) and differ there by at most ``fraction`` of the range all curves span
+    (in log10 on a log axis). Groups are the connected components of that relation.
+
+    Example:
+        >>> a = np.array([0.0, 1.0, 2.0])
+        >>> coinciding([a, a + 1e-9, a + 1.0, a + 1.0])
+        [[0, 1], [2, 3]]
+
+    """
+    vals = []
+    for y in ys:
+        y = np.asarray(y, dtype=float)
+        if log:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                y = np.where(y > 0, np.log10(np.where(y > 0, y, 1.0)), np.nan)
+        vals.append(y)
+    finite = [v[np.isfinite(v)] for v in vals]
+    if not any(f.size for f in finite):
+        return []
+    span = max(float(np.max(f)) for f in finite if f.size) - min(
+        float(np.min(f)) for f in finite if f.size
+    )
+    tol = fraction * span if span > 0 else 1e-12
+    parent = list(range(len(vals)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for i in range(len(vals)):
+        for j in range(i + 1, len(vals)):
+            a, b = vals[i], vals[j]
+            if a.shape != b.shape:
+                continue
+            fa, fb = np.isfinite(a), np.isfinite(b)
+            if not fa.any() or not np.array_equal(fa, fb):
+                continue
+            if float(np.max(np.abs(a[fa] - b[fa]))) <= tol:
+                parent[root(j)] = root(i)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(vals)):
+        groups.setdefault(root(i), []).append(i)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+@dataclass
+class PlotCurve:
+    """One curve to draw in a panel (:func:`draw_curves`).
+
+    Attributes:
+        gid: its identity (the curve's label), set as the line's gid.
+        name: its legend name.
+        x, y: its data.
+        style: its :class:`pgfl.style.CurveStyle`.
+        zorder: drawing order (references underneath).
+        ref: the name other curves' coincidence notes use for it (default: ``name``).
+
+    """
+
+    gid: str
+    name: str
+    x: np.ndarray
+    y: np.ndarray
+    style: CurveStyle
+    zorder: float = 2.0
+    ref: str = ""
+
+
+def draw_curves(
+    ax: Axes, items: Sequence[PlotCurve], *, log: bool = False, sparse: bool = True
+) -> list[tuple[str, str]]:
+    """Draw curves in one panel; curves that coincide stay visible.
+
+    Curves of identical style get distinct dash patterns; coinciding ones
+    (:func:`coinciding`) interleaved dashes and larger markers underneath. ``sparse``:
+    about :data:`MARKS` markers per curve, staggered between schemes.
+
+    Returns:
+        ``(later gid, earlier gid)`` for every pair of curves that coincide.
+
+    """
+    groups = coinciding([c.y for c in items], log=log) if len(items) > 1 else []
+    rank = {}
+    for g in groups:
+        for k, i in enumerate(g):
+            rank[i] = (k, len(g), g[0])
+    seen: dict[tuple, int] = {}
+    pairs = [(items[b].gid, items[a].gid) for g in groups for a, b in itertools.combinations(g, 2)]
+    for i, c in enumerate(items):
+        style = c.style
+        key = (style.color, str(style.linestyle), style.marker, style.alpha)
+        dup = seen.get(key, 0)
+        seen[key] = dup + 1
+        if dup:
+            style = replace(style, linestyle=_DUPLICATE_STYLES[(dup - 1) % len(_DUPLICATE_STYLES)])
+        k, size, _ = rank.get(i, (0, 1, i))
+        legend_kw = style.kwargs()
+        style = coincidence_style(style, k, size)
+        kw = style.kwargs()
+        n = len(c.x)
+        if sparse and n > 2 * MARKS:
+            step = max(1, n // MARKS)
+            offset = (style.phase * step // len(SCHEMES) + k * step // max(size, 1)) % step
+            kw["markevery"] = (offset, step)
+        (line,) = ax.plot(c.x, c.y, label=c.name, zorder=c.zorder + 0.1 * k, **kw)
+        line.set_gid(c.gid)
+        line.pgfl_legend = legend_kw  # the legend shows the curve's own style
+    return pairs
+
+
+class Coincidences:
+    """Which curves coincide in which panels of a figure, for the legend's notes."""
+
+    def __init__(self, compact: Callable[[list[Any]], list[str]] | None = None) -> None:
+        self.pairs: dict[tuple[str, str], list[Any]] = {}
+        self.drawn: dict[str, set[Any]] = {}
+        self.names: dict[str, str] = {}
+        self.compact = compact or (lambda panels: [str(p) for p in panels])
+
+    def add(self, panel: Any, items: Sequence[PlotCurve], pairs: Sequence[tuple[str, str]]) -> None:
+        """Record a panel's curves and the pairs of them that coincide there."""
+        for c in items:
+            self.drawn.setdefault(c.gid, set()).add(panel)
+            self.names.setdefault(c.gid, c.ref or c.name)
+        for pair in pairs:
+            self.pairs.setdefault(pair, []).append(panel)
+
+    def label(self, gid: str, name: str) -> str:
+        """``name`` with "(coincides with X)" for the earlier curves X it coincides with.
+
+        The partner coinciding in the most panels first, then others only for panels not
+        covered yet (coincidence is transitive: the partners' own notes tell the rest).
+        Where two coincide in only some of the panels both are drawn in, the note names
+        those panels.
+        """
+        partners = sorted(
+            ((b, panels) for (a, b), panels in self.pairs.items() if a == gid),
+            key=lambda bp: -len(bp[1]),
+        )
+        notes, covered = [], set()
+        for b, panels in partners:
+            if set(panels) <= covered:
+                continue
+            covered |= set(panels)
+            common = self.drawn.get(gid, set()) & self.drawn.get(b, set())
+            where = "" if set(panels) >= common else " in " + ", ".join(self.compact(panels))
+            notes.append(self.names.get(b, b) + where)
+        return f"{name} (coincides with {'; with '.join(notes)})" if notes else name
+
+
+def legend_handles(lines: Sequence[Any]) -> tuple[list[Any], list[str]]:
+    """One handle per gid in the curve's own style (not its coincidence style), and labels."""
+    from matplotlib.lines import Line2D
+
+    seen: dict[str, Any] = {}
+    for ln in lines:
+        gid = ln.get_gid()
+        if gid is not None and gid not in seen:
+            seen[gid] = ln
+    handles = [
+        Line2D([], [], **getattr(ln, "pgfl_legend", {"color": ln.get_color()}), gid=gid)
+        for gid, ln in seen.items()
+    ]
+    return handles, [ln.get_label() for ln in seen.values()]
+
+
+def _wrap(text: str, width: int = 44) -> str:
+    return "\n".join(textwrap.wrap(text, width)) or text
+
+
+def save_figure(fig: Figure, path: str | Path, *, dpi: int = 110) -> Path:
+    """Write ``fig`` to ``path`` (format from the suffix, PNG without one; folders created).
+
+    Closes the figure. Returns the path.
     """
     plt = _plt()
-    panels = list(summary.get("plot") or ["centroid_msd_db"])
-    curves = summary["curves"]
-    sweeps = find_sweeps(curves) if len(curves) > PLAIN_CURVES else []
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi, format=path.suffix[1:].lower() or "png")
+    plt.close(fig)
+    return path
+
+
+# --- figure.png ------------------------------------------------------------------------------
+
+
+def _series(rows: Sequence[Mapping[str, str]]) -> dict[str, dict[str, np.ndarray]]:
+    """``curves.csv`` rows as ``label -> {"iteration": it, metric: values}``."""
     by_label: dict[str, list[Mapping[str, str]]] = {}
     for r in rows:
         by_label.setdefault(r["label"], []).append(r)
+    out = {}
+    for label, rs in by_label.items():
+        cols = {"iteration": np.array([int(r["iteration"]) for r in rs])}
+        for key in rs[0]:
+            if key not in ("label", "iteration"):
+                cols[key] = np.array([_value(r.get(key)) for r in rs])
+        out[label] = cols
+    return out
 
-    # groups: (row title, [(curve index, colour, legend name)])
-    groups: list[tuple[str, list[tuple[int, Any, str]]]] = []
-    if sweeps:
-        cmaps = _scheme_colormaps(sweeps)
+
+def _alpha(rank: int, n: int) -> float:
+    """Opacity of the rank-th of n increasing swept values: light (small) to opaque (large)."""
+    lo, hi = ALPHA_RANGE
+    return hi if n < 2 else lo + (hi - lo) * rank / (n - 1)
+
+
+@dataclass
+class _Row:
+    """A row of panels of ``figure.png``: a title, its members and a legend title."""
+
+    title: str
+    members: list[tuple[int, str, CurveStyle]]  # (curve index, legend name, style)
+    legend_title: str = ""
+
+
+@readable
+def iteration_figure(summary: Mapping[str, Any], rows: Sequence[Mapping[str, str]]) -> Figure:
+    """The per-iteration figure (``figure.png``): metrics of ``summary["plot"]`` per iteration.
+
+    Drawn from ``summary.json`` (its curves, their ``settings``) and ``curves.csv`` (the
+    values). One column per metric that has data. Up to :data:`PLAIN_CURVES` curves, or
+    without a sweep: one row, every curve in its scheme's style (curves of a sweep lighter
+    for smaller swept values) and one legend right of the panels; more than
+    :data:`MAX_PANEL_CURVES` curves without a sweep: one row per scheme. With more curves
+    and a sweep: one row per swept line (its scheme's colour, opacity = swept value, the
+    noise-free reference in black, a legend per row) and a last row for curves in no
+    sweep. Diverged curves are drawn up to their divergence and marked in the legend;
+    curves that coincide stay visible and say so in the legend.
+    """
+    plt = _plt()
+    curves = summary["curves"]
+    data = _series(rows)
+    metrics = [
+        m
+        for m in (summary.get("plot") or ["centroid_msd_db"])
+        if any(np.isfinite(d.get(m, np.zeros(0))).any() for d in data.values())
+    ] or list(summary.get("plot") or ["centroid_msd_db"])[:1]
+    styles = _styles(curves)
+    sweeps = find_sweeps(curves)
+    alpha: dict[int, float] = {}
+    for sw in sweeps:
+        for ln in sw.lines:
+            for k, i in enumerate(ln.curves):
+                alpha.setdefault(i, _alpha(k, len(ln.curves)))
+
+    def plain(idx: Sequence[int]) -> list[tuple[int, str, CurveStyle]]:
+        return [
+            (i, _curve_name(curves[i]), replace(styles[i], alpha=alpha.get(i, 1.0))) for i in idx
+        ]
+
+    groups: list[_Row] = []
+    small_multiples = bool(sweeps) and len(curves) > PLAIN_CURVES
+    if small_multiples:
         shown: set[int] = set()
         for sw in sweeps:
-            sym = SWEPT[sw.parameter][1]
-            members = [
-                (i, cmaps[ln.scheme](_shade(k, len(ln.x))), f"{ln.scheme}, {sym}={x:g}")
-                for ln in sw.lines
-                for k, (i, x) in enumerate(zip(ln.curves, ln.x, strict=True))
-            ]
-            members += [(i, "black", curves[i]["label"]) for i in sw.baselines]
-            shown.update(i for i, _, _ in members)
-            groups.append((f"{SWEPT[sw.parameter][0]} swept", members))
+            label, sym = SWEPT[sw.parameter]
+            for ln in sw.lines:
+                members = [
+                    (i, _curve_name(curves[i], f"{sym}={x:g}"),
+                     replace(styles[i], alpha=_alpha(k, len(ln.x))))
+                    for k, (i, x) in enumerate(zip(ln.curves, ln.x, strict=True))
+                ]  # fmt: skip
+                members += [(i, _curve_name(curves[i]), styles[i]) for i in sw.baselines]
+                shown.update(i for i, _, _ in members)
+                title = f"{ln.scheme}: {sym} swept"
+                groups.append(_Row(title, members, f"{label}\n(lighter: smaller {sym})"))
         rest = [i for i in range(len(curves)) if i not in shown]
         if rest:
-            tab = plt.get_cmap("tab10")
-            groups.append(
-                ("other curves", [(i, tab(k % 10), curves[i]["label"]) for k, i in enumerate(rest)])
-            )
+            groups += _by_scheme(rest, curves, styles, plain, "other curves")
     else:
-        n = max(1, len(curves))
-        colors = plt.cm.tab10(np.arange(n) % 10) if n <= 10 else plt.cm.tab20(np.linspace(0, 1, n))
-        groups.append(("", [(i, colors[i], curves[i]["label"]) for i in range(len(curves))]))
+        groups = _by_scheme(range(len(curves)), curves, styles, plain, "")
 
-    outside = len(curves) > PLAIN_CURVES
-    # an outside legend of many curves gets columns of at most LEGEND_ROWS entries and a
-    # row tall enough for them (else constrained layout collapses the axes to nothing)
-    ncols = [-(-len(members) // LEGEND_ROWS) if outside else 1 for _, members in groups]
-    heights = [
-        max(4.0, 0.17 * min(len(members), LEGEND_ROWS) + 1.0) if outside else 4.0
-        for _, members in groups
-    ]
+    many = len(groups) > 1
+    heights = [2.9 if many else 3.8] * len(groups)  # grown below to fit each row's legend
+    width = 5.4 if len(metrics) > 1 or many else 6.4
     fig, axes = plt.subplots(
         len(groups),
-        len(panels),
-        figsize=(5.6 * len(panels) + (2.6 * max(ncols) if outside else 0.8), sum(heights)),
+        len(metrics),
+        figsize=(width * len(metrics) + 3.2, sum(heights) + 0.9),
         squeeze=False,
+        sharex=True,
+        sharey="col" if many else False,
         layout="constrained",
         gridspec_kw={"height_ratios": heights},
     )
-    for row, (title, members), ncol in zip(axes, groups, ncols, strict=True):
-        for ax, metric in zip(row, panels, strict=True):
-            for i, color, name in members:
-                series = by_label.get(curves[i]["label"], [])
-                if not series or metric not in series[0]:
+    for r, (row, group) in enumerate(zip(axes, groups, strict=True)):
+        seen = Coincidences()
+        for ax, metric in zip(row, metrics, strict=True):
+            items = []
+            for i, name, style in group.members:
+                d = data.get(curves[i]["label"])
+                if d is None or metric not in d or not np.isfinite(d[metric]).any():
                     continue
-                it = np.array([int(r["iteration"]) for r in series])
-                val = np.array([_value(r[metric]) for r in series])
-                ax.plot(it, val, color=color, label=_curve_name(curves[i], name), linewidth=1.0)
-            ax.set_xlabel("iteration i")
+                ref = styles[i].scheme == "none" and bool(group.legend_title)
+                items.append(
+                    PlotCurve(curves[i]["label"], name, d["iteration"], d[metric], style,
+                           zorder=1.5 if ref else 2.0)
+                )  # fmt: skip
+            seen.add(_SHORT.get(metric, metric), items, draw_curves(ax, items))
             ax.set_ylabel(_YLABEL.get(metric, metric))
             ax.grid(True, alpha=0.3)
-            if title:
-                ax.set_title(title, fontsize=9)
-            if ax.lines and not outside:
-                ax.legend(fontsize=7)
-        drawn = [ax for ax in row if ax.lines]
-        if drawn and outside:  # one legend per row, right of its last panel
-            drawn[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), ncol=ncol)
+            if r == len(groups) - 1:
+                ax.set_xlabel("iteration i")
+            if group.title:
+                ax.set_title(group.title)
+        legend = _row_legend(fig, row, seen, group.legend_title, figure_level=not many)
+        if legend is not None and many:  # the row is as tall as its legend (or taller)
+            heights[r] = max(heights[r], _legend_height(legend) + 0.5)
+    if many:
+        row[0].get_gridspec().set_height_ratios(heights)
+        fig.set_figheight(sum(heights) + 0.9)
     _suptitle(fig, summary.get("title") or summary.get("experiment", ""))
     return fig
 
 
-def sweep_figure(summary: Mapping[str, Any], sweeps: Sequence[Sweep]) -> Figure:
-    """Steady-state values against each swept parameter (log axis), one line per scheme.
+def _legend_height(legend: Any) -> float:
+    """About how tall a legend is, in inches, from its lines of text at its font size."""
+    texts = [t.get_text() for t in legend.get_texts()]
+    title = legend.get_title().get_text()
+    ncol = max(1, getattr(legend, "_ncols", 1))
+    lines = -(-sum(t.count("\n") + 1 for t in texts) // ncol) + (
+        title.count("\n") + 1 if title else 0
+    )
+    size = legend.get_texts()[0].get_fontsize() if texts else 9.0
+    return lines * size * 1.55 / 72 + 0.3
 
-    One row per sweep, one column per metric of ``summary["plot"]``. For a metric in dB
-    the legend gives each line's :func:`slope_db_per_decade`; points of diverged curves
-    (no steady state) are left out and named in the legend; baselines are dashed black
-    horizontal lines.
+
+def _styles(curves: Sequence[Mapping[str, Any]]) -> list[CurveStyle]:
+    """Each curve's style; unknown labels get distinct fallback colours."""
+    out: list[CurveStyle] = []
+    taken: list[str] = []
+    for c in curves:
+        s = entry_style(c, taken)
+        if not s.scheme:
+            taken.append(s.color)
+        out.append(s)
+    return out
+
+
+def _by_scheme(idx, curves, styles, plain, title: str) -> list[_Row]:
+    """One row of the given curves, or one per scheme when they are too many for a panel."""
+    idx = list(idx)
+    if len(idx) <= MAX_PANEL_CURVES:
+        return [_Row(title, plain(idx))]
+    order: dict[str, list[int]] = {}
+    for i in idx:
+        order.setdefault(styles[i].scheme or styles[i].color, []).append(i)
+    rows = []
+    for key, members in order.items():
+        name = key if key in SCHEMES else "other"
+        rows.append(_Row(f"{title + ': ' if title else ''}{name}", plain(members), name))
+    return rows
+
+
+def _row_legend(fig, row, seen: Coincidences, title: str, *, figure_level: bool) -> Any:
+    """The legend of a row (right of its last panel) or of the figure (right of the panels).
+
+    Names of curves that coincide with another get the note, with the panels where they
+    do unless it is all the panels both are drawn in.
+    """
+    lines = [ln for ax in row for ln in ax.lines]
+    handles, labels = legend_handles(lines)
+    if not handles:
+        return None
+    labels = [_wrap(seen.label(h.get_gid(), t), 40) for h, t in zip(handles, labels, strict=True)]
+    if figure_level:
+        return fig.legend(handles, labels, loc="outside right center", title=title or None)
+    last = [ax for ax in row if ax.lines][-1]
+    return last.legend(
+        handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), title=title or None,
+        ncol=-(-len(handles) // 14),
+    )  # fmt: skip
+
+
+# --- sweep.png -------------------------------------------------------------------------------
+
+
+@readable
+def sweep_figure(summary: Mapping[str, Any], sweeps: Sequence[Sweep]) -> Figure:
+    """Steady-state values against each swept parameter (``sweep.png``), one line per scheme.
+
+    Drawn from ``summary.json`` only (its curves' steady-state values and ``settings``).
+    One row per sweep, one column per metric of ``summary["plot"]`` that has a finite
+    value; lines in their scheme's style, the noise-free baselines as dashed black
+    horizontal lines. For a metric in dB, a panel below shows the local slopes between
+    neighbouring points (dB per decade, with guides at 0 and ±10) and the legend gives the
+    power-law slope only over the ranges where one holds (:func:`power_law_ranges`).
+    Points of diverged curves (no steady state) are left out and named in the legend.
     """
     plt = _plt()
-    panels = list(summary.get("plot") or ["centroid_msd_db"])
+    metrics_all = list(summary.get("plot") or ["centroid_msd_db"])
     curves = summary["curves"]
-    cmaps = _scheme_colormaps(sweeps)
-    fig, axes = plt.subplots(
-        len(sweeps),
-        len(panels),
-        figsize=(max(6.4, 5.2 * len(panels)), 4.6 * len(sweeps)),
-        squeeze=False,
+    styles = _styles(curves)
+    metrics = [
+        m
+        for m in metrics_all
+        if any(
+            math.isfinite(_value(curves[i].get(m)))
+            for sw in sweeps
+            for ln in sw.lines
+            for i in ln.curves
+        )
+    ] or metrics_all[:1]
+    # many lines: each panel's legend beside it, in a column of its own, and one row per
+    # (sweep, metric) so that the figure does not grow too wide
+    beside = max(len(sw.lines) + len(sw.baselines) for sw in sweeps) > INSIDE_LEGEND
+    nrows, ncols = (len(sweeps) * len(metrics), 2) if beside else (len(sweeps), len(metrics))
+    heights = [5.4] * nrows
+    fig = plt.figure(
+        figsize=(9.8 if beside else max(6.8, 6.0 * len(metrics)), sum(heights) + 0.6),
         layout="constrained",
     )
-    for row, sw in zip(axes, sweeps, strict=True):
+    grid = fig.add_gridspec(nrows, ncols, width_ratios=(6.0, 3.8) if beside else None)
+    for r, sw in enumerate(sweeps):
         xlabel, sym = SWEPT[sw.parameter]
         ticks = sorted({x for ln in sw.lines for x in ln.x})
-        for ax, metric in zip(row, panels, strict=True):
-            in_db = metric.endswith("_db")
-            for k, ln in enumerate(sw.lines):
-                y = np.array([_value(curves[i].get(metric)) for i in ln.curves])
-                x = np.array(ln.x)
-                label = ln.scheme
-                slope = slope_db_per_decade(x, y) if in_db else math.nan
-                if not math.isnan(slope):
-                    label += f"  slope {slope:+.1f} dB/dec"
-                lost = [
-                    f"{v:g}"
-                    for v, i in zip(ln.x, ln.curves, strict=True)
-                    if curves[i].get("diverged")
-                ]
-                if lost:
-                    label += f"  (diverged at {sym}={', '.join(lost)})"
-                ok = np.isfinite(y)
-                if not ok.any():
-                    continue
-                ax.plot(
-                    x[ok],
-                    y[ok],
-                    marker=_MARKERS[k % len(_MARKERS)],
-                    color=cmaps[ln.scheme](0.8),
-                    label=label,
-                )
-            for i in sw.baselines:
-                y0 = _value(curves[i].get(metric))
-                if math.isfinite(y0):
-                    ax.axhline(y0, color="black", ls="--", lw=1.0, label=curves[i]["label"])
-            ax.set_xscale("log")
-            ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
-            ax.minorticks_off()
-            ax.set_xlabel(xlabel)
-            ax.set_ylabel(f"steady-state {_YLABEL.get(metric, metric)}")
-            ax.grid(True, alpha=0.3)
-            if ax.lines:
-                ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16))
+        for c, metric in enumerate(metrics):
+            row = r * len(metrics) + c if beside else r
+            cell = grid[row, 0] if beside else grid[r, c]
+            if metric.endswith("_db"):
+                sub = cell.subgridspec(2, 1, height_ratios=(3.0, 1.3), hspace=0.05)
+                ax = fig.add_subplot(sub[0])
+                ax_s = fig.add_subplot(sub[1], sharex=ax)
             else:
-                ax.text(
-                    0.5, 0.5, "no finite steady-state value", ha="center", transform=ax.transAxes
-                )
+                ax, ax_s = fig.add_subplot(cell), None
+            legend = _sweep_panel(ax, ax_s, sw, metric, curves, styles, beside=beside)
+            if legend is not None and beside:  # in the column kept free for it
+                legend.set_in_layout(False)
+                heights[row] = max(heights[row], _legend_height(legend) + 0.8)
+            for a in (ax, ax_s):
+                if a is None:
+                    continue
+                a.set_xscale("log")
+                a.set_xticks(ticks, [f"{t:g}" for t in ticks])
+                a.minorticks_off()
+                a.grid(True, alpha=0.3)
+            bottom = ax_s if ax_s is not None and ax_s.lines else ax
+            bottom.set_xlabel(xlabel)
+            if bottom is not ax:
+                ax.tick_params(labelbottom=False)
+            ax.set_ylabel(f"steady-state {_YLABEL.get(metric, metric)}")
+            if ax_s is not None and not ax_s.lines:
+                ax_s.remove()
+                ax.tick_params(labelbottom=True)
+                ax.set_xlabel(xlabel)
+    grid.set_height_ratios(heights)
+    fig.set_figheight(sum(heights) + 0.6)
     title = summary.get("title") or summary.get("experiment", "")
     steady = summary.get("steady_state")
     _suptitle(fig, title, f"steady state: {steady}" if steady else "")
     return fig
 
 
+def _sweep_panel(ax, ax_s, sw: Sweep, metric: str, curves, styles, *, beside: bool) -> Any:
+    """One metric of one sweep: the lines, baselines, local slopes and the legend (returned).
+
+    ``beside``: the legend goes right of the panel (else inside it, where it hides least).
+    """
+    sym = SWEPT[sw.parameter][1]
+    items = []
+    for ln in sw.lines:
+        y = np.array([_value(curves[i].get(metric)) for i in ln.curves])
+        x = np.array(ln.x)
+        ok = np.isfinite(y)
+        label = ln.scheme
+        lost = [f"{v:g}" for v, i in zip(ln.x, ln.curves, strict=True) if curves[i].get("diverged")]
+        if ax_s is not None and ok.sum() >= 2:
+            label += ": " + _power_law_text(power_law_ranges(x, y), x[ok].tolist(), sym)
+            mid, s = local_slopes(x, y)
+            st = styles[ln.curves[0]]
+            ax_s.plot(mid, s, **st.kwargs(), gid=ln.scheme)
+        if lost:
+            label += f" (diverged at {sym}={', '.join(lost)})"
+        if not ok.any():
+            continue
+        items.append(PlotCurve(ln.scheme, label, x[ok], y[ok], styles[ln.curves[0]], ref=ln.scheme))
+    seen = Coincidences()
+    seen.add(metric, items, draw_curves(ax, items, sparse=False))
+    for line in ax.lines:
+        line.set_label(seen.label(line.get_gid(), line.get_label()))
+    for i in sw.baselines:
+        y0 = _value(curves[i].get(metric))
+        if math.isfinite(y0):
+            ref = {"color": "black", "linestyle": "--", "linewidth": 1.2}
+            ax.axhline(y0, **ref, label=curves[i]["label"], zorder=1)
+            ax.lines[-1].set_gid(curves[i]["label"])
+            ax.lines[-1].pgfl_legend = ref
+    if ax_s is not None:
+        for level, ls in ((0, "-"), (10, ":"), (-10, ":")):
+            ax_s.axhline(level, color="0.5", lw=0.8, ls=ls, zorder=0)
+        ax_s.set_ylabel("local slope\n(dB/decade)")
+    if not ax.lines:
+        ax.text(0.5, 0.5, "no finite steady-state value", ha="center", transform=ax.transAxes)
+        return None
+    handles, labels = legend_handles(ax.lines)
+    if not beside:
+        return ax.legend(handles, [_wrap(t, 48) for t in labels], loc="best", framealpha=0.9)
+    return ax.legend(handles, [_wrap(t, 40) for t in labels], loc="upper left",
+                     bbox_to_anchor=(1.03, 1.0))  # fmt: skip
+
+
 def plot_run(out: str | Path, filename: str = "figure.png") -> list[Path]:
     """Write ``figure.png`` and, when the curves hold a sweep, ``sweep.png`` into ``out``.
 
-    Both are drawn from ``out/summary.json`` and ``out/curves.csv`` only. A ``sweep.png``
-    left from an earlier run into the same folder is removed when this run has no sweep.
+    Both are drawn from ``out/summary.json`` and ``out/curves.csv`` only
+    (:func:`iteration_figure`, :func:`sweep_figure`). A ``sweep.png`` left from an earlier
+    run into the same folder is removed when this run has no sweep.
 
     Returns:
         The paths written, the per-iteration figure first.
 
     """
-    plt = _plt()
     out = Path(out)
     summary = read_json(out / "summary.json")
     rows = read_csv(out / "curves.csv")
@@ -473,7 +1030,263 @@ def plot_run(out: str | Path, filename: str = "figure.png") -> list[Path]:
         figures["sweep.png"] = sweep_figure(summary, sweeps)
     else:
         (out / "sweep.png").unlink(missing_ok=True)
-    for name, fig in figures.items():
-        fig.savefig(out / name, dpi=110)
-        plt.close(fig)
-    return [out / name for name in figures]
+    return [save_figure(fig, out / name) for name, fig in figures.items()]
+
+
+# --- frontier.png ----------------------------------------------------------------------------
+
+_FRONTIER_METRICS = (
+    ("centroid_msd_db", "centroid MSD (dB)"),
+    ("individual_msd_db", "average individual MSD (dB)"),
+    ("test_error", "test error of the centroid"),
+)
+
+
+def _frontier_style(c: Mapping[str, Any]) -> CurveStyle:
+    """A frontier line's style from its scheme label (``client_gaussian_updates``, ...)."""
+    return curve_style(label=c["label"])
+
+
+@readable
+def frontier_figure(summary: Mapping[str, Any]) -> Figure:
+    """The privacy–utility frontier (``frontier.png``) from the frontier's ``summary.json``.
+
+    One row per (set-up, T), one panel per metric the set-up has (centroid and individual
+    MSD; test error for the logistic set-up): no empty panel. A line per scheme in its
+    style (:mod:`pgfl.style`) against the target ε; the non-private run is a dashed grey
+    line; points where a run diverged are ``x`` on the top edge. Panels of one set-up and
+    metric share their y axis, so T and T/10 compare directly. One legend right of the
+    panels says what each scheme's ε protects; lines that coincide (hybrid and
+    graph-homomorphic noise at equal ε, client noise on models and on updates in the
+    regression set-up) stay visible and the legend says where they coincide.
+    """
+    plt = _plt()
+    setups = list(summary.get("setups") or [])
+    runs = sorted(
+        {(c["setup"], c["iterations"]) for c in summary["curves"]},
+        key=lambda r: (setups.index(r[0]) if r[0] in setups else len(setups), r[0], -r[1]),
+    )
+    panels = {
+        run: [
+            (m, title)
+            for m, title in _FRONTIER_METRICS
+            if any(
+                (c["setup"], c["iterations"]) == run and any(v is not None for v in c.get(m) or [])
+                for c in summary["curves"]
+            )
+        ]
+        for run in runs
+    }
+    counts = sorted({len(p) for p in panels.values() if p})
+    span = math.lcm(*counts) if counts else 1
+    ncols = max(counts) if counts else 1
+    fig = plt.figure(figsize=(4.3 * ncols + 4.6, 3.0 * len(runs) + 1.3), layout="constrained")
+    grid = fig.add_gridspec(len(runs), span)
+    share: dict[tuple[str, str], Any] = {}
+    order = list(dict.fromkeys(c["label"] for c in summary["curves"]))
+    legend = {c["label"]: c.get("legend", c["label"]) for c in summary["curves"]}
+    seen = Coincidences(lambda ps: _compact(ps, panels))
+    diverged = False
+    delta = summary.get("delta", 0.0)
+    for r, run in enumerate(runs):
+        setup, T = run
+        base = next(
+            (b for b in summary.get("baselines", []) if (b["setup"], b["iterations"]) == run), {}
+        )
+        width = span // max(1, len(panels[run]))
+        for k, (metric, title) in enumerate(panels[run]):
+            ax = fig.add_subplot(grid[r, k * width : (k + 1) * width],
+                                 sharey=share.get((setup, metric)))  # fmt: skip
+            share.setdefault((setup, metric), ax)
+            items, top = [], []
+            for c in summary["curves"]:
+                if (c["setup"], c["iterations"]) != run or metric not in c:
+                    continue
+                ys = np.array([math.nan if v is None else float(v) for v in c[metric]])
+                items.append(PlotCurve(c["label"], legend[c["label"]], np.array(c["x"]), ys,
+                                    _frontier_style(c), ref=c["label"]))  # fmt: skip
+                top += [x for x, y in zip(c["x"], ys, strict=True) if math.isnan(y)]
+            seen.add((setup, T, metric), items, draw_curves(ax, items, sparse=False))
+            if base.get(metric) is not None:
+                ax.axhline(base[metric], color="0.45", ls="--", lw=1.2, zorder=1)
+                ax.lines[-1].set_gid("none")
+            if top:  # on the top edge, wherever the shared y axis ends
+                ax.plot(top, [1.0] * len(top), "kx", ms=7, clip_on=False, gid="diverged",
+                        transform=ax.get_xaxis_transform())  # fmt: skip
+                diverged = True
+            ax.set_xscale("log")
+            ax.set_title(f"{setup}, T={T}: {title.split(' (')[0]}")
+            ax.set_ylabel(title)
+            ax.grid(True, which="both", alpha=0.3)
+            if r == len(runs) - 1 or not any(len(panels[q]) > k for q in runs[r + 1 :]):
+                ax.set_xlabel(f"target ε (δ={delta:g}, {summary.get('accountant', '')})")
+    handles, labels = _frontier_legend(order, legend, seen, diverged)
+    fig.legend(handles, labels, loc="outside right center")
+    _suptitle(
+        fig,
+        "Privacy-utility frontier: every scheme's noise calibrated to the target ε",
+        "ε of different scopes are different guarantees: client level protects a client "
+        "against its own server; server level protects a unit's data against the other "
+        "servers; graph-homomorphic noise does not protect the centroid.",
+        width=4.3 * ncols + 4.6,
+    )
+    return fig
+
+
+def _frontier_legend(order, legend, seen: Coincidences, diverged: bool):
+    """Proxy handles in each scheme's own style, names wrapped, coincidence notes added."""
+    from matplotlib.lines import Line2D
+
+    handles, labels = [], []
+    for name in order:
+        style = curve_style(label=name)
+        handles.append(Line2D([], [], **style.kwargs()))
+        labels.append(_wrap(seen.label(name, legend[name]), 46))
+    handles.append(Line2D([], [], color="0.45", ls="--", lw=1.2))
+    labels.append("no privacy (reference)")
+    if diverged:
+        handles.append(Line2D([], [], color="k", marker="x", ls="none", ms=7))
+        labels.append("diverged (model entry > 1e6)")
+    return handles, labels
+
+
+def _compact(panels: Sequence[tuple[str, int, str]], layout: Mapping[Any, Any]) -> list[str]:
+    """Frontier panels ``(setup, T, metric)`` in words, whole rows and set-ups merged.
+
+    ``layout`` maps each ``(setup, T)`` to its ``[(metric, title)]``.
+    """
+    have = set(panels)
+    runs = list(dict.fromkeys((s, t) for s, t, _ in panels))
+    full = {r for r in runs if all((*r, m) in have for m, _ in layout[r])}
+    out = []
+    for setup in dict.fromkeys(s for s, _ in runs):
+        of_setup = [r for r in layout if r[0] == setup]
+        if all(r in full for r in of_setup):
+            out.append(setup)
+            continue
+        for r in (r for r in runs if r[0] == setup):
+            if r in full:
+                out.append(f"{setup} T={r[1]}")
+            else:
+                out += [f"{setup} T={r[1]} {_SHORT.get(m, m)}" for s, t, m in panels if (s, t) == r]
+    return out
+
+
+def plot_frontier(summary: Mapping[str, Any], path: str | Path, *, dpi: int = 90) -> Path:
+    """Write :func:`frontier_figure` of the frontier's ``summary.json`` to ``path``.
+
+    The summary is :func:`pgfl.experiments.frontier.frontier_summary`'s (``curves`` with
+    ``label`` = scheme, ``setup``, ``iterations``, ``x`` = target ε and the metrics;
+    ``baselines``; ``delta``; ``accountant``; ``setups``). Returns the path.
+    """
+    return save_figure(frontier_figure(summary), path, dpi=dpi)
+
+
+# --- privacy figures -------------------------------------------------------------------------
+
+
+@readable
+def epsilon_figure(curves: Mapping[str, np.ndarray], *, title: str) -> Figure:
+    """ε(i) per curve against the iteration i on a log axis (a Figure).
+
+    ``curves`` maps a name (a curve label, styled by its scheme, or an accountant) to
+    ε(1), …, ε(T). Values that are not finite and positive are not drawn; a curve with
+    none is named in the legend as not drawn. Curves that coincide stay visible and say so.
+    """
+    plt = _plt()
+    from matplotlib.lines import Line2D
+
+    fig, ax = plt.subplots(figsize=(7.6, 4.6), layout="constrained")
+    items, missing, taken = [], [], []
+    for name, values in curves.items():
+        v = np.asarray(values, dtype=float)
+        v = np.where(np.isfinite(v) & (v > 0), v, np.nan)
+        if not np.isfinite(v).any():
+            missing.append(name)
+            continue
+        style = curve_style(label=name, taken=taken)
+        if not style.scheme:
+            taken.append(style.color)
+        items.append(PlotCurve(name, name, np.arange(1, v.size + 1), v, style))
+    seen = Coincidences()
+    seen.add("ε", items, draw_curves(ax, items, log=True))
+    for line in ax.lines:
+        line.set_label(seen.label(line.get_gid(), line.get_label()))
+    ax.set_xlabel("iteration i")
+    ax.set_ylabel("ε(i)")
+    ax.set_yscale("log")
+    _suptitle(fig, title)
+    ax.grid(True, which="both", alpha=0.3)
+    handles, labels = legend_handles(ax.lines)
+    labels = [_wrap(t, 40) for t in labels]
+    for name in missing:
+        handles.append(Line2D([], [], ls="none"))
+        labels.append(f"{name}: ε = ∞ (not drawn)")
+    if len(handles) <= 6:  # ε(i) grows: the lower right corner is free
+        ax.legend(handles, labels, loc="lower right", framealpha=0.9)
+    else:
+        fig.legend(handles, labels, loc="outside right center")
+    return fig
+
+
+def plot_epsilon_curves(
+    curves: Mapping[str, np.ndarray], path: str | Path, *, title: str, dpi: int = 120
+) -> Path:
+    """Write :func:`epsilon_figure` (ε(i) per curve, log y) to ``path``.
+
+    For ``pgfl privacy epsilon --plot`` (one curve per accountant) and ``pgfl privacy
+    config --plot`` (the tight accountant's ε(i) per privatized curve of a config).
+    The format is the path's suffix (PNG without one). Returns the path.
+    """
+    return save_figure(epsilon_figure(curves, title=title), path, dpi=dpi)
+
+
+@readable
+def audit_figure(result: Any) -> Figure:
+    """An audit's attack against the trade-off curves its ε claims imply (a Figure).
+
+    ``result`` is a :class:`pgfl.experiments.audit.AuditResult`: for each accountant with a
+    finite ε, the f-DP trade-off curve of (ε, δ)
+    (:func:`~pgfl.privacy.accounting.mechanisms.tradeoff_curve`); the attack's (FPR, FNR)
+    points on the evaluation half; the chosen test with its ε lower bound; random guessing. A point below
+    an accountant's curve refutes that accountant's ε.
+    """
+    plt = _plt()
+    from pgfl.privacy.accounting.mechanisms import tradeoff_curve  # lazy: dp_accounting
+
+    fig, ax = plt.subplots(figsize=(6.0, 5.6), layout="constrained")
+    alpha = np.linspace(0.0, 1.0, 401)
+    items, taken = [], []
+    for name, eps in result.epsilon.items():
+        if math.isfinite(eps):
+            style = curve_style(label=name, taken=taken)
+            taken.append(style.color)
+            f = tradeoff_curve(eps, result.delta, alpha)
+            items.append(PlotCurve(name, f"{name}: ε={eps:.3g}", alpha, f, style, ref=name))
+    seen = Coincidences()
+    seen.add("trade-off", items, draw_curves(ax, items))
+    for line in ax.lines:
+        line.set_label(seen.label(line.get_gid(), line.get_label()))
+    fpr, tpr = result.roc
+    ax.plot(fpr, 1.0 - np.asarray(tpr), "k.", ms=3, label="attack (evaluation half)")
+    chosen = f"chosen test: ε ≥ {result.epsilon_lower:.3g}"
+    ax.plot([result.fpr], [1.0 - result.tpr], "*", ms=15, mfc="#F0E442", mec="black", label=chosen)
+    ax.plot(alpha, 1.0 - alpha, ":", color="0.5", lw=1.0, label="random guess")
+    ax.set_xlabel("type I error (false positive rate)")
+    ax.set_ylabel("type II error (false negative rate)")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_aspect("equal")
+    state = "protected" if result.protected else "NOT protected"
+    ax.set_title(f"audit: {result.curve}, {result.view} view, round {result.round} ({state})")
+    ax.legend(loc="upper right", framealpha=0.9)
+    ax.grid(True, alpha=0.3)
+    return fig
+
+
+def plot_audit_tradeoff(result: Any, path: str | Path, *, dpi: int = 110) -> Path:
+    """Write :func:`audit_figure` of an audit result to ``path`` (``pgfl privacy audit --plot``).
+
+    The format is the path's suffix (PNG without one). Returns the path.
+    """
+    return save_figure(audit_figure(result), path, dpi=dpi)

@@ -26,6 +26,7 @@ from rich.table import Table
 from pgfl.commands.common import checked, load_experiment, run_frontier_command
 from pgfl.files import FileError, check_output_file, jsonable, writing
 from pgfl.params import ACCOUNTANTS, PARAMS
+from pgfl.plots import plot_audit_tradeoff, plot_epsilon_curves
 from pgfl.validation import ConfigError, check_choice, check_int
 
 app = typer.Typer(
@@ -143,38 +144,6 @@ def _check_plot(path: Path | None) -> None:
         )
 
 
-def _save_plot(fig: Any, path: Path, dpi: int) -> None:
-    """Write ``fig`` to exactly ``path`` (folders created); close it."""
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    with writing(path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=dpi, format=_plot_format(path))
-    plt.close(fig)
-
-
-def _plot(curve: Any, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    i = np.arange(1, curve.iterations + 1)
-    for name, values in curve.items():
-        if np.all(np.isfinite(values)):
-            ax.plot(i, values, label=name, lw=1.6 if name in ("paper", "pld") else 1.0)
-    ax.set_xlabel("iteration i")
-    ax.set_ylabel(f"epsilon(i) at delta={curve.delta:g}")
-    ax.set_yscale("log")
-    ax.set_title(title, fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
-    if ax.lines:
-        ax.legend()
-    _save_plot(fig, path, dpi=130)
-
-
 @app.command("epsilon")
 def epsilon_command(
     mu: MuOpt,
@@ -222,7 +191,8 @@ def epsilon_command(
         f"delta={delta:g}"
     )
     if plot is not None:
-        _plot(curve, plot, title)
+        with writing(plot):
+            plot_epsilon_curves(dict(curve.items()), plot, title=f"{title}, delta={delta:g}")
     if as_json:
         payload: dict[str, Any] = {
             "settings": curve.settings,
@@ -374,53 +344,12 @@ def config_command(
         )
     out.print(table)
     if plot is not None and curves:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6.4, 4.4))
-        for label, series in curves.items():
-            ax.semilogy(np.arange(1, len(series) + 1), series, label=label)
-        ax.set_xlabel("iteration i")
-        ax.set_ylabel("epsilon(i) (tight accountant)")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
-        _save_plot(fig, plot, dpi=110)
+        title = f"{cfg.name}: epsilon(i) by the tight accountant"
+        with writing(plot):
+            plot_epsilon_curves(curves, plot, title=title)
         out.print(f"plot: {plot}", markup=False)
     elif plot is not None:
         out.print(f"plot: not written ({cfg.name} has no privatized curve)", markup=False)
-
-
-def _plot_audit(result: Any, path: Path) -> None:
-    """Empirical trade-off (FPR, FNR) of the attack vs the f-DP curve of each accountant."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from pgfl.experiments.audit import tradeoff_curve
-
-    fig, ax = plt.subplots(figsize=(5.2, 5.0))
-    alpha = np.linspace(0.0, 1.0, 401)
-    for name, eps in result.epsilon.items():
-        if math.isfinite(eps):
-            ax.plot(alpha, tradeoff_curve(eps, result.delta, alpha), label=f"{name}: eps={eps:.3g}")
-    fpr, tpr = result.roc
-    ax.plot(fpr, 1.0 - tpr, "k.", ms=3, label="attack (evaluation half)")
-    chosen = f"chosen test: eps >= {result.epsilon_lower:.3g}"
-    ax.plot([result.fpr], [1.0 - result.tpr], "r*", ms=10, label=chosen)
-    ax.plot(alpha, 1.0 - alpha, ":", color="grey", lw=0.8, label="random guess")
-    ax.set_xlabel("type I error (false positive rate)")
-    ax.set_ylabel("type II error (false negative rate)")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    state = "protected" if result.protected else "NOT protected"
-    title = f"audit: {result.curve}, {result.view} view, round {result.round} ({state})"
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7)
-    ax.grid(True, alpha=0.3)
-    _save_plot(fig, path, dpi=110)
 
 
 @app.command("audit")
@@ -466,7 +395,8 @@ def audit_command(
         accountants=accountant,
     )  # fmt: skip
     if plot is not None:
-        _plot_audit(result, plot)
+        with writing(plot):
+            plot_audit_tradeoff(result, plot)
     if as_json:
         out.print_json(json.dumps(jsonable(result.to_json())))
     else:

@@ -71,6 +71,7 @@ from pgfl.engine.step import gfl_round
 from pgfl.experiments.build import build_network, curve_settings
 from pgfl.experiments.config import CurveConfig, ExperimentConfig
 from pgfl.privacy.accounting import epsilon_curve
+from pgfl.privacy.accounting.mechanisms import tradeoff_curve
 from pgfl.privacy.mechanisms import ClientNoise, GraphHomomorphic, NoServerNoise
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
@@ -172,21 +173,6 @@ def _choose_threshold(s0: np.ndarray, s1: np.ndarray, confidence: float, delta: 
     order = np.argsort(-plug)[:24]
     bounds = [epsilon_lower_bound(tp[j], n1, fp[j], n0, confidence, delta) for j in order]
     return float(both[order[int(np.argmax(bounds))]])
-
-
-def tradeoff_curve(epsilon: float, delta: float, alpha: np.ndarray) -> np.ndarray:
-    """The f-DP trade-off an (ε, δ)-DP claim implies: least type-II error at type-I error α.
-
-    ``f(α) = max(0, 1 − δ − e^ε α, e^{−ε}(1 − δ − α))`` (Dong, Roth & Su, "Gaussian
-    Differential Privacy", arXiv:1905.02383, Prop. 2.5).
-
-    >>> tradeoff_curve(0.0, 0.0, np.array([0.25])).tolist()
-    [0.75]
-    """
-    a = np.asarray(alpha, dtype=float)
-    return np.maximum.reduce(
-        [np.zeros_like(a), 1 - delta - math.exp(epsilon) * a, math.exp(-epsilon) * (1 - delta - a)]
-    )
 
 
 # ------------------------------------------------------------------------------ canary

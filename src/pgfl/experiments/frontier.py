@@ -46,7 +46,6 @@ points, ``frontier.png`` the figure.
 
 from __future__ import annotations
 
-import math
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -59,6 +58,7 @@ from pgfl.experiments.plan import prepare_experiment
 from pgfl.experiments.presets import preset_text
 from pgfl.experiments.runner import run_plan
 from pgfl.files import write_csv, write_json
+from pgfl.plots import plot_frontier
 from pgfl.validation import ConfigError
 
 __all__ = [
@@ -353,96 +353,6 @@ def frontier_summary(
         "baselines": baselines,
         "curves": curves,
     }
-
-
-_METRICS = (
-    ("centroid_msd_db", "centroid MSD (dB)"),
-    ("individual_msd_db", "average individual MSD (dB)"),
-    ("test_error", "test error of the centroid"),
-)
-
-
-def plot_frontier(summary: Mapping[str, Any], path: str | Path, *, dpi: int = 90) -> Path:
-    """Draw the frontier: one row per (set-up, T), one column per metric, a line per scheme.
-
-    Points where a run diverged are drawn as ``x`` on the top edge; the non-private
-    curve is a dashed grey line. The legend says what each scheme's ε protects.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = sorted(
-        {(c["setup"], c["iterations"]) for c in summary["curves"]},
-        key=lambda r: (list(SETUPS).index(r[0]), -r[1]),
-    )
-    ncols = max(2, max(3 if s == "logistic" else 2 for s, _ in rows))
-    fig, axes = plt.subplots(
-        len(rows), ncols, figsize=(4.2 * ncols, 2.9 * len(rows) + 2.4), squeeze=False
-    )
-    cmap = plt.get_cmap("tab10")
-    colour = {name: cmap(i % 10) for i, name in enumerate(SCHEMES)}
-    markers = "osD^v<>ph*"
-    handles: dict[str, Any] = {}
-    for r, (setup, T) in enumerate(rows):
-        base = next(
-            (b for b in summary["baselines"] if b["setup"] == setup and b["iterations"] == T), {}
-        )
-        for k, (metric, title) in enumerate(_METRICS):
-            ax = axes[r, k] if k < ncols else None
-            if ax is None:
-                continue
-            if metric == "test_error" and setup != "logistic":
-                ax.axis("off")
-                continue
-            top = []
-            for c in summary["curves"]:
-                if (c["setup"], c["iterations"]) != (setup, T) or metric not in c:
-                    continue
-                ys = [math.nan if v is None else v for v in c[metric]]
-                i = list(SCHEMES).index(c["label"])
-                hybrid = c["label"] == "hybrid"  # coincides with graph_homomorphic: dashed
-                (h,) = ax.plot(
-                    c["x"], ys, marker=markers[i % len(markers)], ms=7 if hybrid else 4,
-                    lw=1.2, ls="--" if hybrid else "-", color=colour[c["label"]],
-                    mfc="none" if hybrid else colour[c["label"]], label=c["legend"],
-                )  # fmt: skip
-                handles.setdefault(c["label"], h)
-                top += [x for x, y in zip(c["x"], ys, strict=True) if math.isnan(y)]
-            if base.get(metric) is not None:
-                ax.axhline(base[metric], color="grey", ls="--", lw=1)
-                handles.setdefault(
-                    "none",
-                    ax.plot([], [], color="grey", ls="--", label="no privacy (reference)")[0],
-                )
-            if top:
-                y_top = ax.get_ylim()[1]
-                ax.plot(top, [y_top] * len(top), "kx", ms=6, clip_on=False)
-                handles.setdefault(
-                    "diverged", ax.plot([], [], "kx", label="diverged (model entry > 1e6)")[0]
-                )
-            ax.set_xscale("log")
-            ax.set_title(f"{setup}, T={T}: {title}", fontsize=9)
-            ax.set_xlabel(f"target epsilon (delta={summary['delta']:g}, {summary['accountant']})")
-            ax.grid(True, which="both", alpha=0.3)
-    fig.legend(
-        handles=list(handles.values()), loc="lower center", ncol=2, fontsize=7.5, frameon=False
-    )
-    fig.suptitle(
-        "Privacy-utility frontier: every scheme's noise calibrated to the target epsilon. "
-        "Epsilons of different scopes are different guarantees:\nclient level protects a "
-        "client against its own server; server level protects a unit's data against the other "
-        "servers;\ngraph-homomorphic noise does not protect the centroid. Hybrid coincides "
-        "with graph-homomorphic: the same server noise at equal epsilon",
-        fontsize=8.5,
-    )
-    fig.tight_layout(rect=(0, 0.02 + 0.3 / len(rows), 1, 0.97))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi, bbox_inches="tight")
-    plt.close(fig)
-    return path
 
 
 def _csv_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:

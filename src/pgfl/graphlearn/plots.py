@@ -1,30 +1,43 @@
-"""Figures of the graph-learning presets, drawn from the result data (Agg backend)."""
+"""Figures of the graph-learning presets, drawn from the result data (Agg backend).
+
+Curves are named by their ``summary.json`` labels (``igl``, ``fedavg``, ``fedgl_local``,
+``fedgl_consensus``, ``fedgl_local_dp``, ``fedgl_local_dp_statistic``), as the printed
+summary table names them, and drawn in the project's styles (:mod:`pgfl.style`): the
+non-private methods in black and grey, the DP variants in their privacy scheme's colour.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from pgfl.graphlearn.metrics import DEFAULT_THRESHOLD, edge_support
+from pgfl.plots import (
+    ALPHA_RANGE,
+    RC,
+    Coincidences,
+    PlotCurve,
+    draw_curves,
+    legend_handles,
+    readable,
+)
+from pgfl.style import CurveStyle, method_style
 
 __all__ = [
+    "convergence_figure",
     "curves_figure",
+    "display_name",
+    "learned_graphs_figure",
     "plot_bars",
     "plot_convergence",
     "plot_curves",
     "plot_learned_graphs",
     "spans_decades",
 ]
-
-_STYLE = {
-    "igl": ("IGL", "tab:gray", "s"),
-    "fedavg": ("FedAvg", "tab:orange", "^"),
-    "fedgl_local": ("FedGL-Local", "tab:blue", "o"),
-    "fedgl_consensus": ("FedGL-Common", "tab:red", "D"),
-}
 
 
 def _plt():
@@ -36,21 +49,32 @@ def _plt():
     return plt
 
 
-def _style(label: str, curve: Mapping[str, Any], dp_rank: float = 1.0):
-    """(legend name, colour, marker) of a method; DP variants are shades of one colour map.
+def display_name(label: str, curve: Mapping[str, Any] | None = None) -> str:
+    """A curve's name in figures: its ``summary.json`` label, as the printed table shows it.
 
-    ``dp_rank`` in [0, 1] is the curve's place among the DP curves by ``ε̄`` (darker =
+    DP curves add their ``ε̄`` (the table prints it on its own line).
+
+    Example:
+        >>> display_name("fedgl_consensus"), display_name("fedgl_local_dp", {"epsilon": 0.3})
+        ('fedgl_consensus', 'fedgl_local_dp ε̄=0.3')
+
+    """
+    if curve is not None and "epsilon" in curve:
+        return f"{label} ε̄={curve['epsilon']:g}"
+    return label
+
+
+def _style(label: str, curve: Mapping[str, Any], dp_rank: float = 1.0) -> CurveStyle:
+    """A method's style (:func:`pgfl.style.method_style`); a DP curve's opacity grows with ε̄.
+
+    ``dp_rank`` in [0, 1] is the curve's place among the DP curves by ``ε̄`` (opaque =
     larger ``ε̄``, i.e. less noise).
     """
-    if label in _STYLE:
-        return _STYLE[label]
-    if label.startswith("fedgl_local_dp"):
-        if curve.get("mechanism") == "statistic":
-            color = _plt().get_cmap("Greens")(0.45 + 0.5 * dp_rank)
-            return (f"FedGL-DP noisy z̄ ε̄={curve.get('epsilon')}", color, "s")
-        color = _plt().get_cmap("Purples")(0.45 + 0.5 * dp_rank)
-        return (f"FedGL-DP last step ε̄={curve.get('epsilon')}", color, "x")
-    return (label, None, ".")
+    style = method_style(label, curve.get("mechanism"))
+    if "epsilon" in curve:
+        lo, hi = ALPHA_RANGE
+        style = replace(style, alpha=lo + (hi - lo) * dp_rank)
+    return style
 
 
 def _dp_ranks(curves: Sequence[Mapping[str, Any]]) -> list[float]:
@@ -74,23 +98,34 @@ def spans_decades(x: Sequence[float], decades: float = 1.0) -> bool:
     return bool(v.size and np.all(v > 0) and np.log10(v.max() / v.min()) >= decades - 1e-12)
 
 
+@readable
 def curves_figure(
     curves: Sequence[Mapping[str, Any]], *, xlabel: str, title: str, logx: bool | None = None
 ):
     """MCC and relative error against the swept value, one line per method (a Figure).
 
-    One legend for both panels, below them, so that it hides no point. ``logx=None`` puts
-    the swept value on a log axis when it spans at least a decade (:func:`spans_decades`).
+    ``curves`` are ``summary.json``'s (``label``, ``x``, ``mcc``, ``relative_error``, and
+    ``epsilon``/``mechanism`` for DP curves). Each method in its style
+    (:func:`pgfl.style.method_style`: non-private methods black and grey, DP curves in
+    their privacy scheme's colour, more opaque for larger ``ε̄``), named by its label as in
+    the summary table (:func:`display_name`). One legend for both panels, below them, so
+    that it hides no point; curves that coincide stay visible and say so. ``logx=None``
+    puts the swept value on a log axis when it spans at least a decade
+    (:func:`spans_decades`).
     """
     plt = _plt()
     if logx is None:
         logx = spans_decades([x for c in curves for x in c["x"]])
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.4), layout="constrained")
-    for c, rank in zip(curves, _dp_ranks(curves), strict=True):
-        name, color, marker = _style(c["label"], c, rank)
-        ls = "--" if c["label"].startswith("fedgl_local_dp") else "-"
-        for ax, key in zip(axes, ("mcc", "relative_error"), strict=True):
-            ax.plot(c["x"], c[key], marker=marker, color=color, ls=ls, label=name)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.8), layout="constrained")
+    seen = Coincidences()
+    for ax, key in zip(axes, ("mcc", "relative_error"), strict=True):
+        items = [
+            PlotCurve(display_name(c["label"], c), display_name(c["label"], c),
+                      np.asarray(c["x"], dtype=float), np.asarray(c[key], dtype=float),
+                      _style(c["label"], c, rank))
+            for c, rank in zip(curves, _dp_ranks(curves), strict=True)
+        ]  # fmt: skip
+        seen.add(key.replace("_", " "), items, draw_curves(ax, items, sparse=False))
     ticks = sorted({float(x) for c in curves for x in c["x"]})
     for ax, key in zip(axes, ("MCC", "relative error"), strict=True):
         ax.set_xlabel(xlabel)
@@ -98,10 +133,12 @@ def curves_figure(
         ax.grid(alpha=0.3)
         if logx:
             ax.set_xscale("log")
+        if logx or len(ticks) <= 12:  # the swept values themselves (clients 1..5, not 1.5)
             ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
             ax.minorticks_off()
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize=8)
+    handles, labels = legend_handles([ln for ax in axes for ln in ax.lines])
+    labels = [seen.label(h.get_gid(), t) for h, t in zip(handles, labels, strict=True)]
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)))
     fig.suptitle(title)
     return fig
 
@@ -114,27 +151,61 @@ def plot_curves(
     title: str,
     logx: bool | None = None,
 ) -> None:
-    """Save :func:`curves_figure` to ``path``."""
+    """Save :func:`curves_figure` of ``summary.json``'s curves to ``path``."""
     plt = _plt()
     fig = curves_figure(curves, xlabel=xlabel, title=title, logx=logx)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
-def plot_convergence(series: Mapping[str, np.ndarray], path: Path, *, title: str) -> None:
-    """Objective of eq. 8 per round (mean over repetitions), with and without DP."""
+@readable
+def convergence_figure(series: Mapping[str, np.ndarray], *, title: str):
+    """The objective of eq. 8 per round (mean over repetitions), with and without DP.
+
+    ``series`` is ``summary.json``'s ``convergence_at_n_100`` (``fedgl``,
+    ``fedgl_dp@ε̄``, ``fedgl_dp_statistic@ε̄``), drawn under those names. The first round
+    (the objective of the initial graphs) is far above the rest, so the y axis is
+    symmetric-logarithmic.
+    """
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(5, 3.6))
+    fig, ax = plt.subplots(figsize=(9.6, 4.6), layout="constrained")
+    eps = sorted({float(k.split("@")[1]) for k in series if "@" in k})
+    items = []
     for name, v in series.items():
-        ax.plot(np.arange(len(v)), v, marker="o", label=name)
+        curve: dict[str, Any] = {}
+        if "@" in name:
+            curve["epsilon"] = float(name.split("@")[1])
+            curve["mechanism"] = "statistic" if "statistic" in name else "last_step"
+        rank = eps.index(curve["epsilon"]) / max(1, len(eps) - 1) if curve else 1.0
+        v = np.asarray(v, dtype=float)
+        items.append(PlotCurve(name, name, np.arange(len(v)), v, _style(name, curve, rank)))
+    seen = Coincidences()
+    seen.add("objective", items, draw_curves(ax, items, sparse=False))
     ax.set_xlabel("round t")
     ax.set_ylabel("objective of eq. 8")
+    values = np.concatenate([np.asarray(v, dtype=float).ravel() for v in series.values()])
+    finite = np.abs(values[np.isfinite(values)])
+    if finite.size and finite.max() > 20 * max(np.median(finite), 1e-12):
+        ax.set_yscale("symlog", linthresh=max(float(np.median(finite)), 1e-12))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    handles, labels = legend_handles(ax.lines)
+    labels = [seen.label(h.get_gid(), t) for h, t in zip(handles, labels, strict=True)]
+    fig.legend(handles, labels, loc="outside right center")
     ax.set_title(title)
-    fig.tight_layout()
+    return fig
+
+
+def plot_convergence(series: Mapping[str, np.ndarray], path: Path, *, title: str) -> None:
+    """Save :func:`convergence_figure` (objective of eq. 8 per round) to ``path``."""
+    plt = _plt()
+    fig = convergence_figure(series, title=title)
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+#: Bars are series of values, not privacy schemes: greys and hatches, no scheme colour.
+_BAR_FACES = ("#444444", "#9A9A9A", "#E0E0E0", "#6E6E6E", "#C4C4C4")
+_BAR_HATCHES = ("", "//", "..", "xx", "\\\\")
 
 
 def plot_bars(
@@ -145,43 +216,58 @@ def plot_bars(
     title: str,
     ylabel: str,
 ) -> None:
-    """Grouped bars: ``table[series][g]`` for each group ``g``."""
+    """Grouped bars: ``table[series][g]`` for each group ``g`` (greys, one hatch per series).
+
+    Drawn from ``summary.json`` tables (``gamma_table``, the digits ``table``); the group
+    names are the summary's keys.
+    """
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(groups) * max(1, len(table)) / 2), 3.6))
-    n = len(table)
-    width = 0.8 / max(n, 1)
-    xs = np.arange(len(groups))
-    for k, (name, vals) in enumerate(table.items()):
-        ax.bar(xs + (k - (n - 1) / 2) * width, vals, width, label=name)
-    ax.set_xticks(xs)
-    ax.set_xticklabels(groups, fontsize=8)
-    ax.set_ylabel(ylabel)
-    ax.legend(fontsize=8)
-    ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with plt.rc_context(RC):
+        n = len(table)
+        fig, ax = plt.subplots(
+            figsize=(max(6.0, 0.45 * len(groups) * max(1, n) + 2.0), 4.2), layout="constrained"
+        )
+        width = 0.8 / max(n, 1)
+        xs = np.arange(len(groups))
+        for k, (name, vals) in enumerate(table.items()):
+            ax.bar(
+                xs + (k - (n - 1) / 2) * width, vals, width, label=name,
+                color=_BAR_FACES[k % len(_BAR_FACES)], edgecolor="black", linewidth=0.6,
+                hatch=_BAR_HATCHES[k % len(_BAR_HATCHES)],
+            )  # fmt: skip
+        ax.set_xticks(xs)
+        ax.set_xticklabels(groups)
+        ax.set_ylabel(ylabel)
+        ax.grid(axis="y", alpha=0.3)
+        fig.legend(loc="outside lower center", ncol=min(n, 4))
+        fig.suptitle(title)
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
 
 
-def plot_learned_graphs(
+@readable
+def learned_graphs_figure(
     positions: np.ndarray,
     truth_client: np.ndarray,
     truth_consensus: np.ndarray,
     learned: Mapping[str, np.ndarray],
-    path: Path,
     *,
     title: str,
     threshold: float = DEFAULT_THRESHOLD,
-) -> None:
+):
     """Fig. 4 style: one client's graphs; red = consensus edges, blue = client-specific edges.
 
     Edges are coloured by what they are in the ground truth: red if the edge belongs to
     the true consensus graph, blue if it is specific to this client, light gray dashed if
-    it is not in the client's true graph (a false edge). The ground-truth panel comes first.
+    it is not in the client's true graph (a false edge). The ground-truth panel comes first;
+    the others are titled by ``learned``'s keys (the summary's labels: ``igl``, ``fedavg``,
+    ``fedgl_local``, ``fedgl_consensus``). A legend below the panels names the edge kinds.
     """
     plt = _plt()
+    from matplotlib.lines import Line2D
+
     panels = {"ground truth": truth_client, **learned}
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3.4))
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 4.0), layout="constrained")
     d = positions.shape[0]
     rows, cols = np.triu_indices(d, 1)
     con = truth_consensus > 0
@@ -202,13 +288,34 @@ def plot_learned_graphs(
                 lw=0.4 + 2.0 * w[e] / top,
             )
         ax.scatter(positions[:, 0], positions[:, 1], s=18, c="k", zorder=3)
-        ax.set_title(name, fontsize=9)
+        ax.set_title(name)
         ax.set_xticks([])
         ax.set_yticks([])
         ax.set_aspect("equal")
-    fig.suptitle(
-        title + "  (red: consensus edges, blue: client-specific, gray dashed: false)", fontsize=9
+    kinds = [
+        Line2D([], [], color="tab:red", lw=2, label="consensus edge"),
+        Line2D([], [], color="tab:blue", lw=2, label="client-specific edge"),
+        Line2D([], [], color="0.6", ls="--", lw=1.5, label="false edge (not in the truth)"),
+    ]
+    fig.legend(handles=kinds, loc="outside lower center", ncol=3)
+    fig.suptitle(f"{title}: one client's graphs (line width: edge weight)")
+    return fig
+
+
+def plot_learned_graphs(
+    positions: np.ndarray,
+    truth_client: np.ndarray,
+    truth_consensus: np.ndarray,
+    learned: Mapping[str, np.ndarray],
+    path: Path,
+    *,
+    title: str,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> None:
+    """Save :func:`learned_graphs_figure` to ``path``."""
+    plt = _plt()
+    fig = learned_graphs_figure(
+        positions, truth_client, truth_consensus, learned, title=title, threshold=threshold
     )
-    fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -30,6 +30,7 @@ from scipy.special import gammaln, log_ndtr
 from pgfl.validation import ConfigError, check_int, check_real
 
 __all__ = [
+    "tradeoff_curve",
     "DEFAULT_VALUE_DISCRETIZATION_INTERVAL",
     "advanced_composition_epsilon",
     "basic_composition",
@@ -444,3 +445,18 @@ def _kov_corner_deltas(e0: float, k: int) -> np.ndarray:
     log_b = np.logaddexp.accumulate(log_w + (k + ll) * e0)
     i = ll + 1.0
     return np.exp(log_a) * -np.expm1(np.minimum(log_b - 2.0 * i * e0 - log_a, 0.0))
+
+
+def tradeoff_curve(epsilon: float, delta: float, alpha: np.ndarray) -> np.ndarray:
+    """The f-DP trade-off an (ε, δ)-DP claim implies: least type-II error at type-I error α.
+
+    ``f(α) = max(0, 1 − δ − e^ε α, e^{−ε}(1 − δ − α))`` (Dong, Roth & Su, "Gaussian
+    Differential Privacy", arXiv:1905.02383, Prop. 2.5).
+
+    >>> tradeoff_curve(0.0, 0.0, np.array([0.25])).tolist()
+    [0.75]
+    """
+    a = np.asarray(alpha, dtype=float)
+    return np.maximum.reduce(
+        [np.zeros_like(a), 1 - delta - math.exp(epsilon) * a, math.exp(-epsilon) * (1 - delta - a)]
+    )
