@@ -1248,8 +1248,8 @@ def audit_figure(result: Any) -> Figure:
     ``result`` is a :class:`pgfl.experiments.audit.AuditResult`: for each accountant with a
     finite ε, the f-DP trade-off curve of (ε, δ)
     (:func:`~pgfl.privacy.accounting.mechanisms.tradeoff_curve`); the attack's (FPR, FNR)
-    points on the evaluation half; the chosen test with its ε lower bound; random guessing. A point below
-    an accountant's curve refutes that accountant's ε.
+    points on the evaluation half; the chosen test with its ε lower bound; random
+    guessing. A point below an accountant's curve refutes that accountant's ε.
     """
     plt = _plt()
     from pgfl.privacy.accounting.mechanisms import tradeoff_curve  # lazy: dp_accounting
