@@ -13,6 +13,15 @@ run through the JAX adapter (:class:`pgfl.models.jax_adapter.JaxProblem`):
 Initial parameters come from a numpy Generator (the run's ``model`` stream): weights
 ``N(0, g/fan_in)`` with ``g = 2`` for ``relu`` (He et al., arXiv:1502.01852) and ``g = 1``
 otherwise (LeCun), biases zero; the softmax model starts at zero (its loss is convex).
+
+Every built-in model gives the adapter the squared norms of its per-sample gradients
+without forming them (:func:`sample_norms_fn`, "ghost norms": Goodfellow, arXiv:1510.01799;
+Li et al., arXiv:2110.05679), so per-sample clipping costs about one batch gradient. For a
+dense layer ``z = aW + b`` of a sample, ``∂ℓ/∂W = a ⊗ δ`` and ``∂ℓ/∂b = δ`` with
+``δ = ∂ℓ/∂z``, so its share of ``‖∇ℓ‖²`` is ``(‖a‖² + 1)·‖δ‖²``; the ``δ`` of every layer
+come from one backward pass through zero "taps" added to the layers' outputs. The CNN's
+convolution has 9 weights per filter: its per-sample gradient ``Σ_t patch_t ⊗ δ_t`` (64
+positions) is formed, the dense layer's is not.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ __all__ = [
     "load_custom",
     "logits_fn",
     "model_dim",
+    "sample_norms_fn",
 ]
 
 MODEL_KINDS = ("softmax", "mlp", "cnn")
@@ -151,16 +161,92 @@ def logits_fn(kind: str, *, activation: str = "relu", layers: int = 2):
     return cnn
 
 
-def cross_entropy(logits_of):
-    """The per-sample loss ``logsumexp(f(x)) − f(x)_y`` of a logits function."""
+def _xent(z, y):
+    """``logsumexp(z) − z_y`` for logits ``z [classes]`` and a float class index ``y``."""
     jax = jax_module()
     jnp = jax.numpy
+    return jax.nn.logsumexp(z) - jnp.dot(jax.nn.one_hot(y.astype(jnp.int32), z.shape[-1]), z)
+
+
+def cross_entropy(logits_of):
+    """The per-sample loss ``logsumexp(f(x)) − f(x)_y`` of a logits function."""
 
     def loss(p, x, y):
-        z = logits_of(p, x)
-        return jax.nn.logsumexp(z) - jnp.dot(jax.nn.one_hot(y.astype(jnp.int32), z.shape[-1]), z)
+        return _xent(logits_of(p, x), y)
 
     return loss
+
+
+def sample_norms_fn(kind: str, *, activation: str = "relu", layers: int = 2):
+    """``norms(params, X [B, F], Y [B]) -> [B]``: ``‖∇_θ ℓ(θ; x_b, y_b)‖²`` of a built-in model.
+
+    The cross-entropy's per-sample gradient norms, without the per-sample gradients (see the
+    module docstring): one forward pass keeps each dense layer's input ``a_l``, one backward
+    pass through zero taps on the layers' outputs gives ``δ_l``, and
+    ``‖∇ℓ‖² = Σ_l (‖a_l‖² + 1)·‖δ_l‖²`` (the CNN adds its convolution's formed gradient).
+
+    Softmax regression at ``W = 0``: ``δ = 1/C − e_y``, so ``‖∇ℓ‖² = (‖x‖² + 1)(1 − 1/C)``:
+
+    >>> p = {"w": np.zeros((2, 4)), "b": np.zeros(4)}
+    >>> sample_norms_fn("softmax")(p, np.array([[1.0, 2.0]]), np.array([3.0])).tolist()
+    [4.5]
+    """
+    jax = jax_module()
+    jnp = jax.numpy
+    act = _activation(activation)
+
+    def dense_chain(p, names, h, taps):  # dense layers with taps; [a_l], logits
+        inputs = []
+        for i, (w, b) in enumerate(names):
+            inputs.append(h)
+            z = h @ p[w] + p[b] + taps[i]
+            h = act(z) if i < len(names) - 1 else z
+        return inputs, h
+
+    if kind in ("softmax", "mlp"):
+        names = [("w", "b")] if kind == "softmax" else [(f"w{i}", f"b{i}") for i in range(layers)]
+
+        def one(p, x, y):
+            def tapped(taps):
+                inputs, z = dense_chain(p, names, x, taps)
+                return _xent(z, y), inputs
+
+            taps = [jnp.zeros_like(p[b]) for _, b in names]
+            deltas, inputs = jax.grad(tapped, has_aux=True)(taps)
+            return sum((a @ a + 1.0) * (d @ d) for a, d in zip(inputs, deltas, strict=True))
+
+    elif kind == "cnn":
+        side = CNN_SIDE
+
+        def one(p, x, y):
+            img = jnp.pad(x.reshape(side, side), 1)
+            patches = jnp.stack(  # [9, side·side]: the 3×3 neighbourhood of every position
+                [img[i : i + side, j : j + side].reshape(-1) for i in range(3) for j in range(3)]
+            )
+
+            def tapped(taps):
+                conv_tap, out_tap = taps
+                h = jax.lax.conv_general_dilated(
+                    img[None, None, 1:-1, 1:-1], p["conv"], (1, 1), "SAME"
+                )[0]
+                h = act(h + p["conv_b"][:, None, None] + conv_tap)
+                ch = h.shape[0]
+                pooled = h.reshape(ch, side // 2, 2, side // 2, 2).mean(axis=(2, 4)).reshape(-1)
+                return _xent(pooled @ p["w"] + p["b"] + out_tap, y), pooled
+
+            ch = p["conv_b"].shape[0]
+            taps = (jnp.zeros((ch, side, side)), jnp.zeros_like(p["b"]))
+            (d_conv, d_out), pooled = jax.grad(tapped, has_aux=True)(taps)
+            d_conv = d_conv.reshape(ch, -1)  # [ch, positions]
+            kernel = d_conv @ patches.T  # the per-sample kernel gradient [ch, 9]
+            bias = jnp.sum(d_conv, axis=1)
+            return (
+                jnp.sum(kernel * kernel) + bias @ bias + (pooled @ pooled + 1.0) * (d_out @ d_out)
+            )
+
+    else:
+        raise ConfigError(f"model.kind must be one of {', '.join(MODEL_KINDS)}; got {kind!r}")
+    return jax.vmap(one, (None, 0, 0))
 
 
 def load_custom(
@@ -192,7 +278,15 @@ def load_custom(
         raise ConfigError(f"model.source: {path} has no function {name!r}")
     out = make(features, classes, rng)
     if isinstance(out, JaxProblem):
-        return JaxProblem(out.loss, out._params, rho, predict=out.predict, name=out.name)
+        return JaxProblem(
+            out.loss,
+            out._params,
+            rho,
+            predict=out.predict,
+            name=out.name,
+            sample_norms=out.sample_norms,
+            model_chunk=out.model_chunk,
+        )
     if not isinstance(out, tuple) or len(out) != 3:
         raise ConfigError(
             f"model.source: {name}(features, classes, rng) must return (loss, params, predict) "
@@ -222,5 +316,7 @@ def build_model(
     params = init_params(
         kind, features, classes, rng, hidden=hidden, activation=activation, channels=channels
     )
-    f = logits_fn(kind, activation=activation, layers=len(hidden) + 1)
-    return JaxProblem(cross_entropy(f), params, rho, predict=f, name=kind)
+    layers = len(hidden) + 1
+    f = logits_fn(kind, activation=activation, layers=layers)
+    norms = sample_norms_fn(kind, activation=activation, layers=layers)
+    return JaxProblem(cross_entropy(f), params, rho, predict=f, name=kind, sample_norms=norms)
