@@ -336,11 +336,18 @@ class JaxProblem:
             ) from None
         G = self.sample_gradients(w, X, Y)
         want = np.einsum("bm,bm->b", G, G)
-        if got.shape != want.shape or not np.allclose(got, want, rtol=1e-8, atol=1e-12):
+        if got.shape != want.shape:
+            raise ConfigError(
+                f"model sample_norms(params, X, Y) must return one squared norm per sample, "
+                f"shape ({NORMS_CHECK_SAMPLES},); got shape {got.shape}"
+            )
+        bad = np.flatnonzero(~np.isclose(got, want, rtol=1e-8, atol=1e-12))
+        if bad.size:
+            i = bad[0]
             raise ConfigError(
                 f"model sample_norms(params, X, Y) must return the squared norms of the "
-                f"per-sample loss gradients [{NORMS_CHECK_SAMPLES}]; got {np.round(got, 6)} "
-                f"where vmap(grad) gives {np.round(want, 6)}"
+                f"per-sample loss gradients; got {got[i]:.6g} for sample {i} where "
+                f"vmap(grad) gives {want[i]:.6g}"
             )
 
     def unravel(self, w: np.ndarray) -> Any:
