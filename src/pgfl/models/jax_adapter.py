@@ -237,27 +237,32 @@ class JaxProblem:
         self._clipped = jax.jit(clipped)
 
         # ---- local_models(): the whole local phase of a round in one call
-        def local(Wu, cell, Xb, Yb, wt, E, step, clip):
-            # Wu [U, C, M] start models; slot s starts at Wu[cell[s]] and runs E[s] steps
-            # w ← w − step[s, c]·g on batch Xb[s, e] ([n, E_b, B, F]; E_b = 1: the same
-            # batch every epoch). Returns [n, C, M].
-            n, C, M = cell.shape[0], Wu.shape[1], Wu.shape[2]
-            per_epoch = Xb.shape[1] > 1
+        def local(W, cell, batch, sizes, E, mu, clip, inverse):
+            # W [C, U, M] the units' models; slot s starts at W[c, cell[s]] and runs E[s]
+            # steps w ← w − (μ_c/E[s])·g on its batch of epoch e, batch[s, e] ([n, E_b, B,
+            # F + 1]: features and target; E_b = 1: the same batch every epoch), the first
+            # sizes[s] samples weighted 1/sizes[s]. Returns [C, n', M] in the slot order
+            # `inverse` ([n'] slots, the padding dropped).
+            C, M = W.shape[0], W.shape[2]
+            n, B, F = batch.shape[0], batch.shape[2], batch.shape[3] - 1
+            per_epoch = batch.shape[1] > 1
 
             def one(i):
                 s, c = i // C, i % C
+                wt = (jnp.arange(B) < sizes[s]) / sizes[s]
+                step = mu[c] / jnp.maximum(E[s], 1)
 
                 def epoch(e, w):
-                    j = e if per_epoch else 0
+                    Z = batch[s, e if per_epoch else 0]
+                    X, Y = Z[:, :F], Z[:, F]
                     if clip is None:
-                        g = plain_grad(w, Xb[s, j], Yb[s, j], wt[s])
-                    else:
-                        g = clipped_grad(w, Xb[s, j], Yb[s, j], wt[s], clip[c])
-                    return w - step[s, c] * g
+                        return w - step * plain_grad(w, X, Y, wt)
+                    return w - step * clipped_grad(w, X, Y, wt, clip[c])
 
-                return lax.fori_loop(0, E[s], epoch, Wu[cell[s], c])
+                return lax.fori_loop(0, E[s], epoch, W[c, cell[s]])
 
-            return over_models(one, n * C).reshape(n, C, M)
+            out = over_models(one, n * C).reshape(n, C, M)
+            return jnp.swapaxes(out[inverse], 0, 1)
 
         self._local = jax.jit(local)
         self._per_sample = jax.jit(jax.vmap(jax.grad(flat_loss), (None, 0, 0)))
@@ -412,29 +417,28 @@ class JaxProblem:
         counts = data.counts[unit, clients].reshape(-1)[order]
         base = ((unit * K + clients) * N).reshape(-1)[order]  # a client's first sample
         Z = _flat_samples(block)  # [P·K·N, F + 1]: features and target side by side
+        sizes = np.ones(n_pad, dtype=np.int64)
         if block.batch is None:
             rows = (base[:, None] + np.arange(N))[:, None, :]  # [n, 1, N]: every epoch
-            sizes, width = counts, N
+            sizes[:n] = counts
         else:
-            sizes, width = block.batch[unit, clients].reshape(-1)[order], int(block.b_max)
+            sizes[:n] = block.batch[unit, clients].reshape(-1)[order]
+            width = int(block.b_max)
             u = draws.uniform("batches", (L, block.e_max, width)).reshape(n, block.e_max, width)
             rows = base[:, None, None] + (u[order] * counts[:, None, None]).astype(np.int64)
         batch = np.zeros((n_pad, *rows.shape[1:], F + 1))
-        batch[:n] = np.take(Z, rows, axis=0)
-        weight = np.zeros((n_pad, width))
-        weight[:n] = (np.arange(width) < sizes[:, None]) / sizes[:, None]
+        np.take(Z, rows, axis=0, out=batch[:n])
         epochs = np.zeros(n_pad, dtype=np.int64)
         epochs[:n] = E[order]
-        step = np.zeros((n_pad, C))
-        step[:n] = np.asarray(curves.mu, dtype=np.float64) / epochs[:n, None]
         cell = np.zeros(n_pad, dtype=np.int64)
         cell[:n] = order // L  # slot (r, p, l) starts at the model of unit cell (r, p)
-        start = np.ascontiguousarray(W.transpose(1, 2, 0, 3), dtype=np.float64).reshape(R * P, C, M)
+        inverse = np.empty(n, dtype=np.int64)
+        inverse[order] = np.arange(n)
+        mu = np.asarray(curves.mu, dtype=np.float64)
         clip = None if curves.clip is None else np.asarray(curves.clip, dtype=np.float64)
-        out = self._local(start, cell, batch[..., :F], batch[..., F], weight, epochs, step, clip)
-        local = np.empty((n, C, M))
-        local[order] = np.asarray(out)[:n]
-        return local.reshape(R, P, L, C, M).transpose(3, 0, 1, 2, 4)
+        start = np.asarray(W, dtype=np.float64).reshape(C, R * P, M)
+        out = self._local(start, cell, batch, sizes, epochs, mu, clip, inverse)
+        return np.asarray(out).reshape(C, R, P, L, M)
 
     def sample_gradients(self, w: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Per-sample loss gradients ``∇ℓ(w; x_b, y_b)`` for one model ``w [M]``: ``[B, M]``."""
