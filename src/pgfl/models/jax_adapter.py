@@ -209,8 +209,11 @@ class JaxProblem:
             s = jnp.minimum(1.0, clip / jnp.sqrt(jnp.maximum(sq, 1e-300))) * wt
             return jax.vjp(f, w)[1](s)[0] + (2.0 * rho) * jnp.sum(s) * w
 
-        clipped_grad = clipped_generic if sample_norms is None else clipped_norms
-        self._clipped_one = jax.jit(clipped_grad)  # one model (tests, benchmarks)
+        # one model's gradient as its own jitted function, called (inlined) by the loops
+        # below: XLA then fused the CNN's step 1.5x faster than the same code traced inline
+        clipped_grad = jax.jit(clipped_generic if sample_norms is None else clipped_norms)
+        plain_grad = jax.jit(plain_grad)
+        self._clipped_one = clipped_grad  # one model (tests, benchmarks)
 
         # ---- gradient(): the engine's per-epoch call, W [n, M, C]
         # Unclipped: one batched (vmapped) gradient of the weighted batch losses.
