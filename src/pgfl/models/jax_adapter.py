@@ -69,6 +69,8 @@ __all__ = ["JaxProblem", "jax_module"]
 
 #: Models evaluated together by the test metrics (one compiled shape).
 EVAL_CHUNK = 256
+#: On CPU, models vmapped together inside the test metrics' loop over models.
+EVAL_GROUP = 8
 #: Samples of the one-off check of a ``sample_norms`` hook against ``vmap(grad)``.
 NORMS_CHECK_SAMPLES = 5
 
@@ -270,8 +272,19 @@ class JaxProblem:
         self._local = jax.jit(local)
         self._per_sample = jax.jit(jax.vmap(jax.grad(flat_loss), (None, 0, 0)))
 
+        # test metrics: EVAL_CHUNK models × the test set. On CPU a loop over groups of
+        # EVAL_GROUP models (vmapped inside a group) keeps the activations in cache: 3-6x
+        # faster than vmapping all of them (the CNN's [256 models, 297, 64, 8] activations
+        # are 300 MB); elsewhere all are vmapped.
+        group = EVAL_GROUP if chunk else 0
+
+        def over_test_models(one, Wm):
+            if group == 0 or group >= Wm.shape[0]:
+                return jax.vmap(one)(Wm)
+            return lax.map(one, Wm, batch_size=group)
+
         def losses(Wm, X, Y):  # [m, n]
-            return jax.vmap(lambda w: jax.vmap(flat_loss, (None, 0, 0))(w, X, Y))(Wm)
+            return over_test_models(lambda w: jax.vmap(flat_loss, (None, 0, 0))(w, X, Y), Wm)
 
         self._losses = jax.jit(losses)
         if predict is not None:
@@ -281,7 +294,7 @@ class JaxProblem:
                     scores = jax.vmap(lambda x: predict(unravel(w), x))(X)
                     return jnp.argmax(scores, axis=-1) != Y.astype(jnp.int64)
 
-                return jax.vmap(one)(Wm)
+                return over_test_models(one, Wm)
 
             self._wrong = jax.jit(wrong)
         self._flat_loss = flat_loss
