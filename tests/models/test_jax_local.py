@@ -209,6 +209,20 @@ def test_one_compiled_shape_per_run_and_the_same_bits_every_call():
     assert problem._local._cache_size() == 1
 
 
+def test_same_bits_whatever_the_block_size():
+    """As the engine's rounds: a block computes exactly what the whole network does for it."""
+    problem = _problem("mlp", 0.01)
+    net = _network(problem)
+    curves = _curves([0.3, np.inf, 2.0])
+    W, whole, draws, clients = _round(net, curves)
+    want = problem.local_models(W, whole, curves, draws, clients)
+    for start, stop in ((0, 1), (1, 3)):
+        block = net.block(start, stop)
+        d = KeyedDraws(7, 3, np.arange(2), block.units)
+        got = problem.local_models(W[:, :, start:stop], block, curves, d, clients[:, start:stop])
+        np.testing.assert_array_equal(got, want[:, :, start:stop])
+
+
 _BITS_SCRIPT = textwrap.dedent(
     """
     import hashlib, sys
