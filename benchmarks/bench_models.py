@@ -24,8 +24,12 @@ the plain combination ``A·ψ``.
   arithmetic of ``fused``, without the batching).
 
 Each variant is timed ``--repeats`` times, interleaved (variant after variant, then again),
-after a first untimed round (compilation, reported separately); rates are the median
-over repeats and every ratio is against the per-client loop of the same run. ``1 curve``
+after a first untimed round (compilation, reported separately); every ratio is against the
+per-client loop of the same run: median wall-clock rates (``vs_loop``), best against best
+(``best_vs_best_loop``), and rates per second of this process's CPU time
+(``cpu_vs_loop``: the steadiest on a machine shared with other jobs). For the fused
+variants, ``local_phase_*`` counts only the time spent in the hook (the loop's rounds are
+almost all local phase: its combination is one ``A @ ψ``). ``1 curve``
 runs one curve and one repetition; ``preset batch`` the preset's seven curves (four with
 ``--no-clip``: the equal-ε curves need clipping) as the runner batches them.
 ``--profile`` splits a fused round into the host side of the hook (keyed draws, gather),
@@ -57,12 +61,19 @@ from pgfl.rng import KeyedDraws
 
 
 @contextlib.contextmanager
-def fused_local_phase():
-    """The engine's local phase replaced by the problem's fused hook (how it will be wired)."""
+def fused_local_phase(spent: list[float] | None = None):
+    """The engine's local phase replaced by the problem's fused hook (how it will be wired).
+
+    ``spent`` (a one-element list) accumulates the seconds spent in the hook.
+    """
     original = engine_step.local_models
 
     def hook(W, block, curves, draws, clients):
-        return block.problem.local_models(W, block, curves, draws, clients)
+        t = time.perf_counter()
+        out = block.problem.local_models(W, block, curves, draws, clients)
+        if spent is not None:
+            spent[0] += time.perf_counter() - t
+        return out
 
     engine_step.local_models = hook
     try:
@@ -72,17 +83,17 @@ def fused_local_phase():
 
 
 def _engine(net, curves):
-    """(first-round seconds, run(rounds) -> seconds per round) of ``gfl_round``."""
+    """(first-round seconds, run(rounds) -> (wall, CPU) seconds per round) of ``gfl_round``."""
     C = len(curves)
     state = {"W": np.broadcast_to(net.problem.initial, (C, 1, net.data.shape[0], net.dim)).copy()}
     state["i"] = 1
 
-    def run(rounds: int) -> float:
-        t = time.perf_counter()
+    def run(rounds: int) -> tuple[float, float]:
+        t, c = time.perf_counter(), time.process_time()
         for _ in range(rounds):
             out = gfl_round(state["W"], net, curves, seed=0, iteration=state["i"], keep_local=False)
             state["W"], state["i"] = out.W, state["i"] + 1
-        return (time.perf_counter() - t) / rounds
+        return (time.perf_counter() - t) / rounds, (time.process_time() - c) / rounds
 
     t = time.perf_counter()
     run(1)
@@ -90,7 +101,7 @@ def _engine(net, curves):
 
 
 def _loop(net, mu: float, clip: float | None, ghost: bool):
-    """The per-client loop: (compile seconds, run(rounds) -> seconds per round)."""
+    """The per-client loop: (compile seconds, run(rounds) -> (wall, CPU) seconds per round)."""
     import jax
 
     problem = net.problem
@@ -120,8 +131,8 @@ def _loop(net, mu: float, clip: float | None, ghost: bool):
     np.asarray(grad(state["w"][0], data.X[0, 0, :B], data.y[0, 0, :B], np.full(B, 1 / B)))
     compile_s = time.perf_counter() - t
 
-    def run(rounds: int) -> float:
-        t = time.perf_counter()
+    def run(rounds: int) -> tuple[float, float]:
+        t, c = time.perf_counter(), time.process_time()
         for _ in range(rounds):
             draws = KeyedDraws(0, state["i"], np.arange(1), block.units)
             clients = draw_clients(block, draws)[0]  # [P, L]
@@ -140,7 +151,7 @@ def _loop(net, mu: float, clip: float | None, ghost: bool):
                     psi += w / len(clients[p])
                 new[p] = psi
             state["w"], state["i"] = net.A @ new, state["i"] + 1
-        return (time.perf_counter() - t) / rounds
+        return (time.perf_counter() - t) / rounds, (time.process_time() - c) / rounds
 
     return compile_s, run
 
@@ -171,7 +182,7 @@ def _profile(net, curves, rounds: int) -> dict:
     try:
         _, run = _engine(net, curves)
         spent.update(compiled=0.0, hook=0.0)
-        per_round = run(rounds)
+        per_round = run(rounds)[0]
     finally:
         problem._local = compiled
         engine_step.local_models = original
@@ -236,24 +247,41 @@ def main() -> None:
     if clip is not None and problem.sample_norms is not None:
         variants["per-client loop, ghost"] = (P * L, *_loop(net, c0.training.mu, clip, True))
 
-    rates: dict[str, list[float]] = {name: [] for name in variants}
+    wall: dict[str, list[float]] = {name: [] for name in variants}
+    cpu: dict[str, list[float]] = {name: [] for name in variants}
+    local: dict[str, list[float]] = {name: [] for name in variants if name.startswith("fused")}
     for _ in range(args.repeats):  # interleaved: every variant once, then again
         for name, (updates, _, run) in variants.items():
             if name.startswith("fused"):
-                with fused_local_phase():
-                    per = run(args.rounds)
+                spent = [0.0]
+                with fused_local_phase(spent):
+                    per, per_cpu = run(args.rounds)
+                local[name].append(updates * args.rounds / spent[0])
             else:
-                per = run(args.rounds)
-            rates[name].append(updates / per)
-    loop = statistics.median(rates["per-client loop"])
+                per, per_cpu = run(args.rounds)
+            wall[name].append(updates / per)
+            cpu[name].append(updates / per_cpu)
+    loop = statistics.median(wall["per-client loop"])
+    loop_best = max(wall["per-client loop"])
+    loop_cpu = statistics.median(cpu["per-client loop"])
     for name, (_, compile_s, _) in variants.items():
-        med = statistics.median(rates[name])
+        med, best, med_cpu = (
+            statistics.median(wall[name]),
+            max(wall[name]),
+            statistics.median(cpu[name]),
+        )
         results[name] = {
             "updates_per_s": round(med),
-            "range": [round(min(rates[name])), round(max(rates[name]))],
+            "range": [round(min(wall[name])), round(best)],
             "vs_loop": round(med / loop, 2),
+            "best_vs_best_loop": round(best / loop_best, 2),
+            "updates_per_cpu_s": round(med_cpu),
+            "cpu_vs_loop": round(med_cpu / loop_cpu, 2),
             "first_round_s": round(compile_s, 2),
         }
+        if name in local:  # the local phase alone (the hook), against the whole loop
+            results[name]["local_phase_updates_per_s"] = round(statistics.median(local[name]))
+            results[name]["local_phase_vs_loop"] = round(statistics.median(local[name]) / loop, 2)
     if args.profile:
         results["profile_fused_1_curve"] = _profile(net, one, args.rounds)
         results["profile_fused_preset"] = _profile(net, preset, args.rounds)

@@ -39,18 +39,21 @@ Two ways to run them:
   call: every sampled client × repetition × curve, all epochs (a ``jax.lax.fori_loop`` of
   ``E_pk`` steps per model, so a client with fewer epochs stops early), the mini-batches
   gathered on the host from the engine's keyed draws. Same arguments and result as
-  :func:`pgfl.engine.step.local_models` (see its docstring for the contract).
+  :func:`pgfl.engine.step.local_models`; the contract is in its docstring.
 
 Test metrics evaluate ``loss`` (and ``predict``, if given) for many models at once, in
-fixed-size chunks of models (one compiled shape).
+fixed-size chunks of ``EVAL_CHUNK`` models (one compiled shape; on CPU a loop over groups of
+``EVAL_GROUP``).
 
 Devices: the compiled functions contain no host callbacks; inside a call everything stays
-on the device. On CPU the models run one after the other (``model_chunk = 1``); on other
-backends all of them are vmapped together (``model_chunk = None``: one batched step per
-epoch, the ``fori_loop`` then runs to the largest ``E_pk`` with the finished models held
-by a mask). Results on a GPU equal the CPU's to floating-point tolerance (different
-kernels, different summation orders), not bit for bit; on CPU they are the same bits on
-every run.
+on the device. By default (``model_chunk=None``) the models run one after the other on CPU
+and all vmapped together on other backends (one batched step per epoch; the ``fori_loop``
+then runs to the largest ``E_pk`` of the batch, the finished models held by a mask). Results
+on a GPU equal the CPU's to floating-point tolerance (different kernels, different
+summation orders), not bit for bit; on CPU they are the same bits on every run and
+whatever the block size. No buffer is donated: every input arrives from numpy each round
+and none has the output's shape (a device-resident engine keeping ``W`` on the device
+between rounds could donate it).
 """
 
 from __future__ import annotations
@@ -420,6 +423,30 @@ class JaxProblem:
         One call per round: the ``n = R·P_b·L`` slots (rounded up to one of 8 sizes per
         octave; padded slots run no step) × ``C`` curves, all epochs, so a run compiles
         once per block size.
+
+        Least squares on two units of three clients, two curves (one clipped), against the
+        engine's numpy local phase:
+
+        >>> from pgfl.data.federated import FederatedData
+        >>> from pgfl.engine import CurveSettings, Network
+        >>> from pgfl.engine.settings import CurveBatch
+        >>> from pgfl.engine.step import draw_clients, local_models
+        >>> from pgfl.rng import KeyedDraws
+        >>> r = np.random.default_rng(1)
+        >>> data = FederatedData(r.normal(size=(2, 3, 5, 2)), r.normal(size=(2, 3, 5)),
+        ...                      np.full((2, 3), 5))
+        >>> p = JaxProblem(lambda q, x, y: (y - x @ q["w"]) ** 2, {"w": np.zeros(2)}, 0.1)
+        >>> net = Network(data, p, np.full((2, 2), 0.5), 2, np.array([[1, 2, 3]] * 2),
+        ...               np.full((2, 3), 4))
+        >>> block = net.block()
+        >>> draws = KeyedDraws(0, 1, np.arange(1), block.units)
+        >>> clients = draw_clients(block, draws)
+        >>> curves = CurveBatch.of([CurveSettings(mu=0.2), CurveSettings(mu=0.2, clip_norm=0.5)])
+        >>> W = r.normal(size=(2, 1, 2, 2))  # [C, R, P, M]
+        >>> got = p.local_models(W, block, curves, draws, clients)
+        >>> got.shape, bool(np.allclose(got, local_models(W, block, curves, draws, clients),
+        ...                             rtol=0, atol=1e-12))
+        ((2, 1, 2, 2, 2), True)
         """
         data = block.data
         P, K, N, F = data.X.shape
