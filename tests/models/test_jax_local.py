@@ -317,6 +317,8 @@ def test_a_wrong_norms_hook_is_a_one_line_error():
     with pytest.raises(ConfigError, match="must return the squared norms") as info:
         p.dim(3)
     assert "\n" not in str(info.value)
+    unchecked = JaxProblem(p.loss, p._params, sample_norms=half, check_norms=False)
+    assert unchecked.dim(3) == 3  # the caller vouches for its norms
     with pytest.raises(ConfigError, match="sample_norms.*fails on 5 samples of 4 features"):
         JaxProblem(
             lambda q, x, y: (y - x @ q["w"]) ** 2,

@@ -317,6 +317,7 @@ def load_custom(
             predict=out.predict,
             name=out.name,
             sample_norms=out.sample_norms,
+            check_norms=out.check_norms,
             model_chunk=out.model_chunk,
         )
     if not isinstance(out, tuple) or len(out) != 3:
@@ -351,4 +352,12 @@ def build_model(
     layers = len(hidden) + 1
     f = logits_fn(kind, activation=activation, layers=layers)
     norms = sample_norms_fn(kind, activation=activation, layers=layers)
-    return JaxProblem(cross_entropy(f), params, rho, predict=f, name=kind, sample_norms=norms)
+    return JaxProblem(
+        cross_entropy(f),
+        params,
+        rho,
+        predict=f,
+        name=kind,
+        sample_norms=norms,
+        check_norms=False,  # tests/models/test_jax_local.py checks them against vmap(grad)
+    )

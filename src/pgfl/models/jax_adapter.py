@@ -115,6 +115,8 @@ class JaxProblem:
             costs about one batch gradient instead of ``B`` per-sample gradients. It is
             checked once against ``vmap(grad)`` (:meth:`dim`): clipping with wrong norms
             would break the privacy accounting's gradient bound.
+        check_norms: ``False`` skips that check (about a second of compilation; the
+            built-in models' norms are checked by the test suite instead).
         model_chunk: models (clients × curves) vmapped together per step of the compiled
             loop over models; ``None``: 1 on CPU (fastest there), all of them elsewhere.
 
@@ -151,6 +153,7 @@ class JaxProblem:
         predict: Callable[..., Any] | None = None,
         name: str = "jax_model",
         sample_norms: Callable[..., Any] | None = None,
+        check_norms: bool = True,
         model_chunk: int | None = None,
     ) -> None:
         jax = jax_module()
@@ -158,7 +161,7 @@ class JaxProblem:
 
         self.rho = check_real("training.rho", rho, lo=0)
         self.loss, self.predict, self.name = loss, predict, name
-        self.sample_norms = sample_norms
+        self.sample_norms, self.check_norms = sample_norms, bool(check_norms)
         if model_chunk is not None and (int(model_chunk) != model_chunk or model_chunk < 1):
             raise ConfigError(
                 f"model_chunk must be a positive integer or None; got {model_chunk!r}"
@@ -311,6 +314,7 @@ class JaxProblem:
             predict=self.predict,
             name=self.name,
             sample_norms=self.sample_norms,
+            check_norms=self.check_norms,
             model_chunk=self.model_chunk,
         )
         return (rebuild, (self.loss, self._params, self.rho))
@@ -319,8 +323,9 @@ class JaxProblem:
     def dim(self, features: int) -> int:
         """``M``; checks once per ``features`` that the loss of one sample is a scalar.
 
-        With a ``sample_norms`` hook, also that its norms equal those of ``vmap(grad)`` on
-        a few random samples (``y = 0``) at a perturbed initial point.
+        With a ``sample_norms`` hook (unless ``check_norms=False``), also that its norms
+        equal those of ``vmap(grad)`` on a few random samples (``y = 0``) at a perturbed
+        initial point.
         """
         if features not in self._checked:
             jax = jax_module()
@@ -339,7 +344,7 @@ class JaxProblem:
                 raise ConfigError(
                     f"model loss(params, x, y) must return a scalar per sample; got shape {shape}"
                 )
-            if self.sample_norms is not None:
+            if self.sample_norms is not None and self.check_norms:
                 self._check_norms(int(features))
             self._checked[features] = self.initial.size
         return self.initial.size
