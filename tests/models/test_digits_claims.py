@@ -1,4 +1,5 @@
-"""The claim of issue 11 on the ``digits-mlp`` preset, across three seeds (statistical).
+"""The claim of issue 11 on the ``digits-mlp`` preset, across three seeds (statistical),
+and the output contract of ``digits-mlp`` and ``digits-cnn``.
 
 At equal noise variance (σ_g² = 0.015, Gaussian) on the MLP: GFL without noise reaches
 at least 90% test accuracy; graph-homomorphic noise, which cancels in the centroid
@@ -38,8 +39,9 @@ def test_graph_homomorphic_noise_keeps_the_mlp_accuracy_random_noise_does_not(se
     assert acc["random"] is None or acc["random"] <= acc["none"] - 0.10, acc
 
 
-def test_digits_mlp_output_contract(tmp_path):
-    raw = tomllib.loads(preset_text("digits-mlp"))
+@pytest.mark.parametrize("preset", ["digits-mlp", "digits-cnn"])
+def test_digits_output_contract(preset, tmp_path):
+    raw = tomllib.loads(preset_text(preset))
     raw["iterations"] = 4
     summary = run_experiment(parse_config(raw), tmp_path)
     curves = {c["label"]: c for c in summary["curves"]}

@@ -50,8 +50,12 @@ _LOSS_CODE = {LeastSquares: 0, Logistic: 1}
 
 
 def local_phase_kind(problem: Any) -> str:
-    """``"compiled"`` or ``"numpy"``: the local phase that runs for ``problem``.
+    """``"compiled"``, ``"fused"`` or ``"numpy"``: the local phase that runs for ``problem``.
 
+    ``compiled``: the numba kernel of the built-in losses; ``fused``: the problem's own
+    ``local_models`` hook (a JAX model's whole local phase in one compiled call,
+    :meth:`pgfl.models.jax_adapter.JaxProblem.local_models`); ``numpy``: the reference
+    path, one ``gradient`` call per epoch (``PGFL_LOCAL_PHASE=numpy`` forces it).
     ``PGFL_LOCAL_PHASE=compiled`` raises :class:`~pgfl.validation.ConfigError` when the
     compiled path cannot run (numba missing or a user-supplied loss).
     """
@@ -69,7 +73,9 @@ def local_phase_kind(problem: Any) -> str:
             )
         require("numba", "fast", "the compiled local phase")
         return "compiled"
-    return "compiled" if supported and _numba_available() else "numpy"
+    if supported and _numba_available():
+        return "compiled"
+    return "fused" if callable(getattr(problem, "local_models", None)) else "numpy"
 
 
 @lru_cache(maxsize=1)

@@ -147,10 +147,16 @@ def local_phase(
     W: np.ndarray, block: UnitBlock, curves: CurveBatch, draws: KeyedDraws, iteration: int
 ) -> LocalResult:
     """Local SGD and the units' aggregates (eqs. 3 and 7) for one block; ``W[C, R, P_b, M]``."""
-    # the one dispatch point: numba kernels for the built-in losses (pgfl.engine.compiled)
-    fused = compiled.local_phase_kind(block.problem) == "compiled"
-    clients = (compiled.draw_clients if fused else draw_clients)(block, draws)
-    local = (compiled.local_models if fused else local_models)(W, block, curves, draws, clients)
+    # the one dispatch point: numba kernels for the built-in losses (pgfl.engine.compiled),
+    # a model's own fused local phase, or the numpy reference below
+    kind = compiled.local_phase_kind(block.problem)
+    clients = (compiled.draw_clients if kind == "compiled" else draw_clients)(block, draws)
+    if kind == "compiled":
+        local = compiled.local_models(W, block, curves, draws, clients)
+    elif kind == "fused":
+        local = block.problem.local_models(W, block, curves, draws, clients)
+    else:
+        local = local_models(W, block, curves, draws, clients)
     C, R, P = W.shape[:3]
     psi = np.empty_like(W)
     aborted = np.zeros((C, R, P), dtype=bool)

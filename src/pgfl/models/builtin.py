@@ -13,6 +13,15 @@ run through the JAX adapter (:class:`pgfl.models.jax_adapter.JaxProblem`):
 Initial parameters come from a numpy Generator (the run's ``model`` stream): weights
 ``N(0, g/fan_in)`` with ``g = 2`` for ``relu`` (He et al., arXiv:1502.01852) and ``g = 1``
 otherwise (LeCun), biases zero; the softmax model starts at zero (its loss is convex).
+
+Every built-in model gives the adapter the squared norms of its per-sample gradients
+without forming them (:func:`sample_norms_fn`, "ghost norms": Goodfellow, arXiv:1510.01799;
+Li et al., arXiv:2110.05679), so per-sample clipping costs about one batch gradient. For a
+dense layer ``z = aW + b`` of a sample, ``∂ℓ/∂W = a ⊗ δ`` and ``∂ℓ/∂b = δ`` with
+``δ = ∂ℓ/∂z``, so its share of ``‖∇ℓ‖²`` is ``(‖a‖² + 1)·‖δ‖²``; the ``δ`` of every layer
+come from one backward pass through zero "taps" added to the layers' outputs. The CNN's
+convolution has 9 weights per filter: its per-sample gradient ``Σ_t patch_t ⊗ δ_t`` (64
+positions) is formed, the dense layer's is not.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ __all__ = [
     "load_custom",
     "logits_fn",
     "model_dim",
+    "sample_norms_fn",
 ]
 
 MODEL_KINDS = ("softmax", "mlp", "cnn")
@@ -125,7 +135,7 @@ def model_dim(kind: str, features: int, classes: int, *, hidden=(64,), channels:
 
 def logits_fn(kind: str, *, activation: str = "relu", layers: int = 2):
     """``f(params, x) -> logits [classes]`` of one sample ``x [F]`` (a JAX function)."""
-    jax = jax_module()
+    jax_module()  # float64 on
     act = _activation(activation)
 
     if kind == "softmax":
@@ -141,26 +151,134 @@ def logits_fn(kind: str, *, activation: str = "relu", layers: int = 2):
         return mlp
 
     def cnn(p, x):
-        img = x.reshape(1, 1, CNN_SIDE, CNN_SIDE)
-        h = jax.lax.conv_general_dilated(img, p["conv"], (1, 1), "SAME")[0]  # [ch, 8, 8]
-        h = act(h + p["conv_b"][:, None, None])
-        ch = h.shape[0]
-        h = h.reshape(ch, CNN_SIDE // 2, 2, CNN_SIDE // 2, 2).mean(axis=(2, 4))
-        return h.reshape(-1) @ p["w"] + p["b"]
+        return _cnn_head(p, act(_cnn_conv(p, _patches(x))))[0]
 
     return cnn
 
 
-def cross_entropy(logits_of):
-    """The per-sample loss ``logsumexp(f(x)) − f(x)_y`` of a logits function."""
+def _patch_index(side: int) -> np.ndarray:
+    """``[side², 9]`` indices into an image with one zero appended (index ``side²``).
+
+    >>> _patch_index(8)[9].tolist()  # pixel (1, 1): rows 0-2, columns 0-2
+    [0, 1, 2, 8, 9, 10, 16, 17, 18]
+    >>> _patch_index(8)[0].tolist()  # pixel (0, 0): the zero padding above and left
+    [64, 64, 64, 64, 0, 1, 64, 8, 9]
+    """
+    i, j = np.divmod(np.arange(side * side), side)
+    a, b = np.divmod(np.arange(9), 3)
+    r, c = i[:, None] + a - 1, j[:, None] + b - 1
+    inside = (r >= 0) & (r < side) & (c >= 0) & (c < side)
+    return np.where(inside, r * side + c, side * side)
+
+
+_PATCHES = _patch_index(CNN_SIDE)
+
+
+def _patches(x):
+    """``[64, 9]``: the 3×3 neighbourhood (zero padding) of every pixel of an 8×8 image ``x``.
+
+    Entry ``(8i + j, 3a + b)`` is pixel ``(i + a − 1, j + b − 1)``, so the "same" 3×3
+    convolution (cross-correlation) with filters ``k [ch, 1, 3, 3]`` is
+    ``patches @ k.reshape(ch, 9).T`` — one gather and one matrix product (XLA's CPU
+    convolutions of such tiny images were 5-8x slower inside the compiled local phase).
+    """
+    jnp = jax_module().numpy
+    return jnp.concatenate([x, jnp.zeros(1, x.dtype)])[_PATCHES]
+
+
+def _cnn_conv(p, patches):
+    """The convolution's pre-activation ``[64 positions, ch]``."""
+    ch = p["conv_b"].shape[0]
+    return patches @ p["conv"].reshape(ch, 9).T + p["conv_b"]
+
+
+def _cnn_head(p, h):
+    """2×2 average pooling of ``h [64, ch]``, then the dense layer: (logits, pooled ``[16·ch]``).
+
+    The pooled features are flattened channel-major (``[ch, 4, 4]``), the layout of ``w``.
+    """
+    jnp = jax_module().numpy
+    half, ch = CNN_SIDE // 2, h.shape[-1]
+    pooled = h.reshape(half, 2, half, 2, ch).mean(axis=(1, 3))  # [4, 4, ch]
+    pooled = jnp.moveaxis(pooled, -1, 0).reshape(-1)
+    return pooled @ p["w"] + p["b"], pooled
+
+
+def _xent(z, y):
+    """``logsumexp(z) − z_y`` for logits ``z [classes]`` and a float class index ``y``."""
     jax = jax_module()
     jnp = jax.numpy
+    return jax.nn.logsumexp(z) - jnp.dot(jax.nn.one_hot(y.astype(jnp.int32), z.shape[-1]), z)
+
+
+def cross_entropy(logits_of):
+    """The per-sample loss ``logsumexp(f(x)) − f(x)_y`` of a logits function."""
 
     def loss(p, x, y):
-        z = logits_of(p, x)
-        return jax.nn.logsumexp(z) - jnp.dot(jax.nn.one_hot(y.astype(jnp.int32), z.shape[-1]), z)
+        return _xent(logits_of(p, x), y)
 
     return loss
+
+
+def sample_norms_fn(kind: str, *, activation: str = "relu", layers: int = 2):
+    """``norms(params, X [B, F], Y [B]) -> [B]``: ``‖∇_θ ℓ(θ; x_b, y_b)‖²`` of a built-in model.
+
+    The cross-entropy's per-sample gradient norms, without the per-sample gradients (see the
+    module docstring): one forward pass keeps each dense layer's input ``a_l``, one backward
+    pass through zero taps on the layers' outputs gives ``δ_l``, and
+    ``‖∇ℓ‖² = Σ_l (‖a_l‖² + 1)·‖δ_l‖²`` (the CNN adds its convolution's formed gradient).
+
+    Softmax regression at ``W = 0``: ``δ = 1/C − e_y``, so ``‖∇ℓ‖² = (‖x‖² + 1)(1 − 1/C)``:
+
+    >>> p = {"w": np.zeros((2, 4)), "b": np.zeros(4)}
+    >>> sample_norms_fn("softmax")(p, np.array([[1.0, 2.0]]), np.array([3.0])).tolist()
+    [4.5]
+    """
+    jax = jax_module()
+    jnp = jax.numpy
+    act = _activation(activation)
+
+    def dense_chain(p, names, h, taps):  # dense layers with taps; [a_l], logits
+        inputs = []
+        for i, (w, b) in enumerate(names):
+            inputs.append(h)
+            z = h @ p[w] + p[b] + taps[i]
+            h = act(z) if i < len(names) - 1 else z
+        return inputs, h
+
+    if kind in ("softmax", "mlp"):
+        names = [("w", "b")] if kind == "softmax" else [(f"w{i}", f"b{i}") for i in range(layers)]
+
+        def one(p, x, y):
+            def tapped(taps):
+                inputs, z = dense_chain(p, names, x, taps)
+                return _xent(z, y), inputs
+
+            taps = [jnp.zeros_like(p[b]) for _, b in names]
+            deltas, inputs = jax.grad(tapped, has_aux=True)(taps)
+            return sum((a @ a + 1.0) * (d @ d) for a, d in zip(inputs, deltas, strict=True))
+
+    elif kind == "cnn":
+
+        def one(p, x, y):
+            patches = _patches(x)
+
+            def tapped(taps):
+                conv_tap, out_tap = taps
+                logits, pooled = _cnn_head(p, act(_cnn_conv(p, patches) + conv_tap))
+                return _xent(logits + out_tap, y), pooled
+
+            taps = (jnp.zeros((CNN_SIDE * CNN_SIDE, p["conv_b"].shape[0])), jnp.zeros_like(p["b"]))
+            (d_conv, d_out), pooled = jax.grad(tapped, has_aux=True)(taps)
+            kernel = patches.T @ d_conv  # the per-sample filter gradient [9, ch]
+            bias = jnp.sum(d_conv, axis=0)
+            return (
+                jnp.sum(kernel * kernel) + bias @ bias + (pooled @ pooled + 1.0) * (d_out @ d_out)
+            )
+
+    else:
+        raise ConfigError(f"model.kind must be one of {', '.join(MODEL_KINDS)}; got {kind!r}")
+    return jax.vmap(one, (None, 0, 0))
 
 
 def load_custom(
@@ -192,7 +310,16 @@ def load_custom(
         raise ConfigError(f"model.source: {path} has no function {name!r}")
     out = make(features, classes, rng)
     if isinstance(out, JaxProblem):
-        return JaxProblem(out.loss, out._params, rho, predict=out.predict, name=out.name)
+        return JaxProblem(
+            out.loss,
+            out._params,
+            rho,
+            predict=out.predict,
+            name=out.name,
+            sample_norms=out.sample_norms,
+            check_norms=out.check_norms,
+            model_chunk=out.model_chunk,
+        )
     if not isinstance(out, tuple) or len(out) != 3:
         raise ConfigError(
             f"model.source: {name}(features, classes, rng) must return (loss, params, predict) "
@@ -222,5 +349,15 @@ def build_model(
     params = init_params(
         kind, features, classes, rng, hidden=hidden, activation=activation, channels=channels
     )
-    f = logits_fn(kind, activation=activation, layers=len(hidden) + 1)
-    return JaxProblem(cross_entropy(f), params, rho, predict=f, name=kind)
+    layers = len(hidden) + 1
+    f = logits_fn(kind, activation=activation, layers=layers)
+    norms = sample_norms_fn(kind, activation=activation, layers=layers)
+    return JaxProblem(
+        cross_entropy(f),
+        params,
+        rho,
+        predict=f,
+        name=kind,
+        sample_norms=norms,
+        check_norms=False,  # tests/models/test_jax_local.py checks them against vmap(grad)
+    )

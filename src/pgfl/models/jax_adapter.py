@@ -1,24 +1,59 @@
 """JAX adapter (extra ``pgfl[jax]``): any differentiable ``loss(params, x, y)`` as a problem.
 
-The user gives a per-sample loss ``ℓ(params; x, y)`` over a parameter pytree and the
-initial parameters; pgfl
+The user gives a per-sample loss ``ℓ(θ; x, y)`` over a parameter pytree and the initial
+parameters; pgfl flattens the pytree into one float64 vector ``w`` of size ``M``
+(``jax.flatten_util.ravel_pytree``; float64 via ``jax_enable_x64``) and builds what the
+clients' local phase needs ("Privatized Graph Federated Learning", Rizk, Vlaski & Sayed,
+arXiv:2203.07105, eq. 3): for ``Q = ℓ + ρ‖w‖²`` and a mini-batch ``(x_b, y_b)`` with weights
+``ω_b`` (``1/B`` for real samples, 0 for padding),
 
-1. flattens the pytree into one float64 vector ``w`` of size ``M``
-   (``jax.flatten_util.ravel_pytree``; float64 via ``jax_enable_x64``);
-2. builds the mini-batch gradient of ``Q = ℓ + ρ‖w‖²`` that the local phase needs
-   ("Privatized Graph Federated Learning", Rizk, Vlaski & Sayed, arXiv:2203.07105, eq. 3)
-   with ``jax.grad`` and ``jax.vmap`` over curves and clients: unclipped, the gradient of
-   the weighted batch loss ``Σ_b weight_b ℓ_b`` plus ``2ρw``; clipped, the per-sample
-   gradients ``g_b = ∇ℓ_b + 2ρw`` by vmapping ``jax.grad`` over the samples (as DP-SGD
-   does, Abadi et al., arXiv:1607.00133, Algorithm 1), each scaled by
-   ``min(1, B / ‖g_b‖)``, then summed with the weights — model after model inside one
-   compiled ``jax.lax.map`` (on CPU, vmapping per-sample gradients over models with
-   their own weights was 5-15x slower than this loop);
-3. compiles each with ``jax.jit`` once per shape (the number of clients in a call is
-   rounded up to one of 8 sizes per octave, so a run compiles a handful of shapes), on CPU.
+* unclipped: ``g = ∇_w Σ_b ω_b ℓ(w; x_b, y_b) + 2ρw``;
+* clipped at ``B_c`` (DP-SGD, Abadi et al., arXiv:1607.00133, Algorithm 1; the gradient bound
+  of the privacy analysis): ``g = Σ_b ω_b · clip(g_b)`` with ``g_b = ∇ℓ_b + 2ρw`` and
+  ``clip(v) = v · min(1, B_c / ‖v‖)`` — the mean over the real samples of the clipped
+  per-sample gradients;
+
+and a client's local SGD runs ``E`` steps ``w ← w − (μ/E)·g`` on its mini-batches.
+
+Two ways to compute the clipped ``g`` of one model:
+
+* *generic*: the per-sample gradients ``G [B, M]`` by ``jax.vmap(jax.grad(ℓ))``, their norms,
+  then ``(ω·s) @ G``;
+* *norms hook* (``sample_norms``, e.g. ghost norms of dense layers: Goodfellow,
+  arXiv:1510.01799; Li et al., arXiv:2110.05679): the model gives ``n_b = ‖∇ℓ_b‖²`` without
+  forming ``G``; with ``c_b = ⟨∇ℓ_b, w⟩`` (one ``jax.jvp`` along ``w``, only if ``ρ > 0``),
+  ``‖g_b‖² = n_b + 4ρ c_b + 4ρ²‖w‖²``, the scales ``s_b = ω_b min(1, B_c/‖g_b‖)`` and
+  ``g = ∇_w Σ_b s_b ℓ_b + 2ρ (Σ_b s_b) w`` (one ``jax.vjp``: a batch gradient's cost).
+
+Both give the same ``g`` up to rounding (≈ 1e-16 relative). The built-in models
+(:mod:`pgfl.models.builtin`) come with a norms hook.
+
+Two ways to run them:
+
+* :meth:`JaxProblem.gradient` — the interface of :mod:`pgfl.models`, called by the engine's
+  numpy local phase once per epoch (``W [n, M, C]``: the active clients × the curves); the
+  ``n·C`` models run one after the other in one compiled ``jax.lax.map`` (on CPU, XLA's
+  batched products of per-model weights were 4-15x slower than this loop), each shape
+  compiled once (``n`` rounded up to one of 8 sizes per octave);
+* :meth:`JaxProblem.local_models` — the whole local phase of a round in **one** compiled
+  call: every sampled client × repetition × curve, all epochs (a ``jax.lax.fori_loop`` of
+  ``E_pk`` steps per model, so a client with fewer epochs stops early), the mini-batches
+  gathered on the host from the engine's keyed draws. Same arguments and result as
+  :func:`pgfl.engine.step.local_models`; the contract is in its docstring.
 
 Test metrics evaluate ``loss`` (and ``predict``, if given) for many models at once, in
-fixed-size chunks of models (one compiled shape).
+fixed-size chunks of ``EVAL_CHUNK`` models (one compiled shape; on CPU a loop over groups of
+``EVAL_GROUP``).
+
+Devices: the compiled functions contain no host callbacks; inside a call everything stays
+on the device. By default (``model_chunk=None``) the models run one after the other on CPU
+and all vmapped together on other backends (one batched step per epoch; the ``fori_loop``
+then runs to the largest ``E_pk`` of the batch, the finished models held by a mask). Results
+on a GPU equal the CPU's to floating-point tolerance (different kernels, different
+summation orders), not bit for bit; on CPU they are the same bits on every run and
+whatever the block size. No buffer is donated: every input arrives from numpy each round
+and none has the output's shape (a device-resident engine keeping ``W`` on the device
+between rounds could donate it).
 """
 
 from __future__ import annotations
@@ -38,6 +73,10 @@ __all__ = ["JaxProblem", "jax_module"]
 
 #: Models evaluated together by the test metrics (one compiled shape).
 EVAL_CHUNK = 256
+#: On CPU, models vmapped together inside the test metrics' loop over models.
+EVAL_GROUP = 8
+#: Samples of the one-off check of a ``sample_norms`` hook against ``vmap(grad)``.
+NORMS_CHECK_SAMPLES = 5
 
 
 def jax_module(feature: str = "a JAX model"):
@@ -70,6 +109,17 @@ class JaxProblem:
         predict: optional ``predict(params, x) -> scores [classes]``; the predicted label
             is the argmax (makes the problem a classifier with a test error).
         name: shown in summaries.
+        sample_norms: optional ``sample_norms(params, X [B, F], Y [B]) -> [B]``, the squared
+            norms ``‖∇_θ ℓ(θ; x_b, y_b)‖²`` of the per-sample loss gradients (no
+            regularizer), computed without forming them (e.g. ghost norms: for a dense layer
+            ``z = aW + b`` the sample's share is ``(‖a‖² + 1)·‖∂ℓ/∂z‖²``). With it, clipping
+            costs about one batch gradient instead of ``B`` per-sample gradients. It is
+            checked once against ``vmap(grad)`` (:meth:`dim`): clipping with wrong norms
+            would break the privacy accounting's gradient bound.
+        check_norms: ``False`` skips that check (about a second of compilation; the
+            built-in models' norms are checked by the test suite instead).
+        model_chunk: models (clients × curves) vmapped together per step of the compiled
+            loop over models; ``None``: 1 on CPU (fastest there), all of them elsewhere.
 
     Least squares in JAX equals the closed-form numpy gradient:
 
@@ -79,6 +129,16 @@ class JaxProblem:
     >>> r = np.random.default_rng(0); W = r.normal(size=(2, 3)); U = r.normal(size=(5, 2))
     >>> d = r.normal(size=5); wt = np.full(5, 0.2)
     >>> bool(np.allclose(p.gradient(W, U, d, wt), LeastSquares(0.1).gradient(W, U, d, wt)))
+    True
+
+    With the norms of its per-sample gradients (``‖2(xᵀw − y)x‖²``), clipping agrees too:
+
+    >>> norms = lambda q, X, Y: (2 * (X @ q["w"] - Y)) ** 2 * jnp.sum(X * X, axis=1)
+    >>> g = JaxProblem(lambda q, x, y: (y - x @ q["w"]) ** 2, {"w": np.zeros(2)}, rho=0.1,
+    ...                sample_norms=norms)
+    >>> clip = np.array([0.5, 1.0, 2.0])
+    >>> bool(np.allclose(g.gradient(W, U, d, wt, clip),
+    ...                  LeastSquares(0.1).gradient(W, U, d, wt, clip), rtol=0, atol=1e-12))
     True
 
     """
@@ -93,12 +153,21 @@ class JaxProblem:
         *,
         predict: Callable[..., Any] | None = None,
         name: str = "jax_model",
+        sample_norms: Callable[..., Any] | None = None,
+        check_norms: bool = True,
+        model_chunk: int | None = None,
     ) -> None:
         jax = jax_module()
         from jax.flatten_util import ravel_pytree
 
         self.rho = RHO.check(rho)
         self.loss, self.predict, self.name = loss, predict, name
+        self.sample_norms, self.check_norms = sample_norms, bool(check_norms)
+        if model_chunk is not None and (int(model_chunk) != model_chunk or model_chunk < 1):
+            raise ConfigError(
+                f"model_chunk must be a positive integer or None; got {model_chunk!r}"
+            )
+        self.model_chunk = model_chunk
         self.classifier = predict is not None
         leaves = jax.tree_util.tree_map(lambda a: np.asarray(a, dtype=np.float64), params)
         flat, self._unravel = ravel_pytree(leaves)
@@ -108,48 +177,121 @@ class JaxProblem:
         self._compile(jax)
 
     # ------------------------------------------------------------------ compiled pieces
+    def _chunk(self, jax) -> int:
+        """Models per vmapped step of the loop over models: 1 on CPU, 0 (all) elsewhere."""
+        if self.model_chunk is not None:
+            return int(self.model_chunk)
+        return 1 if jax.default_backend() == "cpu" else 0
+
     def _compile(self, jax) -> None:
-        jnp = jax.numpy
+        jnp, lax = jax.numpy, jax.lax
         unravel, loss, rho, predict = self._unravel, self.loss, self.rho, self.predict
+        sample_norms = self.sample_norms
+        chunk = self._chunk(jax)
+
+        def over_models(one, count):  # one(i) for i < count, stacked: a loop, chunks or vmap
+            index = jnp.arange(count)
+            if chunk == 0 or chunk >= count:
+                return jax.vmap(one)(index)
+            return lax.map(one, index, batch_size=None if chunk == 1 else chunk)
 
         def flat_loss(w, x, y):
             return loss(unravel(w), x, y)
 
-        def batch_grad(w, X, Y, wt):  # gradient of the weighted batch loss, [M]
-            return jax.grad(lambda v: jnp.dot(wt, jax.vmap(flat_loss, (None, 0, 0))(v, X, Y)))(w)
+        def losses_at(X, Y):  # w -> per-sample losses [B]
+            return lambda v: jax.vmap(flat_loss, (None, 0, 0))(v, X, Y)
 
-        def clipped_grad(w, X, Y, wt, clip):  # Σ_b wt_b clip(∇ℓ_b + 2ρw), [M]
+        def plain_grad(w, X, Y, wt):  # ∇ Σ_b ω_b ℓ_b + 2ρw, [M]
+            return jax.vjp(losses_at(X, Y), w)[1](wt)[0] + (2.0 * rho) * w
+
+        def clipped_generic(w, X, Y, wt, clip):  # Σ_b ω_b clip(∇ℓ_b + 2ρw): G [B, M] formed
             G = jax.vmap(jax.grad(flat_loss), (None, 0, 0))(w, X, Y) + (2.0 * rho) * w
             norm = jnp.sqrt(jnp.maximum(jnp.sum(G * G, axis=-1), 1e-300))
             return (jnp.minimum(1.0, clip / norm) * wt) @ G
 
-        # W [n, C, M]; data [n, B, ...]. Unclipped: one batched (vmapped) gradient of the
-        # weighted batch losses. Clipped: per-sample gradients materialize [B, M] per model;
-        # XLA's CPU batched products of per-model weights are slow, so the models (client ×
-        # curve) run one after the other inside one compiled loop (lax.map), each with its
-        # samples vmapped.
-        plain = jax.vmap(jax.vmap(batch_grad, (0, None, None, None)), (0, 0, 0, 0))
+        def clipped_norms(w, X, Y, wt, clip):  # the same from the hook's ‖∇ℓ_b‖², one VJP
+            f = losses_at(X, Y)
+            sq = sample_norms(unravel(w), X, Y)
+            if rho:  # ‖∇ℓ_b + 2ρw‖² = ‖∇ℓ_b‖² + 4ρ⟨∇ℓ_b, w⟩ + 4ρ²‖w‖²
+                cross = jax.jvp(f, (w,), (w,))[1]
+                sq = sq + (4.0 * rho) * cross + (4.0 * rho * rho) * jnp.dot(w, w)
+            s = jnp.minimum(1.0, clip / jnp.sqrt(jnp.maximum(sq, 1e-300))) * wt
+            return jax.vjp(f, w)[1](s)[0] + (2.0 * rho) * jnp.sum(s) * w
 
-        # the engine's layout W [n, M, C] goes in and out; the transposes run inside XLA
-        def plain_nmc(W, X, Y, wt):
-            Wt = jnp.swapaxes(W, 1, 2)
-            return jnp.swapaxes(plain(Wt, X, Y, wt) + (2.0 * rho) * Wt, 1, 2)
+        # one model's gradient as its own jitted function, called (inlined) by the loops
+        # below: XLA then fused the CNN's step 1.5x faster than the same code traced inline
+        clipped_grad = jax.jit(clipped_generic if sample_norms is None else clipped_norms)
+        plain_grad = jax.jit(plain_grad)
+        self._clipped_one = clipped_grad  # one model (tests, benchmarks)
+
+        # ---- gradient(): the engine's per-epoch call, W [n, M, C]
+        # Unclipped: one batched (vmapped) gradient of the weighted batch losses.
+        plain = jax.vmap(jax.vmap(plain_grad, (0, None, None, None)), (0, 0, 0, 0))
+
+        def plain_nmc(W, X, Y, wt):  # the engine's layout in and out; transposes in XLA
+            return jnp.swapaxes(plain(jnp.swapaxes(W, 1, 2), X, Y, wt), 1, 2)
 
         self._plain = jax.jit(plain_nmc)
 
+        # Clipped: the n·C models (client × curve) one after the other in one compiled loop
+        # (lax.map; `chunk` models vmapped per step), each model's samples vmapped.
         def clipped(W, X, Y, wt, clip):  # W [n, M, C], clip [C] -> [n, M, C]
             n, M, C = W.shape
-            W = jnp.swapaxes(W, 1, 2)
-            rep = lambda a: jnp.repeat(a, C, axis=0)  # noqa: E731  (n·C, ...) model-major
-            xs = (W.reshape(n * C, M), rep(X), rep(Y), rep(wt), jnp.tile(clip, n))
-            out = jax.lax.map(lambda t: clipped_grad(*t), xs)
+            Wt = jnp.swapaxes(W, 1, 2)
+
+            def one(i):
+                s, c = i // C, i % C
+                return clipped_grad(Wt[s, c], X[s], Y[s], wt[s], clip[c])
+
+            out = over_models(one, n * C)
             return jnp.swapaxes(out.reshape(n, C, M), 1, 2)
 
         self._clipped = jax.jit(clipped)
+
+        # ---- local_models(): the whole local phase of a round in one call
+        def local(W, cell, batch, sizes, E, mu, clip, inverse):
+            # W [C, U, M] the units' models; slot s starts at W[c, cell[s]] and runs E[s]
+            # steps w ← w − (μ_c/E[s])·g on its batch of epoch e, batch[s, e] ([n, E_b, B,
+            # F + 1]: features and target; E_b = 1: the same batch every epoch), the first
+            # sizes[s] samples weighted 1/sizes[s]. Returns [C, n', M] in the slot order
+            # `inverse` ([n'] slots, the padding dropped).
+            C, M = W.shape[0], W.shape[2]
+            n, B, F = batch.shape[0], batch.shape[2], batch.shape[3] - 1
+            per_epoch = batch.shape[1] > 1
+
+            def one(i):
+                s, c = i // C, i % C
+                wt = (jnp.arange(B) < sizes[s]) / sizes[s]
+                step = mu[c] / jnp.maximum(E[s], 1)
+
+                def epoch(e, w):
+                    Z = batch[s, e if per_epoch else 0]
+                    X, Y = Z[:, :F], Z[:, F]
+                    if clip is None:
+                        return w - step * plain_grad(w, X, Y, wt)
+                    return w - step * clipped_grad(w, X, Y, wt, clip[c])
+
+                return lax.fori_loop(0, E[s], epoch, W[c, cell[s]])
+
+            out = over_models(one, n * C).reshape(n, C, M)
+            return jnp.swapaxes(out[inverse], 0, 1)
+
+        self._local = jax.jit(local)
         self._per_sample = jax.jit(jax.vmap(jax.grad(flat_loss), (None, 0, 0)))
 
+        # test metrics: EVAL_CHUNK models × the test set. On CPU a loop over groups of
+        # EVAL_GROUP models (vmapped inside a group) keeps the activations in cache: 3-6x
+        # faster than vmapping all of them (the CNN's [256 models, 297, 64, 8] activations
+        # are 300 MB); elsewhere all are vmapped.
+        group = EVAL_GROUP if chunk else 0
+
+        def over_test_models(one, Wm):
+            if group == 0 or group >= Wm.shape[0]:
+                return jax.vmap(one)(Wm)
+            return lax.map(one, Wm, batch_size=group)
+
         def losses(Wm, X, Y):  # [m, n]
-            return jax.vmap(lambda w: jax.vmap(flat_loss, (None, 0, 0))(w, X, Y))(Wm)
+            return over_test_models(lambda w: jax.vmap(flat_loss, (None, 0, 0))(w, X, Y), Wm)
 
         self._losses = jax.jit(losses)
         if predict is not None:
@@ -159,19 +301,33 @@ class JaxProblem:
                     scores = jax.vmap(lambda x: predict(unravel(w), x))(X)
                     return jnp.argmax(scores, axis=-1) != Y.astype(jnp.int64)
 
-                return jax.vmap(one)(Wm)
+                return over_test_models(one, Wm)
 
             self._wrong = jax.jit(wrong)
         self._flat_loss = flat_loss
+        if sample_norms is not None:
+            self._hook_norms = jax.jit(lambda w, X, Y: sample_norms(unravel(w), X, Y))
 
     def __reduce__(self):
         """Rebuilt (and recompiled) from its arguments when pickled (Ray workers)."""
-        rebuild = partial(JaxProblem, predict=self.predict, name=self.name)
+        rebuild = partial(
+            JaxProblem,
+            predict=self.predict,
+            name=self.name,
+            sample_norms=self.sample_norms,
+            check_norms=self.check_norms,
+            model_chunk=self.model_chunk,
+        )
         return (rebuild, (self.loss, self._params, self.rho))
 
     # ---------------------------------------------------------------------- interface
     def dim(self, features: int) -> int:
-        """``M``; checks once per ``features`` that the loss of one sample is a scalar."""
+        """``M``; checks once per ``features`` that the loss of one sample is a scalar.
+
+        With a ``sample_norms`` hook (unless ``check_norms=False``), also that its norms
+        equal those of ``vmap(grad)`` on a few random samples (``y = 0``) at a perturbed
+        initial point.
+        """
         if features not in self._checked:
             jax = jax_module()
             w = jax.ShapeDtypeStruct(self.initial.shape, np.float64)
@@ -189,8 +345,40 @@ class JaxProblem:
                 raise ConfigError(
                     f"model loss(params, x, y) must return a scalar per sample; got shape {shape}"
                 )
+            if self.sample_norms is not None and self.check_norms:
+                self._check_norms(int(features))
             self._checked[features] = self.initial.size
         return self.initial.size
+
+    def _check_norms(self, features: int) -> None:
+        """One-line :class:`ConfigError` if the hook's norms differ from ``vmap(grad)``'s."""
+        rng = np.random.default_rng(0)
+        w = self.initial + 0.1 * rng.standard_normal(self.initial.size)
+        X = rng.standard_normal((NORMS_CHECK_SAMPLES, features))
+        Y = np.zeros(NORMS_CHECK_SAMPLES)
+        try:
+            got = np.asarray(self._hook_norms(w, X, Y), dtype=np.float64)
+        except Exception as exc:
+            raise ConfigError(
+                f"model sample_norms(params, X, Y) fails on {NORMS_CHECK_SAMPLES} samples of "
+                f"{features} features: {type(exc).__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else ''}"
+            ) from None
+        G = self.sample_gradients(w, X, Y)
+        want = np.einsum("bm,bm->b", G, G)
+        if got.shape != want.shape:
+            raise ConfigError(
+                f"model sample_norms(params, X, Y) must return one squared norm per sample, "
+                f"shape ({NORMS_CHECK_SAMPLES},); got shape {got.shape}"
+            )
+        bad = np.flatnonzero(~np.isclose(got, want, rtol=1e-8, atol=1e-12))
+        if bad.size:
+            i = bad[0]
+            raise ConfigError(
+                f"model sample_norms(params, X, Y) must return the squared norms of the "
+                f"per-sample loss gradients; got {got[i]:.6g} for sample {i} where "
+                f"vmap(grad) gives {want[i]:.6g}"
+            )
 
     def unravel(self, w: np.ndarray) -> Any:
         """The parameter pytree of a flat vector ``w [M]``."""
@@ -215,6 +403,91 @@ class JaxProblem:
             clip = np.broadcast_to(np.asarray(clip_norm, dtype=np.float64), (C,))
             G = self._clipped(*args, clip)
         return np.asarray(G)[:n].reshape(W.shape)
+
+    def local_models(self, W, block, curves, draws, clients) -> np.ndarray:
+        """The clients' local SGD of a round (eq. 3) in one compiled call.
+
+        A drop-in for :func:`pgfl.engine.step.local_models` (same arguments, same result up
+        to rounding, ≈ 1e-16 relative per step): ``W [C, R, P_b, M]`` (the servers' models
+        ``w_{p,i−1}`` per curve and repetition), ``block`` a
+        :class:`~pgfl.engine.network.UnitBlock`, ``curves`` a
+        :class:`~pgfl.engine.settings.CurveBatch` (``mu [C]``, ``clip [C]`` or ``None``),
+        ``draws`` the round's :class:`~pgfl.rng.KeyedDraws`, ``clients [R, P_b, L]`` the
+        sampled clients → the local models ``[C, R, P_b, L, M]``.
+
+        Sampled client ``(p, k)`` starts from ``w_{p,i−1}`` and runs ``E_pk`` steps
+        ``w ← w − (μ_c/E_pk)·g(w; batch)`` (``g`` of the module docstring, clipped at
+        ``clip[c]`` when ``curves.clip`` is given, else unclipped). Epoch ``e``'s mini-batch
+        is the ``B_pk`` samples ``⌊u·N_pk⌋``, ``u`` entry ``(l, e, b)`` of
+        ``draws.uniform("batches", (L, e_max, b_max))`` for slot ``l`` — the engine's draws,
+        so both paths see the same samples; with full batches (``block.batch is None``)
+        every epoch uses all ``N_pk`` samples. It reads ``block.data`` (``Xy``, ``counts``),
+        ``block.epochs``, ``block.batch``, ``block.e_max``, ``block.b_max``; it draws
+        nothing else and changes none of its arguments (a per-block constant is cached
+        in ``block.__dict__``).
+
+        One call per round: the ``n = R·P_b·L`` slots (rounded up to one of 8 sizes per
+        octave; padded slots run no step) × ``C`` curves, all epochs, so a run compiles
+        once per block size.
+
+        Least squares on two units of three clients, two curves (one clipped), against the
+        engine's numpy local phase:
+
+        >>> from pgfl.data.federated import FederatedData
+        >>> from pgfl.engine import CurveSettings, Network
+        >>> from pgfl.engine.settings import CurveBatch
+        >>> from pgfl.engine.step import draw_clients, local_models
+        >>> from pgfl.rng import KeyedDraws
+        >>> r = np.random.default_rng(1)
+        >>> data = FederatedData(r.normal(size=(2, 3, 5, 2)), r.normal(size=(2, 3, 5)),
+        ...                      np.full((2, 3), 5))
+        >>> p = JaxProblem(lambda q, x, y: (y - x @ q["w"]) ** 2, {"w": np.zeros(2)}, 0.1)
+        >>> net = Network(data, p, np.full((2, 2), 0.5), 2, np.array([[1, 2, 3]] * 2),
+        ...               np.full((2, 3), 4))
+        >>> block = net.block()
+        >>> draws = KeyedDraws(0, 1, np.arange(1), block.units)
+        >>> clients = draw_clients(block, draws)
+        >>> curves = CurveBatch.of([CurveSettings(mu=0.2), CurveSettings(mu=0.2, clip_norm=0.5)])
+        >>> W = r.normal(size=(2, 1, 2, 2))  # [C, R, P, M]
+        >>> got = p.local_models(W, block, curves, draws, clients)
+        >>> got.shape, bool(np.allclose(got, local_models(W, block, curves, draws, clients),
+        ...                             rtol=0, atol=1e-12))
+        ((2, 1, 2, 2, 2), True)
+        """
+        data = block.data
+        P, K, N, F = data.X.shape
+        R, _, L = clients.shape
+        C, M = W.shape[0], W.shape[-1]
+        unit = np.arange(P)[None, :, None]
+        E = block.epochs[unit, clients].reshape(-1)  # slots in (r, p, l) order
+        n = E.size
+        order = np.argsort(-E, kind="stable")  # most epochs first: vmapped chunks finish together
+        n_pad = _bucket(n)
+        counts = data.counts[unit, clients].reshape(-1)[order]
+        base = ((unit * K + clients) * N).reshape(-1)[order]  # a client's first sample
+        Z = _flat_samples(block)  # [P·K·N, F + 1]: features and target side by side
+        sizes = np.ones(n_pad, dtype=np.int64)
+        if block.batch is None:
+            rows = (base[:, None] + np.arange(N))[:, None, :]  # [n, 1, N]: every epoch
+            sizes[:n] = counts
+        else:
+            sizes[:n] = block.batch[unit, clients].reshape(-1)[order]
+            width = int(block.b_max)
+            u = draws.uniform("batches", (L, block.e_max, width)).reshape(n, block.e_max, width)
+            rows = base[:, None, None] + (u[order] * counts[:, None, None]).astype(np.int64)
+        batch = np.zeros((n_pad, *rows.shape[1:], F + 1))
+        np.take(Z, rows, axis=0, out=batch[:n])
+        epochs = np.zeros(n_pad, dtype=np.int64)
+        epochs[:n] = E[order]
+        cell = np.zeros(n_pad, dtype=np.int64)
+        cell[:n] = order // L  # slot (r, p, l) starts at the model of unit cell (r, p)
+        inverse = np.empty(n, dtype=np.int64)
+        inverse[order] = np.arange(n)
+        mu = np.asarray(curves.mu, dtype=np.float64)
+        clip = None if curves.clip is None else np.asarray(curves.clip, dtype=np.float64)
+        start = np.asarray(W, dtype=np.float64).reshape(C, R * P, M)
+        out = self._local(start, cell, batch, sizes, epochs, mu, clip, inverse)
+        return np.asarray(out).reshape(C, R, P, L, M)
 
     def sample_gradients(self, w: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Per-sample loss gradients ``∇ℓ(w; x_b, y_b)`` for one model ``w [M]``: ``[B, M]``."""
@@ -247,3 +520,13 @@ class JaxProblem:
         if self.predict is None:
             raise ConfigError(f"test error needs a predict function; model {self.name} has none")
         return self._chunked(self._wrong, w, X, y).mean(axis=-1)
+
+
+def _flat_samples(block) -> np.ndarray:
+    """A block's samples ``[P·K·N, F + 1]`` (features, target), cached on the block."""
+    cached = block.__dict__.get("_jax_flat_samples")
+    if cached is None:
+        data = block.data
+        cached = np.ascontiguousarray(data.Xy.reshape(-1, data.X.shape[-1] + 1))
+        object.__setattr__(block, "_jax_flat_samples", cached)
+    return cached
