@@ -28,6 +28,19 @@ from pgfl.validation import ConfigError
 RHO = Param("training.rho", "real", 0.1, "Regularization ρ of the risk (preprint eq. 54).", lo=0)
 
 
+def clip_factor(norm2: np.ndarray, clip_norm: np.ndarray | float) -> np.ndarray:
+    """``min(1, B/‖g‖)``: the factor that clips a gradient of squared norm ``norm2`` to ``B``.
+
+    Per-sample clipping (the bound B the privacy analysis rests on): every per-sample
+    gradient is scaled by it before averaging (the numba kernel and the JAX adapter compute
+    the same factor in their own array languages).
+
+    >>> clip_factor(np.array([25.0, 0.25]), 1.0).tolist()
+    [0.2, 1.0]
+    """
+    return np.minimum(1.0, np.asarray(clip_norm) / np.sqrt(np.maximum(norm2, 1e-300)))
+
+
 def _sigmoid(z: np.ndarray) -> np.ndarray:
     """Numerically stable logistic function ``1 / (1 + exp(-z))``."""
     return 0.5 * (1.0 + np.tanh(0.5 * z))
@@ -92,8 +105,7 @@ class _Problem:
         u2 = np.einsum("...bm,...bm->...b", U, U)[..., None]
         w2 = np.einsum("...mc,...mc->...c", W, W)[..., None, :]
         norm2 = c * c * u2 + (4.0 * self.rho) * c * margin + (4.0 * self.rho**2) * w2
-        scale = np.minimum(1.0, np.asarray(clip_norm) / np.sqrt(np.maximum(norm2, 1e-300)))
-        kept = scale * weight[..., None]  # [..., B, C]
+        kept = clip_factor(norm2, clip_norm) * weight[..., None]  # [..., B, C]
         reg = (2.0 * self.rho) * W * kept.sum(axis=-2)[..., None, :]
         return np.swapaxes(U, -1, -2) @ (c * kept) + reg
 

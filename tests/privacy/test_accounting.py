@@ -4,6 +4,7 @@ orderings (property) → curves → calibration round trip → bad input."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import math
 
 import dp_accounting
@@ -997,21 +998,26 @@ def test_kairouz_accountant_against_kov_theorem_by_hand(e0, k, delta):
 
 
 # --------------------------------------------------------------- the accountant design
+_MIXED = [acc.VectorLaplaceRelease(0.3 * j, 5.0, dim=3) for j in range(1, 6)] + [
+    acc.LaplaceRelease(0.2, 1.0, count=4),
+    acc.PureDpRelease(0.1, count=3),
+]
+
+
 @pytest.mark.parametrize("name", acc.ACCOUNTANTS)
-def test_accountants_compose_incrementally(name):
-    releases = [acc.VectorLaplaceRelease(0.3 * j, 5.0, dim=3) for j in range(1, 6)] + [
-        acc.LaplaceRelease(0.2, 1.0, count=4),
-        acc.PureDpRelease(0.1, count=3),
-    ]
+def test_accountants_compose_incrementally_whatever_the_order_and_grouping(name):
     one = acc.make_accountant(name)
     assert one.get_epsilon(DELTA) == 0.0 and one.steps == 0
-    for r in releases:
+    for r in _MIXED:
         assert one.compose(r) is one
-    batch = acc.make_accountant(name).compose(releases[0], 1)
-    for r in releases[1:]:
-        batch.compose(r)
-    assert one.steps == batch.steps == 5 + 4 + 3
-    assert one.get_epsilon(DELTA) == pytest.approx(acc.epsilon(releases, DELTA, name), rel=1e-9)
+    assert one.steps == 5 + 4 + 3
+    # the same multiset, reversed, each copy composed alone: composition is commutative
+    other = acc.make_accountant(name)
+    for r in reversed(_MIXED):
+        for _ in range(r.count):
+            other.compose(dataclasses.replace(r, count=1))
+    assert other.steps == one.steps
+    assert other.get_epsilon(DELTA) == pytest.approx(one.get_epsilon(DELTA), rel=1e-9)
     # compose(release, count) is count copies
     k = acc.make_accountant(name).compose(acc.LaplaceRelease(0.2, 1.0), 4)
     assert k.get_epsilon(DELTA) == pytest.approx(
@@ -1020,7 +1026,37 @@ def test_accountants_compose_incrementally(name):
     with pytest.raises(ConfigError, match="release must be"):
         acc.make_accountant(name).compose("laplace")
     with pytest.raises(ConfigError, match="count"):
-        acc.make_accountant(name).compose(releases[0], 0)
+        acc.make_accountant(name).compose(_MIXED[0], 0)
+
+
+def test_basic_composition_is_the_sum_of_the_per_step_epsilons_by_hand():
+    # ε₀ of vector Laplace is √M Δ₂/b; Laplace Δ₁/b; a generic step its ε
+    by_hand = sum(math.sqrt(3) * 0.3 * j / 5.0 for j in range(1, 6)) + 4 * 0.2 + 3 * 0.1
+    got = acc.make_accountant("basic")
+    for r in _MIXED:
+        got.compose(r)
+    assert got.get_epsilon(DELTA) == pytest.approx(by_hand, rel=1e-12)
+
+
+def test_pld_is_a_function_of_the_multiset_of_releases():
+    # the PLD accountant's promise: ε(T) is the same number however the identical releases
+    # were grouped (counts, repeated calls, Release.count) and however often ε was read
+    grid = 1e-3
+    r1, r2 = acc.LaplaceRelease(0.05, 1.0), acc.VectorLaplaceRelease(0.02, 1.0, dim=2)
+    grouped = acc.PldAccountant(grid).compose(r1, 6).compose(r2, 4)
+    counted = acc.PldAccountant(grid)
+    counted.compose(dataclasses.replace(r2, count=4)).compose(dataclasses.replace(r1, count=3), 2)
+    interleaved = acc.PldAccountant(grid)
+    for k in range(10):
+        interleaved.compose(r1 if k % 5 < 3 else r2)
+        interleaved.get_epsilon(DELTA)  # reads between compositions change nothing
+    values = {a.get_epsilon(DELTA) for a in (grouped, counted, interleaved)}
+    assert len(values) == 1
+    # and it is the composition dp_accounting's own PLD accountant computes (independent)
+    ref = PLDAccountant(value_discretization_interval=grid)
+    ref.compose(acc.to_dp_event(dataclasses.replace(r1, count=6)))
+    ref.compose(acc.to_dp_event(dataclasses.replace(r2, count=4)))
+    assert values.pop() <= ref.get_epsilon(DELTA) * (1 + 1e-3)
 
 
 def test_basic_accountant_is_the_sum_and_laplace_epsilon_is_delta1_over_b():

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pgfl.problems import RHO
+from pgfl.problems import RHO, clip_factor
 from pgfl.validation import ConfigError
 
 __all__ = ["NumpyProblem", "clipped_sum", "check_initial"]
@@ -69,8 +69,7 @@ def clipped_sum(
     if clip_norm is None:
         return np.swapaxes(np.einsum("...b,...bcm->...cm", weight, G), -1, -2) + 2.0 * rho * W
     Q = G + (2.0 * rho) * Wt[..., None, :, :]
-    norm = np.sqrt(np.maximum(np.einsum("...bcm,...bcm->...bc", Q, Q), 1e-300))
-    scale = np.minimum(1.0, np.asarray(clip_norm) / norm) * weight[..., None]
+    scale = clip_factor(np.einsum("...bcm,...bcm->...bc", Q, Q), clip_norm) * weight[..., None]
     return np.swapaxes(np.einsum("...bc,...bcm->...cm", scale, Q), -1, -2)
 
 

@@ -68,6 +68,8 @@ from .releases import (
     Release,
     VectorLaplaceRelease,
     check_release,
+    dp_event,
+    randomized_response_noise,
 )
 
 __all__ = [
@@ -339,7 +341,7 @@ class RdpAccountant(Accountant):
         if isinstance(release, GaussianRelease):
             self._gaussian = True
             if release.sensitivity_l2 > 0:
-                event = dp_accounting.GaussianDpEvent(release.noise_multiplier)
+                event = dp_event(release)
                 self._events[event] = self._events.get(event, 0) + n
             return
         self._pure_total += n * release.epsilon0
@@ -350,8 +352,7 @@ class RdpAccountant(Accountant):
         elif isinstance(release, LaplaceRelease):
             e0 = release.epsilon0
         else:
-            p = 2.0 / (1.0 + math.exp(release.epsilon))
-            event = dp_accounting.RandomizedResponseDpEvent(p, num_buckets=2)
+            event = dp_event(release)
             self._events[event] = self._events.get(event, 0) + n
             return
         self._laplace[e0] = self._laplace.get(e0, 0) + n
@@ -438,7 +439,7 @@ class PldAccountant(Accountant):
         if key not in self._singles:
             if isinstance(release, PureDpRelease):
                 self._singles[key] = pld_lib.from_randomized_response(
-                    noise_parameter=2.0 / (1.0 + math.exp(release.epsilon)),
+                    noise_parameter=randomized_response_noise(release.epsilon),
                     num_buckets=2,
                     value_discretization_interval=self._vdi,
                     neighboring_relation=RANDOMIZED_RESPONSE_RELATION,

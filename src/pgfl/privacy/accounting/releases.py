@@ -38,6 +38,8 @@ __all__ = [
     "Transcript",
     "VectorLaplaceRelease",
     "check_release",
+    "dp_event",
+    "randomized_response_noise",
     "to_dp_event",
 ]
 
@@ -198,34 +200,53 @@ def check_release(release: object) -> Release:
     return release
 
 
-def to_dp_event(release: Release) -> dp_accounting.DpEvent:
-    """Describe a release as a ``dp_accounting`` event (for use with its accountants).
+def randomized_response_noise(epsilon: float) -> float:
+    """Binary randomized response's noise parameter p = 2/(1 + e^ε) of an ε-DP step.
+
+    >>> round(randomized_response_noise(math.log(3.0)), 12)   # keep the bit w.p. 3/4
+    0.5
+    """
+    return 2.0 / (1.0 + math.exp(epsilon))
+
+
+def dp_event(release: Release) -> dp_accounting.DpEvent:
+    """One copy of a release as a ``dp_accounting`` event: the one mapping pgfl uses.
 
     Laplace → ``LaplaceDpEvent(b/Δ₁)``; vector Laplace → the same with its ℓ₁ charge
     Δ₁ = √M Δ₂ (valid for every ``dp_accounting`` accountant; pgfl's Rényi accountant is
     tighter, see :class:`VectorLaplaceRelease`); Gaussian → ``GaussianDpEvent(σ/Δ₂)``;
-    generic ε-DP → binary ``RandomizedResponseDpEvent`` with noise p = 2/(1 + e^ε). Use
-    :data:`SHIFT_PAIR` for the first three and :data:`RANDOMIZED_RESPONSE_RELATION` for
-    the last. A zero sensitivity gives a ``NoOpDpEvent``.
+    generic ε-DP → binary ``RandomizedResponseDpEvent`` with noise
+    :func:`randomized_response_noise`. Use :data:`SHIFT_PAIR` for the first three and
+    :data:`RANDOMIZED_RESPONSE_RELATION` for the last. A zero sensitivity gives a
+    ``NoOpDpEvent``.
 
-    >>> to_dp_event(LaplaceRelease(2.0, 10.0, count=3))
-    SelfComposedDpEvent(event=LaplaceDpEvent(noise_multiplier=5.0), count=3)
+    >>> dp_event(LaplaceRelease(2.0, 10.0))
+    LaplaceDpEvent(noise_multiplier=5.0)
     """
     check_release(release)
     if isinstance(release, GaussianRelease):
         if release.sensitivity_l2 == 0:
             return dp_accounting.NoOpDpEvent()
-        event: dp_accounting.DpEvent = dp_accounting.GaussianDpEvent(release.noise_multiplier)
-    elif release.epsilon0 == 0:
+        return dp_accounting.GaussianDpEvent(release.noise_multiplier)
+    if release.epsilon0 == 0:
         return dp_accounting.NoOpDpEvent()
-    elif isinstance(release, PureDpRelease):
-        event = dp_accounting.RandomizedResponseDpEvent(
-            noise_parameter=2.0 / (1.0 + math.exp(release.epsilon)), num_buckets=2
+    if isinstance(release, PureDpRelease):
+        return dp_accounting.RandomizedResponseDpEvent(
+            noise_parameter=randomized_response_noise(release.epsilon), num_buckets=2
         )
-    else:
-        event = dp_accounting.LaplaceDpEvent(1.0 / release.epsilon0)
-    return event if release.count == 1 else dp_accounting.SelfComposedDpEvent(event, release.count)
+    return dp_accounting.LaplaceDpEvent(1.0 / release.epsilon0)
 
+
+def to_dp_event(release: Release) -> dp_accounting.DpEvent:
+    """Describe a release with its copies as a ``dp_accounting`` event (:func:`dp_event`).
+
+    >>> to_dp_event(LaplaceRelease(2.0, 10.0, count=3))
+    SelfComposedDpEvent(event=LaplaceDpEvent(noise_multiplier=5.0), count=3)
+    """
+    event = dp_event(release)
+    if release.count == 1 or isinstance(event, dp_accounting.NoOpDpEvent):
+        return event
+    return dp_accounting.SelfComposedDpEvent(event, release.count)
 
 @dataclasses.dataclass(frozen=True)
 class Transcript:
