@@ -394,7 +394,7 @@ class RayActors:
             step = batch_progress(progress, batch)
             traj = self.simulate(
                 cfg.curves[batch.indices[0]],
-                batch.settings,
+                batch.curves,
                 iterations=cfg.iterations,
                 repetitions=cfg.repetitions,
                 seed=cfg.seed,
