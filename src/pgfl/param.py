@@ -65,7 +65,7 @@ def toml_value(value: Any) -> str:
     return f"`{value}`"
 
 
-__all__ = ["TYPES", "Param", "ParamTable", "Ref", "When", "kind_is", "ref", "toml_value"]
+__all__ = ["TYPES", "Param", "ParamTable", "Ref", "Rule", "When", "kind_is", "ref", "toml_value"]
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,24 @@ def kind_is(section: str, *kinds: str) -> When:
     """
     text = " or ".join(f'"{k}"' for k in kinds)
     return When(f"{section}.kind = {text}", lambda c: c[f"{section}.kind"] in kinds)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule across settings: its line in the reference, and the check that enforces it.
+
+    Attributes:
+        doc: the rule as ``docs/config.md`` states it.
+        check: ``check(subject)`` returns the one-line message of a violation, else ``None``.
+
+    >>> r = Rule("`a` needs `b`", lambda s: None if s["b"] else "a needs b")
+    >>> r.check({"b": 0})
+    'a needs b'
+
+    """
+
+    doc: str
+    check: Callable[[Any], str | None]
 
 
 @dataclass(frozen=True)

@@ -759,28 +759,7 @@ def iteration_figure(summary: Mapping[str, Any], rows: Sequence[Mapping[str, str
             (i, _curve_name(curves[i]), replace(styles[i], alpha=alpha.get(i, 1.0))) for i in idx
         ]
 
-    groups: list[_Row] = []
-    small_multiples = bool(sweeps) and len(curves) > PLAIN_CURVES
-    if small_multiples:
-        shown: set[int] = set()
-        for sw in sweeps:
-            label, sym = SWEPT[sw.parameter]
-            for ln in sw.lines:
-                members = [
-                    (i, _curve_name(curves[i], f"{sym}={x:g}"),
-                     replace(styles[i], alpha=_alpha(k, len(ln.x))))
-                    for k, (i, x) in enumerate(zip(ln.curves, ln.x, strict=True))
-                ]  # fmt: skip
-                members += [(i, _curve_name(curves[i]), styles[i]) for i in sw.baselines]
-                shown.update(i for i, _, _ in members)
-                title = f"{ln.scheme}: {sym} swept"
-                groups.append(_Row(title, members, f"{label}\n(lighter: smaller {sym})"))
-        rest = [i for i in range(len(curves)) if i not in shown]
-        if rest:
-            groups += _by_scheme(rest, curves, styles, plain, "other curves")
-    else:
-        groups = _by_scheme(range(len(curves)), curves, styles, plain, "")
-
+    groups = _figure_rows(curves, styles, sweeps, plain)
     many = len(groups) > 1
     heights = [2.9 if many else 3.8] * len(groups)  # grown below to fit each row's legend
     width = 5.4 if len(metrics) > 1 or many else 6.4
@@ -822,6 +801,30 @@ def iteration_figure(summary: Mapping[str, Any], rows: Sequence[Mapping[str, str
         fig.set_figheight(sum(heights) + 0.9)
     _suptitle(fig, summary.get("title") or summary.get("experiment", ""))
     return fig
+
+
+def _figure_rows(curves, styles, sweeps, plain) -> list[_Row]:
+    """The rows of ``figure.png``: one per swept line (and the rest), or one per scheme."""
+    if not (sweeps and len(curves) > PLAIN_CURVES):
+        return _by_scheme(range(len(curves)), curves, styles, plain, "")
+    groups: list[_Row] = []
+    shown: set[int] = set()
+    for sw in sweeps:
+        label, sym = SWEPT[sw.parameter]
+        for ln in sw.lines:
+            members = [
+                (i, _curve_name(curves[i], f"{sym}={x:g}"),
+                 replace(styles[i], alpha=_alpha(k, len(ln.x))))
+                for k, (i, x) in enumerate(zip(ln.curves, ln.x, strict=True))
+            ]  # fmt: skip
+            members += [(i, _curve_name(curves[i]), styles[i]) for i in sw.baselines]
+            shown.update(i for i, _, _ in members)
+            title = f"{ln.scheme}: {sym} swept"
+            groups.append(_Row(title, members, f"{label}\n(lighter: smaller {sym})"))
+    rest = [i for i in range(len(curves)) if i not in shown]
+    if rest:
+        groups += _by_scheme(rest, curves, styles, plain, "other curves")
+    return groups
 
 
 def _legend_height(legend: Any) -> float:

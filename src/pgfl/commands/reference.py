@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import sys
 
+from pgfl.experiments.config import CURVE_RULES
+from pgfl.experiments.loader import EXPERIMENT_RULES
 from pgfl.graphlearn import params as graphlearn_params
 from pgfl.params import markdown
+from pgfl.privacy import mechanisms
 
 __all__ = ["reference"]
 
@@ -25,7 +28,13 @@ HEADER = [
 
 def reference() -> str:
     """The whole reference as Markdown: experiments, then graph learning."""
-    lines = [*HEADER, markdown().rstrip("\n"), ""]
+    own = {cls.rules_doc for cls in (*mechanisms.CLIENT.values(), *mechanisms.SERVER.values())}
+    rules = (
+        *(r.doc for r in CURVE_RULES),
+        *(doc for doc in sorted(own) if doc),
+        *(r.doc for r in EXPERIMENT_RULES),
+    )
+    lines = [*HEADER, markdown(rules).rstrip("\n"), ""]
     lines += ["# Graph-topology learning (`pgfl graphlearn run FILE.toml`)", ""]
     lines += [
         "A graph-learning configuration has the tables below; a `[privacy]` table, present,",

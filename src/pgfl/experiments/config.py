@@ -39,15 +39,16 @@ engine runs in :mod:`pgfl.experiments.build`.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+from pgfl.param import Rule
 from pgfl.params import PARAMS, dp_link, section_params
 from pgfl.privacy import mechanisms
 from pgfl.validation import ConfigError
 
 __all__ = [
+    "CURVE_RULES",
     "PER_CURVE",
     "SECTIONS",
     "CurveConfig",
@@ -280,7 +281,7 @@ class CurveConfig:
         for p in _CROSS:
             if p.applies is None or p.applies.test(ctx):
                 p.check(ctx[p.name], ctx)
-        _curve_rules(self, ctx)
+        _curve_rules(self)
 
     def values(self) -> dict[str, Any]:
         """Every setting of the curve by dotted name."""
@@ -300,59 +301,98 @@ class CurveConfig:
         return (self.topology, self.data, self.model, training)
 
 
-def _curve_rules(curve: CurveConfig, ctx: Mapping[str, Any]) -> None:
-    """Rules between the settings of one curve, each with a one-line message.
-
-    The rules a privacy mechanism has of its own (graph-homomorphic noise needs P > 1) are
-    the mechanism's :meth:`~pgfl.privacy.mechanisms.base.Mechanism.check_settings`.
-    """
-    priv, who = curve.privacy, f"curve {curve.label!r}"
-    model, data = curve.model.kind, curve.data.kind
+def _model_needs_classes(c: CurveConfig) -> str | None:
+    model, data = c.model.kind, c.data.kind
     if model != "none" and data == "regression":
-        raise ConfigError(
+        return (
             f'model.kind = "{model}" needs classification data (data.kind = "digits", '
-            f'"classification" or "logistic"); data.kind = "regression" has real-valued '
-            f"targets ({who})"
+            f'"classification" or "logistic"); data.kind = "regression" has real-valued targets'
         )
     if model == "none" and data == "digits":
-        raise ConfigError(
+        return (
             'data.kind = "digits" (10 classes) needs a multi-class model: set model.kind to '
-            f'"softmax", "mlp" or "cnn" ({who})'
+            '"softmax", "mlp" or "cnn"'
         )
-    if model == "cnn" and data == "logistic" and curve.data.M != 64:
-        raise ConfigError(
-            f'model.kind = "cnn" needs 8x8 images (64 features); data.M = {curve.data.M} ({who})'
+    if model == "cnn" and data == "logistic" and c.data.M != 64:
+        return f'model.kind = "cnn" needs 8x8 images (64 features); data.M = {c.data.M}'
+    return None
+
+
+def _unique_optimum(c: CurveConfig) -> str | None:
+    if c.data.kind != "regression" and c.model.kind == "none" and c.training.rho == 0:
+        return (
+            f"training.rho must be a real number in (0, inf) for data.kind = {c.data.kind!r} "
+            "(the logistic risk needs rho > 0 for a unique optimum); got 0"
         )
-    if data != "regression" and model == "none" and curve.training.rho == 0:
-        raise ConfigError(
-            f"training.rho must be a real number in (0, inf) for data.kind = "
-            f"{curve.data.kind!r} (the logistic risk needs rho > 0 for a unique optimum); got 0"
+    return None
+
+
+def _target_needs_a_noisy_bounded_link(c: CurveConfig) -> str | None:
+    if c.privacy.target_epsilon is None:
+        return None
+    if not c.privacy.noisy:
+        return (
+            "privacy.target_epsilon needs a privatized link (server_noise or client_noise); "
+            "this curve has none"
         )
-    if priv.target_epsilon is not None:
-        if not priv.noisy:
-            raise ConfigError(
-                "privacy.target_epsilon needs a privatized link (server_noise or client_noise); "
-                f"{who} has none"
-            )
-        if math.isinf(curve.training.clip_norm):
-            raise ConfigError(
-                f"privacy.target_epsilon needs a gradient bound: set training.clip_norm ({who})"
-            )
+    if math.isinf(c.training.clip_norm):
+        return "privacy.target_epsilon needs a gradient bound: set training.clip_norm"
+    return None
+
+
+def _noisy_link_needs_noise(c: CurveConfig) -> str | None:
+    priv = c.privacy
     calibrated = priv.target_epsilon is not None
     if priv.server_noise != "none" and priv.server_variance == 0 and not calibrated:
-        raise ConfigError(
+        return (
             f"privacy.server_noise = {priv.server_noise!r} needs privacy.server_variance > 0 or "
-            f"privacy.target_epsilon; {who} has server_variance = 0 (no noise)"
+            "privacy.target_epsilon; got server_variance = 0 (no noise)"
         )
     client_calibrated = calibrated and priv.server_noise == "none"
     dp_client = priv.client_noise in ("laplace", "gaussian")
     if dp_client and priv.client_variance == 0 and not client_calibrated:
-        raise ConfigError(
+        return (
             f"privacy.client_noise = {priv.client_noise!r} needs privacy.client_variance > 0 or "
-            f"privacy.target_epsilon; {who} has client_variance = 0 (no noise)"
+            "privacy.target_epsilon; got client_variance = 0 (no noise)"
         )
-    mechanisms.CLIENT[priv.client_noise].check_settings(ctx, who)
-    mechanisms.SERVER[priv.server_noise].check_settings(ctx, who)
+    return None
+
+
+def _mechanisms_own_rules(c: CurveConfig) -> str | None:
+    values = c.values()
+    for level, table in (("client", mechanisms.CLIENT), ("server", mechanisms.SERVER)):
+        message = table[values[f"privacy.{level}_noise"]].check_settings(values)
+        if message is not None:
+            return message
+    return None
+
+
+#: The rules between the settings of one curve: each is a line of ``docs/config.md`` and
+#: the check that enforces it when a configuration is loaded.
+CURVE_RULES = (
+    Rule('`[model]`: `model.kind` other than `"none"` needs classification data (not '
+         '`data.kind = "regression"`); `data.kind = "digits"` needs one; `"cnn"` needs 8×8 '
+         "images (64 features). A model has no closed-form optimum: its MSD metrics are "
+         "missing.", _model_needs_classes),
+    Rule('`training.rho > 0` for `data.kind = "logistic"` or `"classification"` without a '
+         "`[model]` (a unique optimum w°).", _unique_optimum),
+    Rule("`privacy.target_epsilon` needs a privatized link in every curve it reaches and a "
+         "finite `training.clip_norm`.", _target_needs_a_noisy_bounded_link),
+    Rule('A noisy link needs noise: `privacy.server_noise` other than `"none"` needs '
+         "`privacy.server_variance > 0` (or `privacy.target_epsilon`), and likewise "
+         '`privacy.client_noise = "laplace"/"gaussian"` needs `privacy.client_variance > 0`.',
+         _noisy_link_needs_noise),
+    Rule("Each privacy mechanism checks its own rules (the next items).",
+         _mechanisms_own_rules),
+)  # fmt: skip
+
+
+def _curve_rules(curve: CurveConfig) -> None:
+    """Check :data:`CURVE_RULES`; the first violation stops with one line naming the curve."""
+    for rule in CURVE_RULES:
+        message = rule.check(curve)
+        if message is not None:
+            raise ConfigError(f"{message} (curve {curve.label!r})")
 
 
 @dataclass(frozen=True)

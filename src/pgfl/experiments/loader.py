@@ -19,10 +19,11 @@ from typing import Any
 from pgfl.experiments.config import SECTIONS, CurveConfig, ExperimentConfig, RunConfig
 from pgfl.experiments.memory import check_experiment_fits
 from pgfl.files import read_toml
+from pgfl.param import Rule
 from pgfl.params import PARAMS, TEST_METRICS, section_params
 from pgfl.validation import ConfigError
 
-__all__ = ["load_config", "parse_config", "validate_experiment"]
+__all__ = ["EXPERIMENT_RULES", "load_config", "parse_config", "validate_experiment"]
 
 
 def _table(name: str, values: Any, allowed: set[str] | list[str]) -> Mapping[str, Any]:
@@ -80,18 +81,7 @@ def _reject_settings_without_effect(
                     raise ConfigError(f"{message} (curve {curves[i].label!r})")
 
 
-def validate_experiment(cfg: ExperimentConfig, *, available: int | None = None) -> None:
-    """Checks of a whole configuration that need every curve; raise :class:`ConfigError`.
-
-    * ``plot`` names a test metric only if some curve has a test set, and
-      ``disagreement_db`` only if some curve has more than one unit (else the panel is
-      empty);
-    * the run fits in memory (:func:`pgfl.resources.check_experiment_fits`; ``available``
-      overrides the machine's available bytes).
-
-    :func:`parse_config` calls it; a caller that builds an :class:`ExperimentConfig`
-    itself should call it before creating any output.
-    """
+def _plotted_panels_have_data(cfg: ExperimentConfig) -> str | None:
     has_test = any(
         c.data.kind in ("classification", "digits")
         or c.data.kind == "logistic"
@@ -100,14 +90,36 @@ def validate_experiment(cfg: ExperimentConfig, *, available: int | None = None) 
     )
     for metric in cfg.plot:
         if metric in TEST_METRICS and not has_test:
-            raise ConfigError(
+            return (
                 f"plot {metric!r} needs a test set (data.kind = 'classification', or 'logistic' "
                 "with data.test_size > 0); no curve has one, the panel would be empty"
             )
         if metric == "disagreement_db" and all(c.topology.P == 1 for c in cfg.curves):
-            raise ConfigError(
-                "plot 'disagreement_db' needs topology.P > 1: a single unit has no disagreement"
-            )
+            return "plot 'disagreement_db' needs topology.P > 1: a single unit has no disagreement"
+    return None
+
+
+#: The rules of a whole configuration (they need every curve).
+EXPERIMENT_RULES = (
+    Rule("`plot` may name a test metric only if some curve has a test set (`data.kind = "
+         '"classification"`, or `"logistic"` with `data.test_size > 0`), and '
+         "`disagreement_db` only if some curve has P > 1.", _plotted_panels_have_data),
+)  # fmt: skip
+
+
+def validate_experiment(cfg: ExperimentConfig, *, available: int | None = None) -> None:
+    """Checks of a whole configuration that need every curve; raise :class:`ConfigError`.
+
+    :data:`EXPERIMENT_RULES` (no plotted panel without data), then the memory the run
+    needs (:func:`pgfl.experiments.memory.check_experiment_fits`; ``available``
+    overrides the machine's available bytes). :func:`parse_config` calls it; a caller
+    that builds an :class:`ExperimentConfig` itself should call it before creating any
+    output.
+    """
+    for rule in EXPERIMENT_RULES:
+        message = rule.check(cfg)
+        if message is not None:
+            raise ConfigError(message)
     check_experiment_fits(cfg, available=available)
 
 

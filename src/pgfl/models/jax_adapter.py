@@ -184,126 +184,22 @@ class JaxProblem:
         return 1 if jax.default_backend() == "cpu" else 0
 
     def _compile(self, jax) -> None:
-        jnp, lax = jax.numpy, jax.lax
-        unravel, loss, rho, predict = self._unravel, self.loss, self.rho, self.predict
-        sample_norms = self.sample_norms
+        unravel, loss, sample_norms = self._unravel, self.loss, self.sample_norms
         chunk = self._chunk(jax)
-
-        def over_models(one, count):  # one(i) for i < count, stacked: a loop, chunks or vmap
-            index = jnp.arange(count)
-            if chunk == 0 or chunk >= count:
-                return jax.vmap(one)(index)
-            return lax.map(one, index, batch_size=None if chunk == 1 else chunk)
+        over_models = _model_loop(jax, chunk)
 
         def flat_loss(w, x, y):
             return loss(unravel(w), x, y)
 
-        def losses_at(X, Y):  # w -> per-sample losses [B]
-            return lambda v: jax.vmap(flat_loss, (None, 0, 0))(v, X, Y)
-
-        def plain_grad(w, X, Y, wt):  # ∇ Σ_b ω_b ℓ_b + 2ρw, [M]
-            return jax.vjp(losses_at(X, Y), w)[1](wt)[0] + (2.0 * rho) * w
-
-        def clipped_generic(w, X, Y, wt, clip):  # Σ_b ω_b clip(∇ℓ_b + 2ρw): G [B, M] formed
-            G = jax.vmap(jax.grad(flat_loss), (None, 0, 0))(w, X, Y) + (2.0 * rho) * w
-            norm = jnp.sqrt(jnp.maximum(jnp.sum(G * G, axis=-1), 1e-300))
-            return (jnp.minimum(1.0, clip / norm) * wt) @ G
-
-        def clipped_norms(w, X, Y, wt, clip):  # the same from the hook's ‖∇ℓ_b‖², one VJP
-            f = losses_at(X, Y)
-            sq = sample_norms(unravel(w), X, Y)
-            if rho:  # ‖∇ℓ_b + 2ρw‖² = ‖∇ℓ_b‖² + 4ρ⟨∇ℓ_b, w⟩ + 4ρ²‖w‖²
-                cross = jax.jvp(f, (w,), (w,))[1]
-                sq = sq + (4.0 * rho) * cross + (4.0 * rho * rho) * jnp.dot(w, w)
-            s = jnp.minimum(1.0, clip / jnp.sqrt(jnp.maximum(sq, 1e-300))) * wt
-            return jax.vjp(f, w)[1](s)[0] + (2.0 * rho) * jnp.sum(s) * w
-
-        # one model's gradient as its own jitted function, called (inlined) by the loops
-        # below: XLA then fused the CNN's step 1.5x faster than the same code traced inline
-        clipped_grad = jax.jit(clipped_generic if sample_norms is None else clipped_norms)
-        plain_grad = jax.jit(plain_grad)
+        plain_grad, clipped_grad = _gradients(jax, flat_loss, unravel, self.rho, sample_norms)
         self._clipped_one = clipped_grad  # one model (tests, benchmarks)
-
-        # ---- gradient(): the engine's per-epoch call, W [n, M, C]
-        # Unclipped: one batched (vmapped) gradient of the weighted batch losses.
-        plain = jax.vmap(jax.vmap(plain_grad, (0, None, None, None)), (0, 0, 0, 0))
-
-        def plain_nmc(W, X, Y, wt):  # the engine's layout in and out; transposes in XLA
-            return jnp.swapaxes(plain(jnp.swapaxes(W, 1, 2), X, Y, wt), 1, 2)
-
-        self._plain = jax.jit(plain_nmc)
-
-        # Clipped: the n·C models (client × curve) one after the other in one compiled loop
-        # (lax.map; `chunk` models vmapped per step), each model's samples vmapped.
-        def clipped(W, X, Y, wt, clip):  # W [n, M, C], clip [C] -> [n, M, C]
-            n, M, C = W.shape
-            Wt = jnp.swapaxes(W, 1, 2)
-
-            def one(i):
-                s, c = i // C, i % C
-                return clipped_grad(Wt[s, c], X[s], Y[s], wt[s], clip[c])
-
-            out = over_models(one, n * C)
-            return jnp.swapaxes(out.reshape(n, C, M), 1, 2)
-
-        self._clipped = jax.jit(clipped)
-
-        # ---- local_models(): the whole local phase of a round in one call
-        def local(W, cell, batch, sizes, E, mu, clip, inverse):
-            # W [C, U, M] the units' models; slot s starts at W[c, cell[s]] and runs E[s]
-            # steps w ← w − (μ_c/E[s])·g on its batch of epoch e, batch[s, e] ([n, E_b, B,
-            # F + 1]: features and target; E_b = 1: the same batch every epoch), the first
-            # sizes[s] samples weighted 1/sizes[s]. Returns [C, n', M] in the slot order
-            # `inverse` ([n'] slots, the padding dropped).
-            C, M = W.shape[0], W.shape[2]
-            n, B, F = batch.shape[0], batch.shape[2], batch.shape[3] - 1
-            per_epoch = batch.shape[1] > 1
-
-            def one(i):
-                s, c = i // C, i % C
-                wt = (jnp.arange(B) < sizes[s]) / sizes[s]
-                step = mu[c] / jnp.maximum(E[s], 1)
-
-                def epoch(e, w):
-                    Z = batch[s, e if per_epoch else 0]
-                    X, Y = Z[:, :F], Z[:, F]
-                    if clip is None:
-                        return w - step * plain_grad(w, X, Y, wt)
-                    return w - step * clipped_grad(w, X, Y, wt, clip[c])
-
-                return lax.fori_loop(0, E[s], epoch, W[c, cell[s]])
-
-            out = over_models(one, n * C).reshape(n, C, M)
-            return jnp.swapaxes(out[inverse], 0, 1)
-
-        self._local = jax.jit(local)
+        self._plain, self._clipped = _engine_gradients(jax, plain_grad, clipped_grad, over_models)
+        self._local = _local_phase(jax, plain_grad, clipped_grad, over_models)
         self._per_sample = jax.jit(jax.vmap(jax.grad(flat_loss), (None, 0, 0)))
-
-        # test metrics: EVAL_CHUNK models × the test set. On CPU a loop over groups of
-        # EVAL_GROUP models (vmapped inside a group) keeps the activations in cache: 3-6x
-        # faster than vmapping all of them (the CNN's [256 models, 297, 64, 8] activations
-        # are 300 MB); elsewhere all are vmapped.
         group = EVAL_GROUP if chunk else 0
-
-        def over_test_models(one, Wm):
-            if group == 0 or group >= Wm.shape[0]:
-                return jax.vmap(one)(Wm)
-            return lax.map(one, Wm, batch_size=group)
-
-        def losses(Wm, X, Y):  # [m, n]
-            return over_test_models(lambda w: jax.vmap(flat_loss, (None, 0, 0))(w, X, Y), Wm)
-
-        self._losses = jax.jit(losses)
-        if predict is not None:
-
-            def wrong(Wm, X, Y):  # [m, n] misclassified
-                def one(w):
-                    scores = jax.vmap(lambda x: predict(unravel(w), x))(X)
-                    return jnp.argmax(scores, axis=-1) != Y.astype(jnp.int64)
-
-                return over_test_models(one, Wm)
-
-            self._wrong = jax.jit(wrong)
+        self._losses, wrong = _test_metrics(jax, flat_loss, unravel, self.predict, group)
+        if wrong is not None:
+            self._wrong = wrong
         self._flat_loss = flat_loss
         if sample_norms is not None:
             self._hook_norms = jax.jit(lambda w, X, Y: sample_norms(unravel(w), X, Y))
@@ -530,3 +426,142 @@ def _flat_samples(block) -> np.ndarray:
         cached = np.ascontiguousarray(data.Xy.reshape(-1, data.X.shape[-1] + 1))
         object.__setattr__(block, "_jax_flat_samples", cached)
     return cached
+
+
+# ------------------------------------------------------------------ compiled functions
+def _model_loop(jax, chunk: int):
+    """``over_models(one, count)``: ``one(i)`` for i < count, stacked (a loop, chunks or vmap)."""
+    jnp, lax = jax.numpy, jax.lax
+
+    def over_models(one, count):
+        index = jnp.arange(count)
+        if chunk == 0 or chunk >= count:
+            return jax.vmap(one)(index)
+        return lax.map(one, index, batch_size=None if chunk == 1 else chunk)
+
+    return over_models
+
+
+def _gradients(jax, flat_loss, unravel, rho, sample_norms):
+    """One model's jitted gradients: plain ``∇ Σ_b ω_b ℓ_b + 2ρw`` and per-sample clipped.
+
+    Clipped: ``Σ_b ω_b clip(∇ℓ_b + 2ρw)``, with the per-sample gradients formed, or from a
+    ``sample_norms`` hook's ‖∇ℓ_b‖² and one VJP (ghost norms).
+    """
+    jnp = jax.numpy
+
+    def losses_at(X, Y):  # w -> per-sample losses [B]
+        return lambda v: jax.vmap(flat_loss, (None, 0, 0))(v, X, Y)
+
+    def plain_grad(w, X, Y, wt):  # ∇ Σ_b ω_b ℓ_b + 2ρw, [M]
+        return jax.vjp(losses_at(X, Y), w)[1](wt)[0] + (2.0 * rho) * w
+
+    def clipped_generic(w, X, Y, wt, clip):  # Σ_b ω_b clip(∇ℓ_b + 2ρw): G [B, M] formed
+        G = jax.vmap(jax.grad(flat_loss), (None, 0, 0))(w, X, Y) + (2.0 * rho) * w
+        norm = jnp.sqrt(jnp.maximum(jnp.sum(G * G, axis=-1), 1e-300))
+        return (jnp.minimum(1.0, clip / norm) * wt) @ G
+
+    def clipped_norms(w, X, Y, wt, clip):  # the same from the hook's ‖∇ℓ_b‖², one VJP
+        f = losses_at(X, Y)
+        sq = sample_norms(unravel(w), X, Y)
+        if rho:  # ‖∇ℓ_b + 2ρw‖² = ‖∇ℓ_b‖² + 4ρ⟨∇ℓ_b, w⟩ + 4ρ²‖w‖²
+            cross = jax.jvp(f, (w,), (w,))[1]
+            sq = sq + (4.0 * rho) * cross + (4.0 * rho * rho) * jnp.dot(w, w)
+        s = jnp.minimum(1.0, clip / jnp.sqrt(jnp.maximum(sq, 1e-300))) * wt
+        return jax.vjp(f, w)[1](s)[0] + (2.0 * rho) * jnp.sum(s) * w
+
+    # one model's gradient as its own jitted function, called (inlined) by the loops: XLA
+    # then fused the CNN's step 1.5x faster than the same code traced inline
+    clipped = jax.jit(clipped_generic if sample_norms is None else clipped_norms)
+    return jax.jit(plain_grad), clipped
+
+
+def _engine_gradients(jax, plain_grad, clipped_grad, over_models):
+    """``gradient()``'s compiled calls, the engine's per-epoch layout ``W [n, M, C]``.
+
+    Unclipped: one batched (vmapped) gradient of the weighted batch losses. Clipped: the
+    n·C models (client × curve) one after the other in one compiled loop (``chunk``
+    models vmapped per step), each model's samples vmapped.
+    """
+    jnp = jax.numpy
+    plain = jax.vmap(jax.vmap(plain_grad, (0, None, None, None)), (0, 0, 0, 0))
+
+    def plain_nmc(W, X, Y, wt):  # the engine's layout in and out; transposes in XLA
+        return jnp.swapaxes(plain(jnp.swapaxes(W, 1, 2), X, Y, wt), 1, 2)
+
+    def clipped(W, X, Y, wt, clip):  # W [n, M, C], clip [C] -> [n, M, C]
+        n, M, C = W.shape
+        Wt = jnp.swapaxes(W, 1, 2)
+
+        def one(i):
+            s, c = i // C, i % C
+            return clipped_grad(Wt[s, c], X[s], Y[s], wt[s], clip[c])
+
+        out = over_models(one, n * C)
+        return jnp.swapaxes(out.reshape(n, C, M), 1, 2)
+
+    return jax.jit(plain_nmc), jax.jit(clipped)
+
+
+def _local_phase(jax, plain_grad, clipped_grad, over_models):
+    """``local_models()``'s compiled call: the whole local phase of a round (module doc)."""
+    jnp, lax = jax.numpy, jax.lax
+
+    def local(W, cell, batch, sizes, E, mu, clip, inverse):
+        # W [C, U, M] the units' models; slot s starts at W[c, cell[s]] and runs E[s]
+        # steps w ← w − (μ_c/E[s])·g on its batch of epoch e, batch[s, e] ([n, E_b, B,
+        # F + 1]: features and target; E_b = 1: the same batch every epoch), the first
+        # sizes[s] samples weighted 1/sizes[s]. Returns [C, n', M] in the slot order
+        # `inverse` ([n'] slots, the padding dropped).
+        C, M = W.shape[0], W.shape[2]
+        n, B, F = batch.shape[0], batch.shape[2], batch.shape[3] - 1
+        per_epoch = batch.shape[1] > 1
+
+        def one(i):
+            s, c = i // C, i % C
+            wt = (jnp.arange(B) < sizes[s]) / sizes[s]
+            step = mu[c] / jnp.maximum(E[s], 1)
+
+            def epoch(e, w):
+                Z = batch[s, e if per_epoch else 0]
+                X, Y = Z[:, :F], Z[:, F]
+                if clip is None:
+                    return w - step * plain_grad(w, X, Y, wt)
+                return w - step * clipped_grad(w, X, Y, wt, clip[c])
+
+            return lax.fori_loop(0, E[s], epoch, W[c, cell[s]])
+
+        out = over_models(one, n * C).reshape(n, C, M)
+        return jnp.swapaxes(out[inverse], 0, 1)
+
+    return jax.jit(local)
+
+
+def _test_metrics(jax, flat_loss, unravel, predict, group: int):
+    """Compiled test losses ``[m, n]`` and misclassifications (``None`` without ``predict``).
+
+    On CPU a loop over groups of ``group`` models (vmapped inside a group) keeps the
+    activations in cache: 3-6x faster than vmapping all of them (the CNN's [256 models,
+    297, 64, 8] activations are 300 MB); ``group = 0``: all vmapped.
+    """
+    jnp, lax = jax.numpy, jax.lax
+
+    def over_test_models(one, Wm):
+        if group == 0 or group >= Wm.shape[0]:
+            return jax.vmap(one)(Wm)
+        return lax.map(one, Wm, batch_size=group)
+
+    def losses(Wm, X, Y):  # [m, n]
+        return over_test_models(lambda w: jax.vmap(flat_loss, (None, 0, 0))(w, X, Y), Wm)
+
+    if predict is None:
+        return jax.jit(losses), None
+
+    def wrong(Wm, X, Y):  # [m, n] misclassified
+        def one(w):
+            scores = jax.vmap(lambda x: predict(unravel(w), x))(X)
+            return jnp.argmax(scores, axis=-1) != Y.astype(jnp.int64)
+
+        return over_test_models(one, Wm)
+
+    return jax.jit(losses), jax.jit(wrong)

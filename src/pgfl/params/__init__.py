@@ -46,7 +46,7 @@ __all__ = [
     "ACCOUNTANTS",
     "ACTIVATIONS",
     "BACKENDS",
-    "CROSS_RULES",
+    "GENERAL_RULES",
     "DATA_KINDS",
     "DISTRIBUTIONS",
     "DP_NOISE",
@@ -231,30 +231,18 @@ def check(name: str, value: Any, **context: Any) -> Any:
 
 
 # -------------------------------------------------------------------------- reference
-#: Rules across settings that the config loader enforces (rendered in the reference).
-CROSS_RULES = (
+#: Principles of every configuration, stated in the reference; the rules between
+#: settings that code enforces are data beside their checks
+#: (:data:`pgfl.experiments.config.CURVE_RULES`, the mechanisms' ``rules_doc``,
+#: :data:`pgfl.experiments.loader.EXPERIMENT_RULES`).
+GENERAL_RULES = (
     "A setting given where it has no effect is rejected (column *only with*): in a "
     "curve, when that curve does not meet the condition; in a shared table, when no curve does. "
     "A value equal to the default is always accepted.",
     "Unknown keys are rejected everywhere, including inside `[quick]` (with or without `--quick`).",
-    '`training.rho > 0` for `data.kind = "logistic"` or `"classification"` without a '
-    "`[model]` (a unique optimum w°).",
-    '`[model]`: `model.kind` other than `"none"` needs classification data (not '
-    '`data.kind = "regression"`); `data.kind = "digits"` needs one; `"cnn"` needs 8×8 '
-    "images (64 features). A model has no closed-form optimum: its MSD metrics are missing.",
-    "`privacy.target_epsilon` needs a privatized link in every curve it reaches and a finite "
-    "`training.clip_norm`.",
-    'A noisy link needs noise: `privacy.server_noise` other than `"none"` needs '
-    "`privacy.server_variance > 0` (or `privacy.target_epsilon`), and likewise "
-    '`privacy.client_noise = "laplace"/"gaussian"` needs `privacy.client_variance > 0`.',
-    '`privacy.server_noise = "graph_homomorphic"` needs P > 1 (with one server the noise '
-    "cancels exactly) and `a_pp > 0` for a given `topology.matrix`.",
-    "`plot` may name a test metric only if some curve has a test set (`data.kind = "
-    '"classification"`, or `"logistic"` with `data.test_size > 0`), and '
-    "`disagreement_db` only if some curve has P > 1.",
     "Secure aggregation: `privacy.secagg_threshold` ≤ the neighbourhood size (L, or "
     "`secagg_neighbours + 1` for SecAgg+), and `2^(k−1) > L · rint(secagg_clip · 2^f)` "
-    "for k = `secagg_modulus_bits`, f = `secagg_frac_bits`.",
+    "for k = `secagg_modulus_bits`, f = `secagg_frac_bits` (the settings' ranges above).",
     "`[run]` says where the simulation runs, not what it computes: it is left out of the "
     "configuration's fingerprint (`config.json`), so `--resume` continues on any backend; "
     "the command line (`--backend`, `--address`, ...) overrides it.",
@@ -275,11 +263,12 @@ _TITLES = {
 }
 
 
-def markdown() -> str:
+def markdown(rules: tuple[str, ...] = ()) -> str:
     """The experiments' part of the configuration reference (``docs/config.md``).
 
-    The whole reference, with the graph-learning settings, is
-    :func:`pgfl.commands.reference.reference`.
+    ``rules`` are the rules between settings that code enforces, listed after
+    :data:`GENERAL_RULES`; the whole reference, with them and the graph-learning settings,
+    is :func:`pgfl.commands.reference.reference`.
     """
     lines = [
         "An experiment is a TOML file (`pgfl run FILE.toml`) with top-level settings, the",
@@ -293,5 +282,5 @@ def markdown() -> str:
     ]
     lines += PARAMS.markdown(SECTIONS, _TITLES, level="##")
     lines += ["## Rules across settings", ""]
-    lines += [f"- {rule}" for rule in CROSS_RULES]
+    lines += [f"- {rule}" for rule in (*GENERAL_RULES, *rules)]
     return "\n".join(lines) + "\n"

@@ -248,6 +248,7 @@ def to_dp_event(release: Release) -> dp_accounting.DpEvent:
         return event
     return dp_accounting.SelfComposedDpEvent(event, release.count)
 
+
 @dataclasses.dataclass(frozen=True)
 class Transcript:
     """What one adversary observes of a privatized link over T iterations, as data.

@@ -158,13 +158,17 @@ class Mechanism:
         """The mechanism of a curve's settings (dotted names, e.g. ``privacy.server_variance``)."""
         return cls()
 
-    @classmethod
-    def check_settings(cls, s: Mapping[str, Any], where: str) -> None:  # noqa: B027 - hook
-        """Raise :class:`~pgfl.validation.ConfigError` if a curve's settings cannot run it.
+    #: The mechanism's own rules as ``docs/config.md`` states them ("" if none).
+    rules_doc: ClassVar[str] = ""
 
-        ``s``: the curve's settings by dotted name; ``where`` names the curve in messages.
-        Called when a configuration is loaded, before any network is built.
+    @classmethod
+    def check_settings(cls, s: Mapping[str, Any]) -> str | None:
+        """The one-line message if a curve's settings (dotted names) cannot run it, else None.
+
+        Called when a configuration is loaded, before any network is built
+        (:attr:`rules_doc` says what is checked).
         """
+        return None
 
     def validate(self, net: Any) -> None:  # noqa: B027 - optional hook
         """Raise :class:`~pgfl.validation.ConfigError` if the mechanism cannot run on ``net``."""

@@ -32,7 +32,6 @@ from pgfl.privacy.accounting.releases import Transcript
 from pgfl.privacy.mechanisms.base import Mechanism, ReleaseContext, ServerNoise
 from pgfl.privacy.mechanisms.client import DISTRIBUTIONS, no_noise_reason, noise_level
 from pgfl.topology import check_combination_matrix
-from pgfl.validation import ConfigError
 
 __all__ = [
     "SERVER_DISTRIBUTION",
@@ -210,21 +209,27 @@ class GraphHomomorphic(RandomNoise):
         "where the graph-homomorphic noise cancels, nor a coalition including the server itself"
     )
 
+    rules_doc: ClassVar[str] = (
+        '`privacy.server_noise = "graph_homomorphic"` needs P > 1 (with one server the noise '
+        "cancels exactly) and `a_pp > 0` for a given `topology.matrix`."
+    )
+
     @classmethod
-    def check_settings(cls, s: Mapping[str, Any], where: str) -> None:
+    def check_settings(cls, s: Mapping[str, Any]) -> str | None:
         """More than one server (with one the noise cancels exactly), ``a_pp > 0`` if given."""
         if s["topology.P"] == 1:
-            raise ConfigError(
+            return (
                 "privacy.server_noise = 'graph_homomorphic' needs topology.P > 1: with one "
-                f"server the noise cancels exactly ({where})"
+                "server the noise cancels exactly"
             )
         if s["topology.kind"] == "matrix":
             diagonal = [row[p] for p, row in enumerate(s["topology.matrix"])]
             if min(diagonal) <= 0:
-                raise ConfigError(
+                return (
                     "topology.matrix needs a_pp > 0 for graph-homomorphic noise (eq. 47 "
-                    f"divides by it); got a_pp = 0 at p = {diagonal.index(min(diagonal))} ({where})"
+                    f"divides by it); got a_pp = 0 at p = {diagonal.index(min(diagonal))}"
                 )
+        return None
 
     def validate(self, net: Any) -> None:
         """Every server needs a self weight ``a_mm > 0``."""
