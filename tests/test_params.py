@@ -243,7 +243,7 @@ def test_choices_agree_with_the_mechanism_registry():
 
 
 def test_reference_lists_every_setting_once_and_is_committed():
-    from pgfl.commands.reference import reference
+    from pgfl.commands.config_reference import reference
     from pgfl.graphlearn.params import PARAMS as GRAPHLEARN
 
     text = markdown()
@@ -257,5 +257,5 @@ def test_reference_lists_every_setting_once_and_is_committed():
         assert len(rows) == 1, name
     committed = (ROOT / "docs" / "config.md").read_text(encoding="utf-8")
     assert committed == whole, (
-        "docs/config.md is stale: python -m pgfl.commands.reference > docs/config.md"
+        "docs/config.md is stale: python -m pgfl.commands.config_reference > docs/config.md"
     )

@@ -11,7 +11,7 @@ schedule (:data:`pgfl.data.synthetic.SCHEDULE_PARAMS`), the privacy mechanisms
 reference order. The vocabularies of ``privacy.client_noise`` and ``privacy.server_noise``
 are the mechanism registry's names (:mod:`pgfl.privacy.mechanisms`). The config loader, the
 engine and the commands check values here; the configuration reference ``docs/config.md``
-is generated from the same table (``python -m pgfl.commands.reference > docs/config.md``).
+is generated from the same table (``python -m pgfl.commands.config_reference > docs/config.md``).
 
 >>> check("training.L", 11, K=100)
 11
@@ -268,7 +268,7 @@ def markdown(rules: tuple[str, ...] = ()) -> str:
 
     ``rules`` are the rules between settings that code enforces, listed after
     :data:`GENERAL_RULES`; the whole reference, with them and the graph-learning settings,
-    is :func:`pgfl.commands.reference.reference`.
+    is :func:`pgfl.commands.config_reference.reference`.
     """
     lines = [
         "An experiment is a TOML file (`pgfl run FILE.toml`) with top-level settings, the",
