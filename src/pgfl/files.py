@@ -28,6 +28,8 @@ pgfl.files.FileError: output folder ... is an existing file, not a folder
 from __future__ import annotations
 
 import csv
+import fcntl
+import hashlib
 import json
 import math
 import os
@@ -47,6 +49,8 @@ __all__ = [
     "check_output_file",
     "check_output_folder",
     "check_input_file",
+    "content_digest",
+    "output_lock",
     "jsonable",
     "read_csv",
     "read_json",
@@ -225,11 +229,16 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+def temporary(path: Path) -> Path:
+    """A temporary name beside ``path`` for an atomic write, unique to this process."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (temporary file + rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = temporary(path)
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
 
@@ -252,7 +261,7 @@ def write_csv(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
         fields.extend(k for k in r if k not in fields)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = temporary(path)
     with tmp.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields)
         writer.writeheader()
@@ -264,3 +273,61 @@ def read_csv(path: Path) -> list[dict[str, str]]:
     """Read a CSV written by :func:`write_csv` (values stay strings)."""
     with Path(path).open(newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
+
+
+#: Files hashed whole up to this size; larger ones by size, time and their first and last MiB.
+DIGEST_WHOLE = 64 << 20
+
+
+def content_digest(path: str | os.PathLike[str]) -> str:
+    """A digest of a data file's content, so that an edited file is not resumed as the old one.
+
+    SHA-256 of the whole file up to :data:`DIGEST_WHOLE` bytes; a larger file (a full
+    Avazu CSV is gigabytes) is identified by its size, modification time and the SHA-256
+    of its first and last MiB. ``"missing"`` for a file that cannot be read.
+    """
+    p = Path(path)
+    try:
+        st = p.stat()
+        h = hashlib.sha256()
+        with p.open("rb") as fh:
+            if st.st_size <= DIGEST_WHOLE:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+                return h.hexdigest()
+            h.update(fh.read(1 << 20))
+            fh.seek(-(1 << 20), os.SEEK_END)
+            h.update(fh.read())
+        return f"{st.st_size}:{st.st_mtime_ns}:{h.hexdigest()}"
+    except OSError:
+        return "missing"
+
+
+#: The lock file a run holds in its output folder.
+LOCK_NAME = ".pgfl.lock"
+
+
+@contextmanager
+def output_lock(folder: str | os.PathLike[str]) -> Iterator[Path]:
+    """Create ``folder`` and hold its lock while the block runs; one run per folder.
+
+    A second run into the same folder (another process holds the lock) stops at once
+    with one line (a :class:`FileError`) naming the folder and the lock file. The lock
+    is released when the block ends or the process dies (``flock``), so a crashed run
+    never leaves a folder locked.
+    """
+    p = Path(folder)
+    with writing(p):
+        p.mkdir(parents=True, exist_ok=True)
+        fh = (p / LOCK_NAME).open("a+")
+    try:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise FileError(
+                f"output folder {p} is in use by another pgfl run (it holds {p / LOCK_NAME}); "
+                "wait for it to finish or choose another --out"
+            ) from None
+        yield p
+    finally:
+        fh.close()

@@ -42,6 +42,7 @@ from pgfl.validation import ConfigError, check_choice, check_int
 
 __all__ = [
     "SHIPPED",
+    "source_path",
     "ShippedDataset",
     "dataset_names",
     "load_frame",
@@ -117,6 +118,21 @@ class _Source:
     label: str = ""
     categorical: tuple[str, ...] = ()
     path: str | None = None
+
+
+def source_path(source: str) -> str | None:
+    """The file a ``data.source`` reads (``None`` for a shipped data set).
+
+    >>> source_path("fair"), source_path("csv:data/x.csv:y"), source_path("avazu:a.csv")
+    (None, 'data/x.csv', 'a.csv')
+    """
+    if source in SHIPPED:
+        return None
+    if source.startswith("avazu:"):
+        return source[len("avazu:") :]
+    if source.startswith("csv:"):
+        return source[len("csv:") :].rsplit(":", 1)[0]
+    return source
 
 
 def _resolve(source: str, rows: int | None) -> _Source:

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
+from pgfl.data.datasets import source_path
 from pgfl.experiments.config import ExperimentConfig
-from pgfl.files import jsonable
+from pgfl.files import content_digest, jsonable, temporary
 
 __all__ = [
     "PartialResultWarning",
@@ -40,7 +41,7 @@ def _partial_path(out: Path, index: int) -> Path:
 def write_partial(path: Path, fingerprint: str, arrays: dict[str, np.ndarray]) -> None:
     """Write a partial-result file atomically (a ``.tmp`` file renamed over the old one)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.stem + ".tmp.npz")
+    tmp = temporary(path).with_suffix(".tmp.npz")
     np.savez(tmp, fingerprint=np.array(fingerprint), **arrays)
     tmp.replace(path)
 
@@ -105,7 +106,11 @@ def saved_curves(cfg: ExperimentConfig, out: str | Path) -> int:
 
 
 def config_fingerprint(cfg: ExperimentConfig) -> str:
-    """What a partial result depends on: the configuration and any user model's code."""
+    """What a partial result depends on: the configuration, a user model's code, data files.
+
+    A user's model source and a data file read from disk are identified by their content
+    (:func:`pgfl.files.content_digest`), so an edited file is never resumed as the old one.
+    """
     return json.dumps(
         jsonable(
             {
@@ -114,10 +119,21 @@ def config_fingerprint(cfg: ExperimentConfig) -> str:
                 "repetitions": cfg.repetitions,
                 "seed": cfg.seed,
                 "model_code": _model_code_digests(cfg),
+                "data_files": _data_digests(cfg),
             }
         ),
         sort_keys=True,
     )
+
+
+def _data_digests(cfg: ExperimentConfig) -> dict[str, str]:
+    """Content digest of each data file a curve reads (``data.source`` of real data)."""
+    out = {}
+    for c in cfg.curves:
+        path = source_path(c.data.source) if c.data.kind == "classification" else None
+        if path is not None and path not in out:
+            out[path] = content_digest(path)
+    return out
 
 
 def _model_code_digests(cfg: ExperimentConfig) -> dict[str, str]:
