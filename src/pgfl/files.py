@@ -51,6 +51,7 @@ __all__ = [
     "check_input_file",
     "content_digest",
     "output_lock",
+    "temporary",
     "jsonable",
     "read_csv",
     "read_json",

@@ -65,7 +65,18 @@ def toml_value(value: Any) -> str:
     return f"`{value}`"
 
 
-__all__ = ["TYPES", "Param", "ParamTable", "Ref", "Rule", "When", "kind_is", "ref", "toml_value"]
+__all__ = [
+    "TYPES",
+    "Param",
+    "ParamTable",
+    "Ref",
+    "Rule",
+    "When",
+    "folder_name",
+    "kind_is",
+    "ref",
+    "toml_value",
+]
 
 
 @dataclass(frozen=True)
@@ -284,6 +295,20 @@ def _check_choices(p: Param, value: Any, c: Mapping[str, Any]) -> tuple[str, ...
 
 def _check_string(p: Param, value: Any, c: Mapping[str, Any]) -> str:
     return check_string(p.name, value, nonempty=p.nonempty, forbid=p.forbid)
+
+
+def folder_name(p: Param, value: Any, c: Mapping[str, Any] | None = None) -> str:
+    """A checker for a setting that names a folder: one path component, not ``.`` or ``..``.
+
+    >>> folder_name(Param("name", "string", "x", ""), "..")
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: name must be a folder name, not '.' or '..'; got '..'
+    """
+    name = check_string(p.name, value, nonempty=True, forbid="/\\")
+    if name in (".", ".."):
+        raise ConfigError(f"{p.name} must be a folder name, not '.' or '..'; got {name!r}")
+    return name
 
 
 def _check_pair(p: Param, value: Any, c: Mapping[str, Any]) -> Any:

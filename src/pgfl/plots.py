@@ -34,6 +34,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import os
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -42,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pgfl.files import read_csv, read_json
+from pgfl.files import read_csv, read_json, temporary
 from pgfl.style import SCHEMES, CurveStyle, coincidence_style, curve_style
 
 if TYPE_CHECKING:
@@ -679,15 +680,22 @@ def _wrap(text: str, width: int = 44) -> str:
 
 
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = 110) -> Path:
-    """Write ``fig`` to ``path`` (format from the suffix, PNG without one; folders created).
+    """Write ``fig`` to ``path`` atomically (format from the suffix, PNG without one).
 
-    Closes the figure. Returns the path.
+    The figure is drawn into a temporary file beside ``path`` and renamed over it, so an
+    interrupted run never leaves a truncated figure. Folders are created; the figure is
+    closed. Returns the path.
     """
     plt = _plt()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi, format=path.suffix[1:].lower() or "png")
-    plt.close(fig)
+    tmp = temporary(path)
+    try:
+        fig.savefig(tmp, dpi=dpi, format=path.suffix[1:].lower() or "png")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+        plt.close(fig)
     return path
 
 

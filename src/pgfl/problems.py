@@ -276,10 +276,18 @@ def solve_optimum(
     ``terms_at(w)`` returns every block's :meth:`~_Problem.optimum_terms` at ``w`` (a
     list, in block order); ``clients`` is the number of clients of the network and ``dim``
     the model dimension M. One block gives the bits of :meth:`~_Problem.optimum`.
+    A risk without a unique minimizer (``rho = 0`` and a singular feature covariance)
+    raises :class:`~pgfl.validation.ConfigError` naming ``training.rho``.
     """
     w = problem.optimum_start(dim)
     for _ in range(MAX_OPTIMUM_STEPS):
-        w, done = problem.optimum_update(terms_at(w), w, clients)
+        try:
+            w, done = problem.optimum_update(terms_at(w), w, clients)
+        except np.linalg.LinAlgError:
+            raise ConfigError(
+                f"training.rho = {problem.rho:g}: the risk has no unique minimizer w° (its "
+                "feature covariance is singular); set training.rho > 0 or use data of full rank"
+            ) from None
         if done:
             return w
     raise RuntimeError(  # pragma: no cover - Newton on a strongly convex risk converges

@@ -61,6 +61,7 @@ class LocalBackend:
                     repetitions=cfg.repetitions,
                     seed=cfg.seed,
                     progress=step,
+                    w_opt=batch.w_opt,
                 ),
             )
 

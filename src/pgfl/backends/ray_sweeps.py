@@ -219,6 +219,7 @@ def _gaps(done: Sequence[tuple[int, int]], reps: int) -> list[tuple[int, int]]:
 def _simulate_block(
     net: Network,
     curves: CurveBatch,
+    w_opt: np.ndarray | None,
     iterations: int,
     seed: int,
     start: int,
@@ -240,6 +241,7 @@ def _simulate_block(
         repetitions=stop - start,
         seed=seed,
         first_repetition=start,
+        w_opt=w_opt,
     )
 
 
@@ -322,7 +324,11 @@ class RaySweeps:
             options["runtime_env"] = self.runtime_env
         remote = ray.remote(_simulate_block).options(**options)
         shared = {
-            b: (ray.put(plan.batches[b].net), ray.put(plan.batches[b].curves))
+            b: (
+                ray.put(plan.batches[b].net),
+                ray.put(plan.batches[b].curves),
+                plan.batches[b].w_opt,
+            )
             for b in sorted({t.batch for t in tasks})
         }
         cfg = plan.cfg

@@ -20,10 +20,13 @@ __all__ = ["ray_session"]
 def ray_session(address: str | None = None, workers: int | None = None) -> ModuleType:
     """The ``ray`` module with a session open in this process; started or joined once.
 
-    Without ``address``: a local Ray sized to ``workers`` CPUs (default: every CPU of the
-    machine), without dashboard or worker log forwarding. With one (``"auto"``,
-    ``"HOST:6379"`` or ``"ray://HOST:10001"``): join that running cluster. A session already
-    open in the process is kept and reused, so many runs share one cluster start-up.
+    Without ``address``: a new local Ray of this process, sized to ``workers`` CPUs
+    (default: every CPU of the machine), without dashboard or worker log forwarding; a
+    cluster already running on the machine and ``RAY_ADDRESS`` are left alone (Ray's
+    ``address="local"``). With one (``"auto"``: the cluster running on this machine or
+    ``RAY_ADDRESS``; ``"HOST:6379"`` or ``"ray://HOST:10001"``): join that cluster. A
+    session already open in the process is kept and reused, so many runs share one
+    cluster start-up.
     Raises :class:`~pgfl.extras.MissingExtra` without ``pgfl[ray]``, and
     :class:`~pgfl.validation.ConfigError` naming ``run.address`` if it cannot be joined.
     """
@@ -32,7 +35,7 @@ def ray_session(address: str | None = None, workers: int | None = None) -> Modul
         return ray
     quiet = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
     if address is None:
-        ray.init(num_cpus=workers or os.cpu_count(), **quiet)
+        ray.init(address="local", num_cpus=workers or os.cpu_count(), **quiet)
         return ray
     try:
         _reachable(address)

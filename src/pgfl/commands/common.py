@@ -78,7 +78,11 @@ BackendOpt = Annotated[
 ]
 AddressOpt = Annotated[
     str | None,
-    typer.Option("--address", help="Join the Ray cluster at this address (ray start --head)."),
+    typer.Option(
+        "--address",
+        help="Join the Ray cluster at this address (ray start --head prints it; 'auto': the "
+        "one on this machine). Without it: a new local Ray.",
+    ),
 ]
 WorkersOpt = Annotated[
     int | None, typer.Option("--workers", help="CPUs of the local Ray (default: all).")

@@ -124,7 +124,14 @@ def print_summary(summary: dict[str, Any]) -> None:
     keys: list[str] = []
     for c in curves:
         for k, v in c.items():
-            skip = k in ("label", "settings", "diverged_at", "delta", "noise_variance")
+            skip = k in (
+                "label",
+                "settings",
+                "diverged_at",
+                "diverged_repetitions",
+                "delta",
+                "noise_variance",
+            )
             if k not in keys and not skip and not isinstance(v, (dict, list, str)):
                 keys.append(k)
     accountants: list[str] = []
@@ -154,10 +161,33 @@ def print_summary(summary: dict[str, Any]) -> None:
             "what each ε covers: summary.json (epsilon_scope) and docs/privacy.md"
         )
     for c in curves:
-        if c.get("diverged"):
-            _plain(f"curve {c['label']} diverged at iteration {c['diverged_at']}")
+        _print_faults(c, summary.get("repetitions", 1))
         if c.get("epsilon_reason"):
             _plain(f"curve {c['label']}: ε = ∞ ({c['epsilon_reason']})")
+
+
+def _print_faults(c: dict[str, Any], repetitions: int) -> None:
+    """One line per thing that went wrong in a curve: divergence, aborts, clipping."""
+    count = c.get("diverged_repetitions", int(bool(c.get("diverged"))))
+    if c.get("diverged"):
+        _plain(f"curve {c['label']} diverged at iteration {c['diverged_at']}")
+    elif count:
+        _plain(
+            f"curve {c['label']}: {count} of {repetitions} repetitions diverged (the first at "
+            f"iteration {c['diverged_at']}); its values average the other {repetitions - count}"
+        )
+    sa = c.get("secure_aggregation", {})
+    if sa.get("aborted_unit_rounds"):
+        _plain(
+            f"curve {c['label']}: secure aggregation aborted in {sa['aborted_unit_rounds']} "
+            f"unit-rounds (fewer than t={sa['threshold']} clients survived; the unit kept its "
+            "model; run.log lists them)"
+        )
+    if sa.get("clipped_messages"):
+        _plain(
+            f"curve {c['label']}: {sa['clipped_messages']} client messages clipped to the "
+            f"secure-aggregation range ±{sa['clip']:g} (privacy.secagg_clip)"
+        )
 
 
 def _fmt_eps(value: Any) -> str:

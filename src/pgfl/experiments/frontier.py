@@ -57,7 +57,7 @@ from pgfl.experiments.loader import parse_config
 from pgfl.experiments.plan import prepare_experiment
 from pgfl.experiments.presets import preset_text
 from pgfl.experiments.runner import run_plan
-from pgfl.files import write_csv, write_json
+from pgfl.files import output_lock, write_csv, write_json
 from pgfl.plots import plot_frontier
 from pgfl.validation import ConfigError
 
@@ -390,12 +390,19 @@ def run_frontier(
     configs = dict(configs or frontier_configs(quick=quick, seed=seed))
     plans = {key: prepare_experiment(cfg, out / key, resume=resume) for key, cfg in configs.items()}
     run = run or run_plan
-    runs = {key: (plans[key].cfg, run(plans[key])) for key in plans}
-    summary = frontier_summary(runs, quick=quick)
-    write_json(out / "summary.json", summary)
-    write_csv(out / "frontier.csv", _csv_rows(summary))
-    plot_frontier(summary, out / "frontier.png")
+    with output_lock(out):
+        for name in FRONTIER_FILES:  # an earlier frontier's, never beside new sub-runs
+            (out / name).unlink(missing_ok=True)
+        runs = {key: (plans[key].cfg, run(plans[key])) for key in plans}
+        summary = frontier_summary(runs, quick=quick)
+        write_json(out / "summary.json", summary)
+        write_csv(out / "frontier.csv", _csv_rows(summary))
+        plot_frontier(summary, out / "frontier.png")
     return summary
+
+
+#: The files :func:`run_frontier` writes from its sub-runs.
+FRONTIER_FILES = ("summary.json", "frontier.csv", "frontier.png")
 
 
 #: ``pgfl reproduce`` presets that are not a single experiment.

@@ -31,11 +31,14 @@ class Batch:
 
     ``curves`` were checked against ``net`` when the batch was planned
     (:meth:`~pgfl.engine.settings.CurveBatch.of`), so a backend runs them unchecked.
+    ``w_opt`` is the optimum ``w°`` of the MSD metrics, solved at planning (``None``
+    where the problem has none, or where the data lives in Ray actors, which solve it).
     """
 
     indices: tuple[int, ...]
     net: Network
     curves: CurveBatch
+    w_opt: np.ndarray | None = None
 
     @property
     def settings(self) -> tuple[CurveSettings, ...]:
@@ -66,6 +69,28 @@ class Plan:
     resume: bool = False
 
 
+def _changed(stored: object, now: dict) -> str:
+    """What differs between an interrupted run's ``config.json`` and this configuration."""
+    files = [
+        path
+        for key in ("data_files", "model_code")
+        for path, digest in now.get(key, {}).items()
+        if not isinstance(stored, dict) or stored.get(key, {}).get(path) != digest
+    ]
+    same_config = isinstance(stored, dict) and all(
+        stored.get(k) == v for k, v in now.items() if k not in ("data_files", "model_code")
+    )
+    if files and same_config:
+        return (
+            f"{', '.join(files)} changed since the interrupted run, whose results came from "
+            "the old file; drop --resume to recompute every curve, or use a new --out"
+        )
+    return (
+        "the output folder's config.json was written by a different configuration; "
+        "use a new --out directory or drop --resume"
+    )
+
+
 def prepare_experiment(cfg: ExperimentConfig, out: str | Path, *, resume: bool = False) -> Plan:
     """Validate everything a run needs, without writing anything.
 
@@ -84,14 +109,11 @@ def prepare_experiment(cfg: ExperimentConfig, out: str | Path, *, resume: bool =
     config_path = out / "config.json"
     if resume and config_path.is_file():
         try:
-            same = json.dumps(read_json(config_path), sort_keys=True) == fingerprint
+            stored = read_json(config_path)
         except (OSError, ValueError) as exc:
             raise FileError(f"--resume: cannot read {config_path} ({exc})") from exc
-        if not same:
-            raise ConfigError(
-                f"--resume: {config_path} was written by a different configuration; "
-                "use a new --out directory or drop --resume"
-            )
+        if json.dumps(stored, sort_keys=True) != fingerprint:
+            raise ConfigError(f"--resume: {_changed(stored, json.loads(fingerprint))}")
     loaded: dict[int, dict[str, np.ndarray]] = {}
     if resume:
         for i, c in enumerate(cfg.curves):
@@ -111,5 +133,6 @@ def prepare_experiment(cfg: ExperimentConfig, out: str | Path, *, resume: bool =
             loaded.pop(i, None)
         net = build_network(cfg.curves[indices[0]], cfg.seed, outline=outline)
         settings = [curve_settings(cfg.curves[i], cfg.iterations, net) for i in indices]
-        batches.append(Batch(tuple(indices), net, CurveBatch.of(settings, net)))
+        w_opt = None if outline else net.problem.optimum(net.data)  # a singular risk: refused
+        batches.append(Batch(tuple(indices), net, CurveBatch.of(settings, net), w_opt))
     return Plan(cfg, out, fingerprint, loaded, tuple(batches), resume)

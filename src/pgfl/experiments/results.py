@@ -3,9 +3,10 @@
 Output files (the contract other tools read):
 
 * ``summary.json``: ``{"experiment", "iterations", "repetitions", "curves": [{"label",
-  "centroid_msd_db", "individual_msd_db", "disagreement_db", "diverged", ...}], ...}``,
-  where a dB value is ``10 log10`` of the MSD averaged over repetitions and over the last
-  10% of iterations (``null`` for a diverged curve);
+  "centroid_msd_db", "individual_msd_db", "disagreement_db", "diverged",
+  "diverged_repetitions", ...}], ...}``, where a dB value is ``10 log10`` of the MSD
+  averaged over the repetitions that stayed finite and over the last 10% of iterations
+  (``null`` when every repetition diverged: ``"diverged": true``);
 * ``curves.csv``: one row per curve and iteration with the same metrics (in dB);
 * ``figure.png`` (and ``sweep.png`` for a sweep): plotted from those two files
   (:func:`pgfl.plots.plot_run`).
@@ -28,7 +29,17 @@ from pgfl.experiments.config import ExperimentConfig
 from pgfl.files import write_atomic, write_csv, write_json
 from pgfl.plots import plot_run
 
-__all__ = ["STEADY_FRACTION", "curve_metrics", "summarize_curve", "write_results"]
+__all__ = [
+    "RESULT_FILES",
+    "STEADY_FRACTION",
+    "clear_results",
+    "curve_metrics",
+    "summarize_curve",
+    "write_results",
+]
+
+#: The files a run writes from its curves (``config.json`` and ``partial/`` aside).
+RESULT_FILES = ("summary.json", "curves.csv", "run.log", "figure.png", "sweep.png")
 
 #: Fraction of the final iterations averaged into the summary's steady-state values.
 STEADY_FRACTION = 0.1
@@ -40,21 +51,45 @@ def _db(x: np.ndarray) -> np.ndarray:
 
 
 def curve_metrics(traj: Trajectory, c: int) -> dict[str, np.ndarray]:
-    """Repetition-averaged per-iteration metrics of curve ``c`` (MSDs in linear scale)."""
+    """Repetition-averaged per-iteration metrics of curve ``c`` (MSDs in linear scale).
+
+    Repetitions that diverged (frozen at NaN by the engine) are left out of the averages
+    while at least one repetition stayed finite; ``diverged_repetitions`` counts them and
+    ``diverged_at`` is the first iteration at which one diverged (``-1``: none did).
+    """
     diverged = traj.diverged_at[c]
+    bad = diverged >= 0
+    keep = None if bad.all() or not bad.any() else np.flatnonzero(~bad)
+
+    def avg(a: np.ndarray, axis: int = -1) -> np.ndarray:
+        """Mean over the repetitions (every one: the bits of a run without divergence)."""
+        return (a if keep is None else np.take(a, keep, axis=axis)).mean(axis=axis)
+
     out = {
-        "centroid_msd": traj.centroid_msd[:, c].mean(axis=-1),
-        "individual_msd": traj.individual_msd[:, c].mean(axis=-1),
-        "disagreement": traj.disagreement[:, c].mean(axis=-1),
-        "diverged_at": np.array(diverged[diverged >= 0].min() if (diverged >= 0).any() else -1),
+        "centroid_msd": avg(traj.centroid_msd[:, c]),
+        "individual_msd": avg(traj.individual_msd[:, c]),
+        "disagreement": avg(traj.disagreement[:, c]),
+        "diverged_at": np.array(diverged[bad].min() if bad.any() else -1),
+        "diverged_repetitions": np.array([int(bad.sum()), bad.size]),
     }
     if traj.test_error is not None:
-        out["test_error"] = traj.test_error[:, c].mean(axis=-1)
-        out["test_log_loss"] = traj.test_log_loss[:, c].mean(axis=-1)
-        out["server_test_error"] = traj.server_test_error[:, c].mean(axis=-2)  # [T, P]
+        out["test_error"] = avg(traj.test_error[:, c])
+        out["test_log_loss"] = avg(traj.test_log_loss[:, c])
+        out["server_test_error"] = avg(traj.server_test_error[:, c], -2)  # [T, P]
         if traj.server_test_loss is not None:
-            out["server_test_loss"] = traj.server_test_loss[:, c].mean(axis=-2)  # [T, P]
+            out["server_test_loss"] = avg(traj.server_test_loss[:, c], -2)  # [T, P]
     return out
+
+
+def clear_results(out: Path) -> None:
+    """Delete the :data:`RESULT_FILES` of an earlier run from ``out``.
+
+    A run does this before it writes its ``config.json``, so results of another
+    configuration are never left beside it (an interrupted run leaves no results, only its
+    partial files, from which ``--resume`` continues).
+    """
+    for name in RESULT_FILES:
+        (out / name).unlink(missing_ok=True)
 
 
 def summarize_curve(label: str, m: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -62,13 +97,15 @@ def summarize_curve(label: str, m: dict[str, np.ndarray]) -> dict[str, Any]:
     T = m["centroid_msd"].shape[0]
     tail = slice(T - max(1, int(round(STEADY_FRACTION * T))), T)
     diverged_at = int(m["diverged_at"])
-    diverged = diverged_at >= 0
+    count, reps = (int(x) for x in m.get("diverged_repetitions", (diverged_at >= 0, 1)))
+    diverged = count == reps  # every repetition: no finite value to report
     entry: dict[str, Any] = {"label": label}
     for key in ("centroid_msd", "individual_msd", "disagreement"):
         value = float(_db(m[key][tail].mean())) if not diverged else None
         entry[f"{key}_db"] = None if value is not None and math.isnan(value) else value
     entry["diverged"] = diverged
-    entry["diverged_at"] = diverged_at if diverged else None
+    entry["diverged_at"] = diverged_at if count else None
+    entry["diverged_repetitions"] = count
     if "test_error" in m:
         entry["test_error"] = None if diverged else float(m["test_error"][tail].mean())
         entry["test_accuracy"] = None if diverged else 1.0 - entry["test_error"]

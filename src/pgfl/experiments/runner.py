@@ -25,22 +25,16 @@ from pgfl.experiments.config import ExperimentConfig
 from pgfl.experiments.partial import save_curve
 from pgfl.experiments.plan import Batch, Plan, prepare_experiment
 from pgfl.experiments.privacy import curve_epsilon, resolved_variances, secagg_entry
-from pgfl.experiments.results import curve_metrics, write_results
-from pgfl.files import jsonable, write_json, writing
+from pgfl.experiments.results import clear_results, curve_metrics, write_results
+from pgfl.files import jsonable, output_lock, write_json, writing
 
 __all__ = ["run_experiment", "run_plan"]
 
 
-def _open(plan: Plan, backend: Backend) -> None:
-    """Start the backend, then create the output folder and write ``config.json``.
-
-    A backend that joins a cluster fails on a bad address before anything is written.
-    """
-    start = getattr(backend, "start", None)
-    if start is not None and plan.batches:
-        start()
+def _open(plan: Plan) -> None:
+    """Clear an earlier run's results from the (locked) output folder; write ``config.json``."""
     with writing(plan.out):
-        plan.out.mkdir(parents=True, exist_ok=True)
+        clear_results(plan.out)
         write_json(plan.out / "config.json", json.loads(plan.fingerprint))
 
 
@@ -74,7 +68,25 @@ def _curve_results(
         entry["secure_aggregation"] = secagg_entry(settings.client, traj, c, batch.net.L)
     metrics["privacy"] = np.array(json.dumps(jsonable(entry)))
     metrics["resolved"] = np.array(json.dumps(jsonable(resolved_variances(settings))))
+    engine = {"local_phase": local_phase_kind(batch.net.problem), "iota2": batch.net.iota2}
+    metrics["engine"] = np.array(json.dumps(jsonable(engine)))
     return metrics
+
+
+def _engine(cfg: ExperimentConfig, metrics: dict[int, dict[str, np.ndarray]]) -> tuple:
+    """``iota2`` per topology kind and the local phases that ran, from the saved curves.
+
+    Read from every curve's saved metrics, so a run resumed from partial files reports
+    what the interrupted one computed (curves saved by an older pgfl lack them).
+    """
+    iota: dict[str, float] = {}
+    kinds: set[str] = set()
+    for i in sorted(metrics):
+        if "engine" in metrics[i]:
+            facts = json.loads(str(metrics[i]["engine"]))
+            iota.setdefault(cfg.curves[i].topology.kind, facts["iota2"])
+            kinds.add(facts["local_phase"])
+    return iota, {"local_phase": "+".join(sorted(kinds)) or "unknown (resumed)"}
 
 
 def run_plan(
@@ -85,20 +97,33 @@ def run_plan(
 ) -> dict[str, Any]:
     """Simulate a prepared experiment, saving each batch in ``out/partial``; write results.
 
-    ``config.json`` is written first; a partial file from an earlier run is replaced only
-    when its curve finishes again, so an interrupted rerun never loses results.
+    The run holds the output folder's lock (:func:`~pgfl.files.output_lock`: a second run
+    into the same folder stops in one line), deletes an earlier run's results
+    (:func:`~pgfl.experiments.results.clear_results`) and writes ``config.json``; a
+    partial file from an earlier run is replaced only when its curve finishes again, so an
+    interrupted rerun never loses results and never leaves another run's beside its own.
     ``backend`` simulates the batches (default: the one the configuration's ``[run]``
     table names, :func:`~pgfl.backends.make_backend`; without it this process); every
     backend gives the same bits. The privacy accounting of the curves (which does not
     depend on the simulation) is computed once the backend has started, so it overlaps
     a backend that works elsewhere (Ray).
     """
+    backend = backend or make_backend(plan.cfg.run)
+    start = getattr(backend, "start", None)
+    if start is not None and plan.batches:
+        start()  # joining a cluster fails on a bad address before anything is written
+    with output_lock(plan.out):
+        _open(plan)
+        return _run(plan, backend, on_progress)
+
+
+def _run(
+    plan: Plan, backend: Backend, on_progress: Callable[[str, int, int], None] | None
+) -> dict[str, Any]:
+    """:func:`run_plan` in the locked output folder, ``config.json`` written."""
     cfg, out = plan.cfg, plan.out
-    backend = backend or make_backend(cfg.run)
-    _open(plan, backend)
     started = time.perf_counter()
     metrics = dict(plan.loaded)
-    iota: dict[str, float] = {}
     progress = None
     if on_progress is not None:
 
@@ -106,13 +131,10 @@ def run_plan(
             labels = ", ".join(cfg.curves[i].label for i in batch.indices)
             on_progress(labels, done, cfg.iterations)
 
-    kinds: set[str] = set()
     results = backend.trajectories(plan, progress)
     try:
         accounted = _accounting(plan)
         for batch, traj in results:
-            kinds.add(local_phase_kind(batch.net.problem))
-            iota[cfg.curves[batch.indices[0]].topology.kind] = batch.net.iota2
             for c, i in enumerate(batch.indices):
                 metrics[i] = _curve_results(batch, c, traj, accounted[i])
                 with writing(out):
@@ -121,9 +143,9 @@ def run_plan(
         close = getattr(results, "close", None)
         if close is not None:
             close()  # an interrupted backend stops its unfinished work
+    iota, engine = _engine(cfg, metrics)
     with writing(out):
         elapsed = time.perf_counter() - started
-        engine = {"local_phase": "+".join(sorted(kinds)) or "none (all curves resumed)"}
         return write_results(cfg, out, metrics, elapsed=elapsed, iota2=iota, engine=engine)
 
 

@@ -57,6 +57,7 @@ from pgfl.files import (
     FileError,
     check_input_file,
     check_output_folder,
+    output_lock,
     read_toml,
     reading,
     write_csv,
@@ -205,7 +206,9 @@ def run_config(cfg: GraphLearnConfig, out: Path) -> dict[str, Any]:
     """Run a validated config; write ``summary.json``, ``curves.csv``, ``graphs.npz``.
 
     The output folder is checked and the signal files are read before any work; the
-    folder is created only when the results are ready.
+    folder is created only when the results are ready, and written under its lock
+    (:func:`~pgfl.files.output_lock`); a ``graphs.npz`` of an earlier run is removed when
+    this one learns no graphs from files.
     """
     out = check_output_folder(out)
     summary: dict[str, Any] = {
@@ -219,10 +222,12 @@ def run_config(cfg: GraphLearnConfig, out: Path) -> dict[str, Any]:
     else:
         signals = _load_client_signals(cfg.files)
         rows, graphs = _run_files(cfg, signals, summary)
-    with writing(out):  # nothing is written before every input was read and every run done
-        out.mkdir(parents=True, exist_ok=True)
+    # nothing is written before every input was read and every run done
+    with output_lock(out), writing(out):
         if graphs:
             np.savez(out / "graphs.npz", **graphs)
+        else:
+            (out / "graphs.npz").unlink(missing_ok=True)
         write_csv(out / "curves.csv", rows)
         write_json(out / "summary.json", summary)
     return summary

@@ -177,6 +177,7 @@ def run_digits(quick: bool, out: Path, seed: int) -> dict[str, Any]:
 
 def _figures(graphs: dict[str, np.ndarray], table: dict[str, dict[str, float]], out: Path) -> None:
     from pgfl.graphlearn.plots import _plt, plot_bars
+    from pgfl.plots import save_figure
 
     names = list(table)
     plot_bars(
@@ -197,5 +198,4 @@ def _figures(graphs: dict[str, np.ndarray], table: dict[str, dict[str, float]], 
         ax.set_yticks([])
     fig.suptitle("Learned graphs (nodes ordered by class, 12 per class)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(out / "digits_graphs.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "digits_graphs.png", dpi=120)

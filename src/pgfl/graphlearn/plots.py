@@ -24,6 +24,7 @@ from pgfl.plots import (
     draw_curves,
     legend_handles,
     readable,
+    save_figure,
 )
 from pgfl.style import CurveStyle, method_style
 
@@ -152,10 +153,8 @@ def plot_curves(
     logx: bool | None = None,
 ) -> None:
     """Save :func:`curves_figure` of ``summary.json``'s curves to ``path``."""
-    plt = _plt()
     fig = curves_figure(curves, xlabel=xlabel, title=title, logx=logx)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 
 
 @readable
@@ -197,10 +196,8 @@ def convergence_figure(series: Mapping[str, np.ndarray], *, title: str):
 
 def plot_convergence(series: Mapping[str, np.ndarray], path: Path, *, title: str) -> None:
     """Save :func:`convergence_figure` (objective of eq. 8 per round) to ``path``."""
-    plt = _plt()
     fig = convergence_figure(series, title=title)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 
 
 #: Bars are series of values, not privacy schemes: greys and hatches, no scheme colour.
@@ -241,8 +238,7 @@ def plot_bars(
         ax.grid(axis="y", alpha=0.3)
         fig.legend(loc="outside lower center", ncol=min(n, 4))
         fig.suptitle(title)
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
+        save_figure(fig, path, dpi=120)
 
 
 @readable
@@ -313,9 +309,7 @@ def plot_learned_graphs(
     threshold: float = DEFAULT_THRESHOLD,
 ) -> None:
     """Save :func:`learned_graphs_figure` to ``path``."""
-    plt = _plt()
     fig = learned_graphs_figure(
         positions, truth_client, truth_consensus, learned, title=title, threshold=threshold
     )
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)

@@ -32,7 +32,7 @@ from typing import Any
 from pgfl.data.params import DATA_KINDS
 from pgfl.data.params import PARAMS as DATA_PARAMS
 from pgfl.data.synthetic import SCHEDULE_PARAMS
-from pgfl.param import Param, ParamTable, When, kind_is, ref
+from pgfl.param import Param, ParamTable, When, folder_name, kind_is, ref
 from pgfl.privacy import mechanisms
 from pgfl.privacy.accounting.accountants import ACCOUNTANTS
 from pgfl.privacy.mechanisms.client import CLIENT_VARIANCE, DISTRIBUTIONS
@@ -101,7 +101,8 @@ ACTORS = When('run.backend = "ray" and run.mode = "actors"',
 
 _TOP = (
     Param("name", "string", "experiment", "Experiment name; the default output folder is "
-          "`runs/NAME`.", nonempty=True, forbid="/\\"),
+          "`runs/NAME`.", checker=folder_name,
+          allowed_doc="a folder name: non-empty, without '/' '\\\\', not '.' or '..'"),
     Param("title", "string", "", "Figure title."),
     Param("seed", "int", 0, "Root seed: every random draw comes from a stream named under "
           "it.", lo=0),
@@ -175,7 +176,8 @@ _RUN = (
     Param("run.backend", "choice", "local", "`local`: this process (the single-process "
           "engine); `ray`: a Ray cluster, same bits (docs/ray.md).", choices=BACKENDS),
     Param("run.address", "string", None, "Address of a running Ray cluster to join "
-          "(`ray start --head` prints it; unset: start a local Ray on this machine).",
+          "(`ray start --head` prints it; `\"auto\"`: the one running on this machine or "
+          "`RAY_ADDRESS`; unset: start a new local Ray, whatever else runs).",
           nonempty=True, applies=RAY),
     Param("run.workers", "int", None, "CPUs of the local Ray started without "
           "`run.address` (unset: every CPU of the machine).", lo=1,
