@@ -43,9 +43,14 @@ from pgfl.validation import ConfigError
 
 #: Environment variable that forces the local-phase implementation.
 ENV = "PGFL_LOCAL_PHASE"
-#: Rounds with less work than this (clients × epochs × batch × M, an upper bound) run on
-#: the calling thread: starting the worker threads would cost more than it saves.
+#: Rounds with less work than this (curves × sampled clients × E_max·B_max × M, an upper
+#: bound) run on the calling thread: starting the worker threads would cost more than it saves.
 PARALLEL_WORK = 200_000
+#: Models of at most this dimension are trained one sample at a time in the kernel, larger ones
+#: one mini-batch at a time (:func:`pgfl.engine._kernels._client_update`; same bits).
+BY_SAMPLE_MAX_M = 4
+#: Chunks of work items per thread in a parallel round (taken dynamically by the threads).
+CHUNKS_PER_THREAD = 4
 _LOSS_CODE = {LeastSquares: 0, Logistic: 1}
 
 
@@ -103,7 +108,9 @@ def _sampler():
 def local_models(W, block, curves, draws, clients) -> np.ndarray:
     """Compiled :func:`pgfl.engine.step.local_models` (same arguments, same result).
 
-    ``W[C, R, P_b, M]`` → local models ``[C, R, P_b, L, M]``.
+    ``W[C, R, P_b, M]`` → local models ``[C, R, P_b, L, M]``. Rounds with at least
+    :data:`PARALLEL_WORK` of work run on every numba thread (work items = sampled clients,
+    in chunks of equal cost); smaller ones on the calling thread. Same bits either way.
     """
     C, R, P, M = W.shape
     L = clients.shape[2]
@@ -117,13 +124,18 @@ def local_models(W, block, curves, draws, clients) -> np.ndarray:
     clipping = clip is not None
     clip = np.full(C, np.inf) if clip is None else np.asarray(clip, dtype=np.float64)
     out = np.empty((C, R, P, L, M))
-    parallel, serial = _kernels()
-    kernel = parallel if C * R * P * L * per_client * M >= PARALLEL_WORK else serial
-    kernel(
+    args = (
         W, Xy, np.ascontiguousarray(clients, dtype=np.int64), epochs, batch, counts, keys,
-        np.asarray(curves.mu, dtype=np.float64), clip, rho, loss, full, clipping, e_max, b_max,
-        out,
+        np.asarray(curves.mu, dtype=np.float64), clip, rho, loss, full, clipping,
+        M <= BY_SAMPLE_MAX_M, e_max, b_max, out,
     )  # fmt: skip
+    scratch_n = Xy.shape[2] if full else b_max
+    threads = _threads()
+    parallel, serial = _kernels()
+    if threads > 1 and C * R * P * L * per_client * M >= PARALLEL_WORK:
+        parallel(*args, threads, threads * CHUNKS_PER_THREAD, scratch_n)
+    else:
+        serial(*args, scratch_n)
     return out
 
 
@@ -153,6 +165,13 @@ def _block_arrays(block) -> tuple:
         )
         object.__setattr__(block, "_compiled_arrays", cached)
     return cached
+
+
+def _threads() -> int:
+    """numba's thread count for the next parallel region (``numba.set_num_threads``)."""
+    import numba
+
+    return numba.get_num_threads()
 
 
 @lru_cache(maxsize=1)
