@@ -37,14 +37,49 @@ _EPOCH_COST = 2
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
-def keyed_uniform(key, n):
-    """Entry ``n`` of a keyed cell, as :func:`pgfl.rng.uniforms_from_keys` computes it."""
-    z = key + (np.uint64(n) + _ONE) * _GAMMA
+def mix64(z):
+    """SplitMix64's finalizer of one ``uint64`` (:func:`pgfl.rng.mix64`)."""
     z ^= z >> _S30
     z *= _M1
     z ^= z >> _S27
     z *= _M2
     z ^= z >> _S31
+    return z
+
+
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def round_key(stream_key, rnd):
+    """``S = mix64(stream_key + (round + 1)·γ)``: a stream's key in round ``rnd``."""
+    return mix64(stream_key + np.uint64(rnd + 1) * _GAMMA)
+
+
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def cell_key(S, rep, unit):
+    """Key of cell ``(rep, unit)`` of a stream in a round, as :meth:`pgfl.rng.KeyedDraws.keys`.
+
+    ``mix64(G ⊕ S)`` with ``G = cell_keys(0, rep, unit) = mix64(mix64((rep + 1)·γ) +
+    (unit + 1)·γ)`` and ``S`` = :func:`round_key`.
+    """
+    g = mix64(np.uint64(rep + 1) * _GAMMA)
+    g = mix64(g + np.uint64(unit + 1) * _GAMMA)
+    return mix64(g ^ S)
+
+
+@numba.njit(cache=True, error_model="numpy")
+def cell_keys(stream_key, rnd, reps, units):
+    """``[R, P]`` keys of a stream's cells in round ``rnd`` (:func:`cell_key`)."""
+    S = round_key(stream_key, rnd)
+    out = np.empty((reps.size, units.size), dtype=np.uint64)
+    for r in range(reps.size):
+        for p in range(units.size):
+            out[r, p] = cell_key(S, reps[r], units[p])
+    return out
+
+
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def keyed_uniform(key, n):
+    """Entry ``n`` of a keyed cell, as :func:`pgfl.rng.uniforms_from_keys` computes it."""
+    z = mix64(key + (np.uint64(n) + _ONE) * _GAMMA)
     return (np.float64(z >> _S11) + 0.5) * _SCALE53
 
 
@@ -98,8 +133,10 @@ def scratch(n, C, M):
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
 def _residual_weight(loss, margin, d):
-    """``c`` with ``∇_w loss(w; u, d) = c u``: least squares ``2(margin − d)``, logistic
-    ``−d σ(−d margin)`` with ``σ(z) = (1 + tanh(z/2))/2``."""
+    """The ``c`` with ``∇_w loss(w; u, d) = c u`` at ``margin = uᵀw``.
+
+    Least squares ``2(margin − d)``; logistic ``−d σ(−d margin)``, ``σ(z) = (1 + tanh(z/2))/2``.
+    """
     if loss == 0:
         return 2.0 * (margin - d)
     return -d * (0.5 * (1.0 + np.tanh(0.5 * (-d * margin))))
@@ -107,8 +144,10 @@ def _residual_weight(loss, margin, d):
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
 def _kept(cw, u2, margin, w2, rho, clip, wt):
-    """Per-sample clipping factor ``min(1, clip/‖∇‖) / B`` (``wt = 1/B``); ``‖∇‖²`` of
-    ``cw u + 2ρw`` is ``cw² ‖u‖² + 4ρ cw uᵀw + 4ρ² ‖w‖²``."""
+    """Per-sample clipping factor ``min(1, clip/‖∇‖) / B`` (``wt = 1/B``).
+
+    ``‖∇‖²`` of the sample's gradient ``cw u + 2ρw`` is ``cw² ‖u‖² + 4ρ cw uᵀw + 4ρ² ‖w‖²``.
+    """
     norm2 = cw * cw * u2 + (4.0 * rho) * cw * margin + (4.0 * rho * rho) * w2
     return min(1.0, clip / np.sqrt(max(norm2, 1e-300))) * wt
 
@@ -126,15 +165,16 @@ def _offsets(off, key, first, B, n_k, row0, F, full):
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
-def _client_update(item, W, Xf, K, N, F, clients, epochs, batch, counts, keys, mu, clip, rho,
-                   loss, full, clipping, by_sample, e_max, b_max, out, off, xs, marg, ckb, u2b,
-                   wc, w, g):  # fmt: skip
+def _client_update(item, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units, mu,
+                   clip, rho, loss, full, clipping, by_sample, e_max, b_max, out, off, xs, marg,
+                   ckb, u2b, wc, w, g):  # fmt: skip
     """Local SGD of work item ``item`` = sampled client ``(r, p, slot)``, every curve.
 
-    ``item`` indexes ``[R, P, L]`` row-major; ``Xf`` is ``Xy[P, K, N, F = M+1]`` flattened
-    (read at unsigned flat offsets: no array views, no reference counts, no wrap-around in
-    the loops); the rest after ``out`` is the worker's :func:`scratch`. The epoch's sample
-    positions are drawn once and shared by the curves. Per curve ``c`` and epoch, with
+    ``item`` indexes ``[R, P, L]`` row-major; ``Xf`` is ``Xy[P, K, N, F = M+1]`` flattened,
+    ``KNF = (K, N, F)``, read at unsigned flat offsets (no array views, so no reference
+    counts, and no wrap-around in the loops); ``S`` (:func:`round_key`), ``reps`` and
+    ``units`` key the cells of stream ``batches``; the rest after ``out`` is the worker's
+    :func:`scratch`. The epoch's sample positions are drawn once and shared by the curves. Per curve ``c`` and epoch, with
     ``κ_b = min(1, clip/‖∇_b‖)/B`` (``1/B`` without clipping) and the sums in these orders
     (fixed here; the numpy path sums in another order): ``margin_b = Σ_m u_bm w_m`` (m
     ascending), ``c_b`` = :func:`_residual_weight`, ``g_m = Σ_b u_bm (c_b κ_b)`` (b
@@ -148,6 +188,7 @@ def _client_update(item, W, Xf, K, N, F, clients, epochs, batch, counts, keys, m
     """
     C, R, P, M = W.shape
     L = clients.shape[2]
+    K, N, F = KNF
     r = item // (P * L)
     rest = item - r * (P * L)
     p = rest // L
@@ -157,7 +198,7 @@ def _client_update(item, W, Xf, K, N, F, clients, epochs, batch, counts, keys, m
     n_k = counts[p, k]
     B = n_k if full else batch[p, k]
     wt = 1.0 / B
-    key = keys[r, p]
+    key = cell_key(S, reps[r], units[p])
     row0 = (p * K + k) * N  # the client's first sample
     uM = np.uint64(M)
     for c in range(C):
@@ -279,13 +320,15 @@ def chunk_bounds(clients, epochs, batch, counts, full, n_chunks):
 
 
 @numba.njit(cache=True, parallel=True, error_model="numpy")
-def local_sgd(W, Xy, clients, epochs, batch, counts, keys, mu, clip, rho, loss, full, clipping,
+def local_sgd(W, Xy, clients, epochs, batch, counts, stream_key, rnd, reps, units, mu, clip, rho,
+              loss, full, clipping,
               by_sample, e_max, b_max, out, threads, n_chunks, scratch_n):  # fmt: skip
     """Local SGD of every sampled client of every curve and repetition (eq. 3), in place.
 
     ``W[C, R, P, M]`` start models, ``Xy[P, K, N, M+1]`` samples with the target last,
-    ``clients[R, P, L]``, ``epochs``/``batch``/``counts`` ``[P, K]``, ``keys[R, P]`` the
-    cells of stream ``batches``; ``loss`` 0 least squares, 1 logistic; result in
+    ``clients[R, P, L]``, ``epochs``/``batch``/``counts`` ``[P, K]``; the mini-batch draws are
+    those of stream ``batches`` (key ``stream_key``) in round ``rnd`` for repetitions ``reps[R]``
+    and units ``units[P]`` (:func:`cell_key`); ``loss`` 0 least squares, 1 logistic; result in
     ``out[C, R, P, L, M]``. The ``R·P·L`` work items are split into ``n_chunks`` chunks of
     about equal cost (:func:`chunk_bounds`); ``threads`` workers (numba's thread count:
     one per thread) take chunks from an atomic counter until none is left. ``scratch_n`` ≥
@@ -295,7 +338,8 @@ def local_sgd(W, Xy, clients, epochs, batch, counts, keys, mu, clip, rho, loss, 
     n_chunks = bounds.size - 1
     workers = min(threads, n_chunks)
     taken = np.zeros(1, dtype=np.int64)
-    Xf, (_, K, N, F) = Xy.reshape(-1), Xy.shape
+    Xf, KNF = Xy.reshape(-1), Xy.shape[1:]
+    S = round_key(stream_key, rnd)
     for _ in numba.prange(workers):
         off, xs, marg, ck, u2, wc, w, g = scratch(scratch_n, W.shape[0], W.shape[3])
         while True:
@@ -303,83 +347,114 @@ def local_sgd(W, Xy, clients, epochs, batch, counts, keys, mu, clip, rho, loss, 
             if j >= n_chunks:
                 break
             for item in range(bounds[j], bounds[j + 1]):
-                _client_update(item, W, Xf, K, N, F, clients, epochs, batch, counts, keys, mu,
-                               clip, rho, loss, full, clipping, by_sample, e_max, b_max, out, off,
-                               xs, marg, ck, u2, wc, w, g)  # fmt: skip
+                _client_update(item, W, Xf, KNF, clients, epochs, batch, counts, S, reps,
+                               units, mu, clip, rho, loss, full, clipping, by_sample, e_max, b_max,
+                               out, off, xs, marg, ck, u2, wc, w, g)  # fmt: skip
 
 
 @numba.njit(cache=True, error_model="numpy")
-def local_sgd_serial(W, Xy, clients, epochs, batch, counts, keys, mu, clip, rho, loss, full,
-                     clipping, by_sample, e_max, b_max, out, scratch_n):  # fmt: skip
+def local_sgd_serial(W, Xy, clients, epochs, batch, counts, stream_key, rnd, reps, units, mu,
+                     clip, rho, loss, full, clipping, by_sample, e_max, b_max, out,
+                     scratch_n):  # fmt: skip
     """:func:`local_sgd` on the calling thread (small rounds: no thread start-up)."""
     off, xs, marg, ck, u2, wc, w, g = scratch(scratch_n, W.shape[0], W.shape[3])
-    Xf, (_, K, N, F) = Xy.reshape(-1), Xy.shape
+    Xf, KNF = Xy.reshape(-1), Xy.shape[1:]
+    S = round_key(stream_key, rnd)
     for item in range(clients.shape[0] * clients.shape[1] * clients.shape[2]):
-        _client_update(item, W, Xf, K, N, F, clients, epochs, batch, counts, keys, mu, clip, rho,
-                       loss, full, clipping, by_sample, e_max, b_max, out, off, xs, marg, ck, u2,
-                       wc, w, g)  # fmt: skip
+        _client_update(item, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units, mu,
+                       clip, rho, loss, full, clipping, by_sample, e_max, b_max, out, off, xs,
+                       marg, ck, u2, wc, w, g)  # fmt: skip
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
-def _sample_cell(key, K, L, u, cand_u, cand_k, row):
+def _kth_smallest(a, n, kth):
+    """The ``kth`` smallest (0-based) of ``a[:n]`` (quickselect; reorders ``a[:n]``)."""
+    lo, hi = 0, n - 1
+    while lo < hi:
+        pivot = a[(lo + hi) // 2]
+        i, j = lo, hi
+        while i <= j:
+            while a[i] < pivot:
+                i += 1
+            while a[j] > pivot:
+                j -= 1
+            if i <= j:
+                a[i], a[j] = a[j], a[i]
+                i += 1
+                j -= 1
+        if kth <= j:
+            hi = j
+        elif kth >= i:
+            lo = i
+        else:
+            break
+    return a[kth]
+
+
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def _sample_cell(key, K, L, cand_u, cand_k, sel, row):
     """The ``L`` clients of smallest keyed uniform of one cell, ascending, into ``row[L]``.
 
-    Scratch ``u[K]``, ``cand_u[K]``, ``cand_k[K]``. The ``K`` uniforms are computed in one
-    pass; those below a threshold a few standard deviations above the expected ``L``-th
-    smallest (``L/K``) are the candidates (all ``K`` if fewer than ``L`` pass); the ``L``-th
-    smallest candidate is found by sorting the candidates' uniforms, and the candidates at
-    or below it, in ascending client order, are the sample. Same set as the ``L`` smallest
-    of all ``K`` (uniforms are distinct with probability 1 − O(K²/2⁵³)).
+    Scratch ``cand_u[K]``, ``cand_k[K]``, ``sel[K]``. One pass computes the ``K`` uniforms
+    and keeps as candidates those below a threshold a few standard deviations above the
+    expected ``L``-th smallest (``L/K``; all ``K`` if fewer than ``L`` pass); the ``L``-th
+    smallest candidate ``τ`` is found by quickselect, and the candidates ``≤ τ``, in client
+    order, are the sample: the ``L`` smallest of all ``K`` (uniforms are distinct with
+    probability 1 − O(K²/2⁵³)).
     """
-    for k in range(K):
-        u[k] = keyed_uniform(key, k)
+    for k in range(K):  # a loop without dependences: vectorized
+        sel[k] = keyed_uniform(key, k)
     threshold = (L + 4.0 * np.sqrt(L) + 4.0) / K
     n = 0
-    if threshold < 1.0:
+    for k in range(K):
+        v = sel[k]
+        cand_u[n] = v
+        cand_k[n] = k
+        n += 1 if v < threshold else 0
+    if n < L:  # too few below the threshold (rare): every client is a candidate
         for k in range(K):
-            if u[k] < threshold:
-                cand_u[n] = u[k]
-                cand_k[n] = k
-                n += 1
-    if n < L:  # the threshold was too low (rare): every client is a candidate
-        for k in range(K):
-            cand_u[k] = u[k]
+            cand_u[k] = sel[k]
             cand_k[k] = k
         n = K
-    kth = np.sort(cand_u[:n])[L - 1]
+    for i in range(n):
+        sel[i] = cand_u[i]
+    tau = _kth_smallest(sel, n, L - 1)
     j = 0
     for i in range(n):
-        if cand_u[i] <= kth and j < L:
+        if cand_u[i] <= tau and j < L:
             row[j] = cand_k[i]
             j += 1
 
 
 @numba.njit(cache=True, error_model="numpy")
-def sample_clients(keys, K, out):
-    """Per cell ``keys[R, P]``, the ``L`` clients of smallest keyed uniform, into ``out``.
+def sample_clients(stream_key, rnd, reps, units, K, out):
+    """Per cell ``(r, p)``, the ``L`` clients of smallest keyed uniform, into ``out[R, P, L]``.
 
-    Uniform ``k`` is entry ``k`` of the ``sampling`` cell; ``out[R, P, L]`` ascending, as
+    Uniform ``k`` is entry ``k`` of cell ``(reps[r], units[p])`` of stream ``sampling`` (key
+    ``stream_key``) in round ``rnd`` (:func:`cell_key`); ``out`` ascending, as
     :func:`pgfl.engine.step.sample_clients` selects them (:func:`_sample_cell`).
     """
+    S = round_key(stream_key, rnd)
     R, P, L = out.shape
-    u = np.empty(K)
     cand_u = np.empty(K)
     cand_k = np.empty(K, dtype=np.int64)
+    sel = np.empty(K)
     for r in range(R):
         for p in range(P):
-            _sample_cell(keys[r, p], K, L, u, cand_u, cand_k, out[r, p])
+            _sample_cell(cell_key(S, reps[r], units[p]), K, L, cand_u, cand_k, sel, out[r, p])
 
 
 @numba.njit(cache=True, parallel=True, error_model="numpy")
-def sample_clients_parallel(keys, K, out, threads):
+def sample_clients_parallel(stream_key, rnd, reps, units, K, out, threads):
     """:func:`sample_clients` with the cells split over ``threads`` (cells cost the same)."""
     R, P, L = out.shape
+    S = round_key(stream_key, rnd)
     workers = min(threads, R * P)
     for t in numba.prange(workers):
-        u = np.empty(K)
         cand_u = np.empty(K)
         cand_k = np.empty(K, dtype=np.int64)
+        sel = np.empty(K)
         for cell in range(t * R * P // workers, (t + 1) * R * P // workers):
             r = cell // P
             p = cell - r * P
-            _sample_cell(keys[r, p], K, L, u, cand_u, cand_k, out[r, p])
+            _sample_cell(cell_key(S, reps[r], units[p]), K, L, cand_u, cand_k, sel, out[r, p])

@@ -39,6 +39,7 @@ import numpy as np
 
 from pgfl.extras import available, require
 from pgfl.problems import LeastSquares, Logistic
+from pgfl.rng import stream_key
 from pgfl.validation import ConfigError
 
 #: Environment variable that forces the local-phase implementation.
@@ -49,6 +50,9 @@ PARALLEL_WORK = 200_000
 #: Models of at most this dimension are trained one sample at a time in the kernel, larger ones
 #: one mini-batch at a time (:func:`pgfl.engine._kernels._client_update`; same bits).
 BY_SAMPLE_MAX_M = 4
+#: Rounds that draw at least this many client-sampling uniforms (repetitions × units × K)
+#: sample their units on every thread.
+PARALLEL_SAMPLING = 50_000
 #: Chunks of work items per thread in a parallel round (taken dynamically by the threads).
 CHUNKS_PER_THREAD = 4
 _LOSS_CODE = {LeastSquares: 0, Logistic: 1}
@@ -86,23 +90,45 @@ def draw_clients(block, draws) -> np.ndarray:
     """Compiled :func:`pgfl.engine.step.draw_clients`: the sampled clients ``[R, P_b, L]``.
 
     The same keyed uniforms (stream ``sampling``) and the same rule (the ``L`` smallest),
-    drawn and selected in one compiled loop.
+    drawn and selected in one compiled loop; the cells ``(r, p)`` are split over the
+    threads when there are at least :data:`PARALLEL_SAMPLING` uniforms to draw.
     """
     K = block.data.X.shape[1]
     R = draws.reps.size
     if block.L == K:
         return np.broadcast_to(np.arange(K), (R, block.size, K))
     out = np.empty((R, block.size, block.L), dtype=np.int64)
-    _sampler()(np.ascontiguousarray(draws.keys("sampling")), K, out)
+    cells = _cells(draws, "sampling")
+    serial, parallel = _samplers()
+    threads = _threads()
+    if threads > 1 and R * block.size * K >= PARALLEL_SAMPLING:
+        parallel(*cells, K, out, threads)
+    else:
+        serial(*cells, K, out)
     return out
 
 
-@lru_cache(maxsize=1)
-def _sampler():
-    require("numba", "fast", "the compiled local phase")
-    from pgfl.engine._kernels import sample_clients
+def _cells(draws, stream_name: str) -> tuple:
+    """``(stream key, round, reps, units)``: what the kernels need to key a stream's cells.
 
-    return sample_clients
+    The kernels compute each cell's key as :meth:`pgfl.rng.KeyedDraws.keys` does
+    (:func:`pgfl.engine._kernels.cell_key`; equal bit for bit, tested) instead of taking
+    the ``[R, P]`` keys, which numpy computes in five passes (≈ 5 µs a call).
+    """
+    return (
+        np.uint64(stream_key(draws.seed, stream_name)),
+        draws.round,
+        draws.reps,
+        draws.units,
+    )
+
+
+@lru_cache(maxsize=1)
+def _samplers():
+    _kernels()  # numba's threads start with the wait policy set there
+    from pgfl.engine._kernels import sample_clients, sample_clients_parallel
+
+    return sample_clients, sample_clients_parallel
 
 
 def local_models(W, block, curves, draws, clients) -> np.ndarray:
@@ -116,18 +142,14 @@ def local_models(W, block, curves, draws, clients) -> np.ndarray:
     L = clients.shape[2]
     Xy, epochs, batch, counts, rho, loss, full, e_max, b_max, per_client = _block_arrays(block)
     W = np.ascontiguousarray(W, dtype=np.float64)
-    if full:
-        keys = np.zeros((R, P), dtype=np.uint64)
-    else:
-        keys = np.ascontiguousarray(draws.keys("batches"))
     clip = curves.clip
     clipping = clip is not None
     clip = np.full(C, np.inf) if clip is None else np.asarray(clip, dtype=np.float64)
     out = np.empty((C, R, P, L, M))
     args = (
-        W, Xy, np.ascontiguousarray(clients, dtype=np.int64), epochs, batch, counts, keys,
-        np.asarray(curves.mu, dtype=np.float64), clip, rho, loss, full, clipping,
-        M <= BY_SAMPLE_MAX_M, e_max, b_max, out,
+        W, Xy, np.ascontiguousarray(clients, dtype=np.int64), epochs, batch, counts,
+        *_cells(draws, "batches"), np.asarray(curves.mu, dtype=np.float64), clip, rho, loss,
+        full, clipping, M <= BY_SAMPLE_MAX_M, e_max, b_max, out,
     )  # fmt: skip
     scratch_n = Xy.shape[2] if full else b_max
     threads = _threads()
@@ -168,7 +190,7 @@ def _block_arrays(block) -> tuple:
 
 
 def _threads() -> int:
-    """numba's thread count for the next parallel region (``numba.set_num_threads``)."""
+    """How many threads numba runs the next parallel region on (``numba.set_num_threads``)."""
     import numba
 
     return numba.get_num_threads()
