@@ -174,12 +174,13 @@ def _client_update(item, W, Xf, KNF, clients, epochs, batch, counts, S, reps, un
     ``KNF = (K, N, F)``, read at unsigned flat offsets (no array views, so no reference
     counts, and no wrap-around in the loops); ``S`` (:func:`round_key`), ``reps`` and
     ``units`` key the cells of stream ``batches``; the rest after ``out`` is the worker's
-    :func:`scratch`. The epoch's sample positions are drawn once and shared by the curves. Per curve ``c`` and epoch, with
-    ``κ_b = min(1, clip/‖∇_b‖)/B`` (``1/B`` without clipping) and the sums in these orders
-    (fixed here; the numpy path sums in another order): ``margin_b = Σ_m u_bm w_m`` (m
-    ascending), ``c_b`` = :func:`_residual_weight`, ``g_m = Σ_b u_bm (c_b κ_b)`` (b
-    ascending, from 0), then ``w_m ← w_m − (μ_c/E)(g_m + 2ρ (Σ_b κ_b) w_m)`` (``Σ_b κ_b``
-    is ``1`` without clipping).
+    :func:`scratch`. The epoch's sample positions are drawn once and shared by the curves.
+
+    Per curve ``c`` and epoch (eq. 3), with ``κ_b = min(1, clip/‖∇_b‖)/B`` (``1/B`` without
+    clipping) and the sums in these orders (fixed here; the numpy path sums in another
+    order): ``margin_b = Σ_m u_bm w_m`` (m ascending), ``c_b`` = :func:`_residual_weight`,
+    ``g_m = Σ_b u_bm (c_b κ_b)`` (b ascending, from 0), then
+    ``w_m ← w_m − (μ_c/E)(g_m + 2ρ (Σ_b κ_b) w_m)`` (``Σ_b κ_b`` is ``1`` without clipping).
 
     Two loop orders compute these same expressions: ``by_sample`` (small ``M``) one sample
     at a time; otherwise a mini-batch at a time: its samples gathered feature-major, all
@@ -392,19 +393,20 @@ def _kth_smallest(a, n, kth):
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
-def _sample_cell(key, K, L, cand_u, cand_k, sel, row):
+def _sample_cell(key, K, L, sigmas, cand_u, cand_k, sel, row):
     """The ``L`` clients of smallest keyed uniform of one cell, ascending, into ``row[L]``.
 
     Scratch ``cand_u[K]``, ``cand_k[K]``, ``sel[K]``. One pass computes the ``K`` uniforms
-    and keeps as candidates those below a threshold a few standard deviations above the
-    expected ``L``-th smallest (``L/K``; all ``K`` if fewer than ``L`` pass); the ``L``-th
+    and keeps as candidates those below ``(L + σ√L + σ)/K`` with ``σ = sigmas``, about
+    ``σ`` standard deviations above the ``L``-th smallest's mean ``L/K`` (all ``K`` if fewer
+    than ``L`` pass, which any ``sigmas`` leaves correct, only slower); the ``L``-th
     smallest candidate ``τ`` is found by quickselect, and the candidates ``≤ τ``, in client
     order, are the sample: the ``L`` smallest of all ``K`` (uniforms are distinct with
     probability 1 − O(K²/2⁵³)).
     """
     for k in range(K):  # a loop without dependences: vectorized
         sel[k] = keyed_uniform(key, k)
-    threshold = (L + 4.0 * np.sqrt(L) + 4.0) / K
+    threshold = (L + sigmas * np.sqrt(L) + sigmas) / K
     n = 0
     for k in range(K):
         v = sel[k]
@@ -427,7 +429,7 @@ def _sample_cell(key, K, L, cand_u, cand_k, sel, row):
 
 
 @numba.njit(cache=True, error_model="numpy")
-def sample_clients(stream_key, rnd, reps, units, K, out):
+def sample_clients(stream_key, rnd, reps, units, K, out, sigmas=4.0):
     """Per cell ``(r, p)``, the ``L`` clients of smallest keyed uniform, into ``out[R, P, L]``.
 
     Uniform ``k`` is entry ``k`` of cell ``(reps[r], units[p])`` of stream ``sampling`` (key
@@ -441,11 +443,13 @@ def sample_clients(stream_key, rnd, reps, units, K, out):
     sel = np.empty(K)
     for r in range(R):
         for p in range(P):
-            _sample_cell(cell_key(S, reps[r], units[p]), K, L, cand_u, cand_k, sel, out[r, p])
+            _sample_cell(
+                cell_key(S, reps[r], units[p]), K, L, sigmas, cand_u, cand_k, sel, out[r, p]
+            )
 
 
 @numba.njit(cache=True, parallel=True, error_model="numpy")
-def sample_clients_parallel(stream_key, rnd, reps, units, K, out, threads):
+def sample_clients_parallel(stream_key, rnd, reps, units, K, out, threads, sigmas=4.0):
     """:func:`sample_clients` with the cells split over ``threads`` (cells cost the same)."""
     R, P, L = out.shape
     S = round_key(stream_key, rnd)
@@ -457,4 +461,6 @@ def sample_clients_parallel(stream_key, rnd, reps, units, K, out, threads):
         for cell in range(t * R * P // workers, (t + 1) * R * P // workers):
             r = cell // P
             p = cell - r * P
-            _sample_cell(cell_key(S, reps[r], units[p]), K, L, cand_u, cand_k, sel, out[r, p])
+            _sample_cell(
+                cell_key(S, reps[r], units[p]), K, L, sigmas, cand_u, cand_k, sel, out[r, p]
+            )

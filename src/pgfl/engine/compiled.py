@@ -125,7 +125,7 @@ def _cells(draws, stream_name: str) -> tuple:
 
 @lru_cache(maxsize=1)
 def _samplers():
-    _kernels()  # numba's threads start with the wait policy set there
+    _kernels()
     from pgfl.engine._kernels import sample_clients, sample_clients_parallel
 
     return sample_clients, sample_clients_parallel
@@ -191,9 +191,31 @@ def _block_arrays(block) -> tuple:
 
 def _threads() -> int:
     """How many threads numba runs the next parallel region on (``numba.set_num_threads``)."""
+    _kernels()  # numba's threads start after the wait policy is set there
     import numba
 
     return numba.get_num_threads()
+
+
+def set_threads(n: int | None) -> int:
+    """Run the compiled kernels on ``n`` threads from now on (``None``: all); the old count.
+
+    ``n`` is at most numba's thread pool size (``NUMBA_NUM_THREADS``, default: the cores).
+    The results do not depend on it (bit for bit); only the speed does.
+    """
+    old = _threads()
+    import numba
+
+    numba.set_num_threads(max_threads() if n is None else n)
+    return old
+
+
+def max_threads() -> int:
+    """The largest thread count :func:`set_threads` accepts (numba's thread pool size)."""
+    require("numba", "fast", "the compiled local phase")
+    import numba
+
+    return int(numba.config.NUMBA_NUM_THREADS)
 
 
 @lru_cache(maxsize=1)
