@@ -72,7 +72,8 @@ def test_both_loop_orders_and_any_chunking_give_the_same_bits(monkeypatch, threa
     draws = KeyedDraws(4, 3, [0, 1], block.units)
     clients = compiled.draw_clients(block, draws)
     results = []
-    for by_sample, parallel, chunks in [(1000, 1 << 62, 4), (0, 1 << 62, 4), (0, 0, 1), (1000, 0, 7)]:
+    serial = 1 << 62
+    for by_sample, parallel, chunks in [(1000, serial, 4), (0, serial, 4), (0, 0, 1), (1000, 0, 7)]:
         monkeypatch.setattr(compiled, "BY_SAMPLE_MAX_M", by_sample)
         monkeypatch.setattr(compiled, "PARALLEL_WORK", parallel)
         monkeypatch.setattr(compiled, "CHUNKS_PER_THREAD", chunks)
