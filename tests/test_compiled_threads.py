@@ -225,3 +225,49 @@ def _kernels_local(W, net, mu):
         return compiled.local_models(W, block, curves, KeyedDraws(0, 1, [0], [0]), clients)
     finally:
         compiled.PARALLEL_WORK = saved
+
+
+def test_bench_threads_json_is_a_curve_with_speedups_and_an_amdahl_fit(capsys):
+    from pgfl.cli import main
+
+    main(["bench", "--threads", "--json", "--seconds", "0.01"])
+    result = json.loads(capsys.readouterr().out)
+    counts = result["threads"]
+    assert counts[0] == 1 and counts[-1] == compiled.max_threads()
+    assert result["local_phase"] == "compiled"
+    for case in ("paper", "paper_fig2", "paper_trials"):
+        points = [p for p in result["curve"] if p["case"] == case]
+        assert [p["threads"] for p in points] == counts
+        assert points[0]["speedup"] == 1.0
+        for p in points:
+            assert p["speedup"] == pytest.approx(
+                p["client_updates_per_s"] / points[0]["client_updates_per_s"]
+            )
+        fit = result["amdahl"][case]
+        if counts[-1] > 1:
+            n, speedup = counts[-1], points[-1]["speedup"]
+            s = fit["serial_fraction"]
+            assert s == pytest.approx((n / speedup - 1) / (n - 1))
+
+
+def test_bench_compare_threads_gives_one_row_per_thread_count(capsys):
+    from pgfl.cli import main
+
+    main(["bench", "--compare", "--threads", "--json", "--seconds", "0.01"])
+    rows = json.loads(capsys.readouterr().out)["compare"]
+    counts = [r["threads"] for r in rows if r["workload"] == "flower"]
+    assert counts[0] == 1 and counts[-1] == compiled.max_threads()
+    for r in rows:
+        assert r["ratio"] == pytest.approx(
+            r["pgfl_client_updates_per_s"] / r["loop_client_updates_per_s"]
+        )
+
+
+def test_amdahl_fit_inverts_the_law():
+    from pgfl.bench import amdahl_serial_fraction, amdahl_speedup, thread_counts
+
+    for s in (0.0, 0.1, 0.5, 1.0):
+        for n in (2, 3, 16):
+            assert amdahl_serial_fraction(n, amdahl_speedup(s, n)) == pytest.approx(s)
+    assert amdahl_serial_fraction(1, 1.0) is None
+    assert thread_counts(2) == [1, 2] and thread_counts(12) == [1, 2, 4, 8, 12]

@@ -496,23 +496,43 @@ def bench(
             "--compare", help="pgfl vs a per-client numpy loop on the same work (paper, flower)."
         ),
     ] = False,
+    threads: Annotated[
+        bool,
+        typer.Option(
+            "--threads",
+            help="Measure on 1, 2, 4, ... threads up to the cores (compiled local phase) and fit "
+            "Amdahl's serial fraction; with --compare, the ratio on each thread count.",
+        ),
+    ] = False,
 ) -> None:
     """Measure engine throughput (client updates per second) at paper and larger scales."""
+    from pgfl.bench import bench_threads, run_bench, thread_counts
     from pgfl.bench import compare as run_compare
-    from pgfl.bench import run_bench
 
     seconds = check_real("--seconds", seconds, lo=0.0, lo_open=True)
     log = None if as_json else err.print
-    result = run_compare(seconds, log) if compare else run_bench(scale, seconds, log)
+    counts = None
+    if threads:
+        from pgfl.engine.compiled import max_threads
+
+        counts = thread_counts(max_threads())
+    if compare:
+        result = run_compare(seconds, log, counts)
+    elif threads:
+        result = bench_threads(scale, seconds, log, counts)
+    else:
+        result = run_bench(scale, seconds, log)
     if as_json:
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
         return
+    notes = []
     if compare:
         title = "pgfl bench --compare (client updates per second)"
-        columns = ("workload", "pgfl", "per-client loop", "ratio", "local phase")
+        columns = ("workload", "threads", "pgfl", "per-client loop", "ratio", "local phase")
         rows = [
             (
                 r["workload"],
+                str(r.get("threads", "-")),
                 f"{r['pgfl_client_updates_per_s']:,.0f}",
                 f"{r['loop_client_updates_per_s']:,.0f}",
                 f"{r['ratio']:.1f}x",
@@ -520,6 +540,29 @@ def bench(
             )
             for r in result["compare"]
         ]
+    elif threads:
+        title = f"pgfl bench --threads (local phase: {result['local_phase']})"
+        columns = ("case", "threads", "client_updates_per_s", "speed-up", "rounds_per_s", "trials")
+        rows = [
+            (
+                c["case"],
+                str(c["threads"]),
+                f"{c['client_updates_per_s']:,.0f}",
+                f"{c['speedup']:.2f}x",
+                f"{c['rounds_per_s']:,.1f}",
+                str(c["trials"]),
+            )
+            for c in result["curve"]
+        ]
+        for name, fit in result["amdahl"].items():
+            if fit["serial_fraction"] is not None and fit["serial_fraction"] > 1.0:
+                notes.append(f"{name}: no speed-up on more threads (other jobs on the cores?)")
+            elif fit["serial_fraction"] is not None:
+                notes.append(
+                    f"{name}: Amdahl serial fraction {fit['serial_fraction']:.2f} "
+                    f"(1 vs {fit['threads'][1]} threads); predicts "
+                    f"{fit['predicted_speedup_16']:.1f}x on 16 threads"
+                )
     else:
         title = "pgfl bench"
         columns = ("case", "client_updates_per_s", "rounds_per_s", "trials", "peak_rss_gib")
@@ -539,6 +582,8 @@ def bench(
     for row in rows:
         table.add_row(*row)
     out.print(table)
+    for note in notes:
+        out.print(note)
 
 
 def _usage_message(exc: Exception) -> str:

@@ -120,14 +120,14 @@ def _prefetch(typingctx, array, index):
 def scratch(n, C, M):
     """A worker's scratch arrays for mini-batches of up to ``n`` samples, ``C`` curves, ``M``.
 
-    ``off[2, n]`` flat offsets of this epoch's samples and the next's, ``xs[M + 1, n]`` the
-    mini-batch feature-major (target last), ``marg[n]`` margins ``u_bᵀw``, ``ck[n]`` residual
-    weights times clipping factors, ``u2[n]`` squared feature norms, ``wc[C, M]`` the
-    curves' models between epochs, ``w[M]`` and ``g[M]`` one curve's model and gradient.
+    ``off[2, n]`` flat offsets of this epoch's samples and the next's, ``marg[n]`` margins
+    ``u_bᵀw``, ``ck[n]`` residual weights times clipping factors, ``u2[n]`` squared feature
+    norms, ``wc[C, M]`` the curves' models between epochs, ``w[M]`` and ``g[M]`` one curve's
+    model and gradient.
     """
     return (
-        np.zeros((2, n), dtype=np.uint64), np.zeros((M + 1, n)), np.zeros(n), np.zeros(n),
-        np.zeros(n), np.zeros((C, M)), np.zeros(M), np.zeros(M),
+        np.zeros((2, n), dtype=np.uint64), np.zeros(n), np.zeros(n), np.zeros(n),
+        np.zeros((C, M)), np.zeros(M), np.zeros(M),
     )  # fmt: skip
 
 
@@ -166,7 +166,7 @@ def _offsets(off, key, first, B, n_k, row0, F, full):
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
 def _client_update(item, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units, mu,
-                   clip, rho, loss, full, clipping, by_sample, e_max, b_max, out, off, xs, marg,
+                   clip, rho, loss, full, clipping, by_sample, e_max, b_max, out, off, marg,
                    ckb, u2b, wc, w, g):  # fmt: skip
     """Local SGD of work item ``item`` = sampled client ``(r, p, slot)``, every curve.
 
@@ -183,9 +183,10 @@ def _client_update(item, W, Xf, KNF, clients, epochs, batch, counts, S, reps, un
     ``w_m ← w_m − (μ_c/E)(g_m + 2ρ (Σ_b κ_b) w_m)`` (``Σ_b κ_b`` is ``1`` without clipping).
 
     Two loop orders compute these same expressions: ``by_sample`` (small ``M``) one sample
-    at a time; otherwise a mini-batch at a time: its samples gathered feature-major, all
-    margins, all residual weights (the ``tanh`` calls of a batch do not wait on each
-    other), then ``g`` row by row, with the next epoch's samples prefetched meanwhile.
+    at a time; otherwise a mini-batch at a time: all margins (feature by feature, so the
+    ``B`` sums advance together instead of one long chain after another), all residual
+    weights (the ``tanh`` calls of a batch do not wait on each other), then ``g`` sample by
+    sample, with the next epoch's samples prefetched meanwhile.
     """
     C, R, P, M = W.shape
     L = clients.shape[2]
@@ -218,11 +219,6 @@ def _client_update(item, W, Xf, KNF, clients, epochs, batch, counts, S, reps, un
                     for j in range(0, F, 8):
                         _prefetch(Xf, off[nxt, b] + np.uint64(j))
                     _prefetch(Xf, off[nxt, b] + uM)
-        if not by_sample:
-            for b in range(B):
-                x0 = off[cur, b]
-                for m in range(M + 1):
-                    xs[m, b] = Xf[x0 + np.uint64(m)]
         if clipping:
             for b in range(B):
                 x0 = off[cur, b]
@@ -258,10 +254,10 @@ def _client_update(item, W, Xf, KNF, clients, epochs, batch, counts, S, reps, un
                 for m in range(M):
                     wm = w[m]
                     for b in range(B):
-                        marg[b] += xs[m, b] * wm
+                        marg[b] += Xf[off[cur, b] + np.uint64(m)] * wm
                 for b in range(B):
                     margin = marg[b]
-                    cw = _residual_weight(loss, margin, xs[M, b])
+                    cw = _residual_weight(loss, margin, Xf[off[cur, b] + uM])
                     kc = wt
                     if clipping:
                         kc = _kept(cw, u2b[b], margin, w2, rho, clip[c], wt)
@@ -342,7 +338,7 @@ def local_sgd(W, Xy, clients, epochs, batch, counts, stream_key, rnd, reps, unit
     Xf, KNF = Xy.reshape(-1), Xy.shape[1:]
     S = round_key(stream_key, rnd)
     for _ in numba.prange(workers):
-        off, xs, marg, ck, u2, wc, w, g = scratch(scratch_n, W.shape[0], W.shape[3])
+        off, marg, ck, u2, wc, w, g = scratch(scratch_n, W.shape[0], W.shape[3])
         while True:
             j = _fetch_add(taken, 1)
             if j >= n_chunks:
@@ -350,7 +346,7 @@ def local_sgd(W, Xy, clients, epochs, batch, counts, stream_key, rnd, reps, unit
             for item in range(bounds[j], bounds[j + 1]):
                 _client_update(item, W, Xf, KNF, clients, epochs, batch, counts, S, reps,
                                units, mu, clip, rho, loss, full, clipping, by_sample, e_max, b_max,
-                               out, off, xs, marg, ck, u2, wc, w, g)  # fmt: skip
+                               out, off, marg, ck, u2, wc, w, g)  # fmt: skip
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -358,12 +354,12 @@ def local_sgd_serial(W, Xy, clients, epochs, batch, counts, stream_key, rnd, rep
                      clip, rho, loss, full, clipping, by_sample, e_max, b_max, out,
                      scratch_n):  # fmt: skip
     """:func:`local_sgd` on the calling thread (small rounds: no thread start-up)."""
-    off, xs, marg, ck, u2, wc, w, g = scratch(scratch_n, W.shape[0], W.shape[3])
+    off, marg, ck, u2, wc, w, g = scratch(scratch_n, W.shape[0], W.shape[3])
     Xf, KNF = Xy.reshape(-1), Xy.shape[1:]
     S = round_key(stream_key, rnd)
     for item in range(clients.shape[0] * clients.shape[1] * clients.shape[2]):
         _client_update(item, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units, mu,
-                       clip, rho, loss, full, clipping, by_sample, e_max, b_max, out, off, xs,
+                       clip, rho, loss, full, clipping, by_sample, e_max, b_max, out, off,
                        marg, ck, u2, wc, w, g)  # fmt: skip
 
 
