@@ -49,8 +49,8 @@ def test_parallel_kernel_equals_numpy_and_is_bit_identical_across_threads(
 ):
     """Every scheme, sharing mode and clipping; both loop orders; 1, 2 (and 4) threads."""
     monkeypatch.setattr(compiled, "PARALLEL_WORK", 0)  # the parallel kernel even when tiny
-    monkeypatch.setattr(compiled, "BY_SAMPLE_MAX_M", 1000 if by_sample else 0)
-    net = small_network(P=4, K=20, L=12, problem=problem, batch=batch)
+    monkeypatch.setattr(compiled, "SAMPLE_LOOP", by_sample)
+    net = small_network(P=4, K=20, L=12, M=2, problem=problem, batch=batch)
     reference = rounds(monkeypatch, "numpy", net, CURVES, R=3)
     first = None
     for t in _counts():
@@ -65,16 +65,17 @@ def test_parallel_kernel_equals_numpy_and_is_bit_identical_across_threads(
 
 
 @pytest.mark.parametrize("problem", ["ls", "logistic"])
-def test_both_loop_orders_and_any_chunking_give_the_same_bits(monkeypatch, threads, problem):
-    net = small_network(P=3, K=8, L=6, M=7, problem=problem)  # M = 7: 8 floats per sample
+@pytest.mark.parametrize("M", [2, 7])  # 7: 8 floats per sample, the prefetch's line
+def test_both_loop_orders_and_any_chunking_give_the_same_bits(monkeypatch, threads, problem, M):
+    net = small_network(P=3, K=8, L=6, M=M, problem=problem)
     block, batch = net.block(), CurveBatch.of(CURVES)
-    W = np.random.default_rng(0).standard_normal((len(CURVES), 2, 3, 7)) * 0.3
+    W = np.random.default_rng(0).standard_normal((len(CURVES), 2, 3, M)) * 0.3
     draws = KeyedDraws(4, 3, [0, 1], block.units)
     clients = compiled.draw_clients(block, draws)
     results = []
     serial = 1 << 62
-    for by_sample, parallel, chunks in [(1000, serial, 4), (0, serial, 4), (0, 0, 1), (1000, 0, 7)]:
-        monkeypatch.setattr(compiled, "BY_SAMPLE_MAX_M", by_sample)
+    for by_sample, parallel, chunks in [(1, serial, 4), (0, serial, 4), (0, 0, 1), (1, 0, 7)]:
+        monkeypatch.setattr(compiled, "SAMPLE_LOOP", bool(by_sample))
         monkeypatch.setattr(compiled, "PARALLEL_WORK", parallel)
         monkeypatch.setattr(compiled, "CHUNKS_PER_THREAD", chunks)
         threads(max(_counts()))

@@ -153,102 +153,150 @@ def _kept(cw, u2, margin, w2, rho, clip, wt):
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
-def _offsets(off, key, first, B, n_k, row0, F, full):
-    """``off[b]`` = flat offset of mini-batch sample ``b``: row ``row0 + ⌊u_b n_k⌋`` times ``F``.
+def _offsets(off, i, key, first, B, n_k, row0, F, full):
+    """``off[i, b]`` = flat offset of mini-batch sample ``b``: row ``row0 + ⌊u_b n_k⌋`` × ``F``.
 
     ``u_b`` is entry ``first + b`` of the keyed cell ``key``; full batches take rows
     ``row0..row0+B-1``. Offsets are unsigned, so reads need no negative-index wrap-around.
     """
     for b in range(B):
         n = b if full else np.int64(keyed_uniform(key, first + b) * n_k)
-        off[b] = np.uint64((row0 + n) * F)
+        off[i, b] = np.uint64((row0 + n) * F)
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
-def _client_update(item, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units, mu,
-                   clip, rho, loss, full, clipping, by_sample, e_max, b_max, out, off, marg,
-                   ckb, u2b, wc, w, g):  # fmt: skip
-    """Local SGD of work item ``item`` = sampled client ``(r, p, slot)``, every curve.
+def _item(item, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units):
+    """Work item ``item`` (row-major over ``[R, P, L]``): ``(r, p, slot, E, B, n_k, key, row0)``.
 
-    ``item`` indexes ``[R, P, L]`` row-major; ``Xf`` is ``Xy[P, K, N, F = M+1]`` flattened,
-    ``KNF = (K, N, F)``, read at unsigned flat offsets (no array views, so no reference
-    counts, and no wrap-around in the loops); ``S`` (:func:`round_key`), ``reps`` and
-    ``units`` key the cells of stream ``batches``; the rest after ``out`` is the worker's
-    :func:`scratch`. The epoch's sample positions are drawn once and shared by the curves.
+    ``E``, ``B`` and ``n_k`` are the client's epochs, batch size (``n_k`` for full batches)
+    and sample count, ``key`` its cell's key of stream ``batches``, ``row0`` the flat row of
+    its first sample.
+    """
+    r = item // (P * L)
+    rest = item - r * (P * L)
+    p = rest // L
+    slot = rest - p * L
+    k = clients[r, p, slot]
+    n_k = counts[p, k]
+    B = n_k if full else batch[p, k]
+    return r, p, slot, epochs[p, k], B, n_k, cell_key(S, reps[r], units[p]), (p * K + k) * N
+
+
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def _items_m2(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units, mu, clip, rho,
+              loss, full, clipping, e_max, b_max, out, off, u2b, wc):  # fmt: skip
+    """Work items ``lo..hi-1`` for ``M = 2`` (the papers'): sample by sample, in registers.
+
+    The expressions and orders of :func:`_items_by_batch` (each sum starts from ``0.0`` and
+    adds its terms in order), so the same bits; with two coordinates the model, gradient
+    and margin stay in registers instead of memory, which halves the time per sample.
+    """
+    C, R, P = W.shape[:3]
+    L = clients.shape[2]
+    K, N, F = KNF
+    one, two = np.uint64(1), np.uint64(2)
+    for item in range(lo, hi):
+        r, p, slot, E, B, n_k, key, row0 = _item(
+            item, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units
+        )
+        wt = 1.0 / B
+        for c in range(C):
+            wc[c, 0] = W[c, r, p, 0]
+            wc[c, 1] = W[c, r, p, 1]
+        for e in range(E):
+            if e == 0 or not full:  # a full batch is the same every epoch
+                _offsets(off, 0, key, (slot * e_max + e) * b_max, B, n_k, row0, F, full)
+                if clipping:
+                    for b in range(B):
+                        x0 = off[0, b]
+                        u2b[b] = 0.0 + Xf[x0] * Xf[x0] + Xf[x0 + one] * Xf[x0 + one]
+            for c in range(C):
+                w0 = wc[c, 0]
+                w1 = wc[c, 1]
+                ww = 0.0 + w0 * w0 + w1 * w1 if clipping else 0.0
+                g0 = 0.0
+                g1 = 0.0
+                kept = 0.0
+                for b in range(B):
+                    x0 = off[0, b]
+                    u0 = Xf[x0]
+                    u1 = Xf[x0 + one]
+                    margin = 0.0 + u0 * w0 + u1 * w1
+                    cw = _residual_weight(loss, margin, Xf[x0 + two])
+                    kc = wt
+                    if clipping:
+                        kc = _kept(cw, u2b[b], margin, ww, rho, clip[c], wt)
+                        kept += kc
+                    ck = cw * kc
+                    g0 = g0 + u0 * ck
+                    g1 = g1 + u1 * ck
+                step = mu[c] / E
+                reg = 2.0 * rho * (kept if clipping else 1.0)
+                wc[c, 0] = w0 - step * (g0 + reg * w0)
+                wc[c, 1] = w1 - step * (g1 + reg * w1)
+        for c in range(C):
+            out[c, r, p, slot, 0] = wc[c, 0]
+            out[c, r, p, slot, 1] = wc[c, 1]
+
+
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def _items_by_batch(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units, mu, clip,
+                    rho, loss, full, clipping, e_max, b_max, out, off, marg, ckb, u2b, wc, w,
+                    g):  # fmt: skip
+    """Work items ``lo..hi-1``, any ``M``: local SGD of each sampled client, every curve.
 
     Per curve ``c`` and epoch (eq. 3), with ``κ_b = min(1, clip/‖∇_b‖)/B`` (``1/B`` without
     clipping) and the sums in these orders (fixed here; the numpy path sums in another
     order): ``margin_b = Σ_m u_bm w_m`` (m ascending), ``c_b`` = :func:`_residual_weight`,
     ``g_m = Σ_b u_bm (c_b κ_b)`` (b ascending, from 0), then
     ``w_m ← w_m − (μ_c/E)(g_m + 2ρ (Σ_b κ_b) w_m)`` (``Σ_b κ_b`` is ``1`` without clipping).
+    The epoch's sample positions are drawn once and shared by the curves.
 
-    Two loop orders compute these same expressions: ``by_sample`` (small ``M``) one sample
-    at a time; otherwise a mini-batch at a time: all margins (feature by feature, so the
-    ``B`` sums advance together instead of one long chain after another), all residual
-    weights (the ``tanh`` calls of a batch do not wait on each other), then ``g`` sample by
-    sample, with the next epoch's samples prefetched meanwhile.
+    A mini-batch at a time: all margins (feature by feature, so the ``B`` sums advance
+    together instead of one long chain after another), all residual weights (the ``tanh``
+    calls of a batch do not wait on each other), then ``g`` sample by sample, with the next
+    epoch's samples prefetched meanwhile. :func:`_items_m2` computes the same expressions
+    sample by sample.
     """
     C, R, P, M = W.shape
     L = clients.shape[2]
     K, N, F = KNF
-    r = item // (P * L)
-    rest = item - r * (P * L)
-    p = rest // L
-    slot = rest - p * L
-    k = clients[r, p, slot]
-    E = epochs[p, k]
-    n_k = counts[p, k]
-    B = n_k if full else batch[p, k]
-    wt = 1.0 / B
-    key = cell_key(S, reps[r], units[p])
-    row0 = (p * K + k) * N  # the client's first sample
     uM = np.uint64(M)
-    for c in range(C):
-        for m in range(M):
-            wc[c, m] = W[c, r, p, m]
-    cur = 0
-    _offsets(off[0], key, slot * e_max * b_max, B, n_k, row0, F, full)
-    for e in range(E):
-        nxt = 1 - cur
-        if full:
-            nxt = cur
-        elif e + 1 < E:  # the next epoch's samples; prefetched while this epoch computes
-            _offsets(off[nxt], key, (slot * e_max + e + 1) * b_max, B, n_k, row0, F, full)
-            if not by_sample:
+    for item in range(lo, hi):
+        r, p, slot, E, B, n_k, key, row0 = _item(
+            item, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units
+        )
+        wt = 1.0 / B
+        for c in range(C):
+            for m in range(M):
+                wc[c, m] = W[c, r, p, m]
+        cur = 0
+        _offsets(off, 0, key, slot * e_max * b_max, B, n_k, row0, F, full)
+        for e in range(E):
+            nxt = 1 - cur
+            if full:
+                nxt = cur
+            elif e + 1 < E:  # the next epoch's samples; prefetched while this epoch computes
+                _offsets(off, nxt, key, (slot * e_max + e + 1) * b_max, B, n_k, row0, F, full)
                 for b in range(B):
                     for j in range(0, F, 8):
                         _prefetch(Xf, off[nxt, b] + np.uint64(j))
                     _prefetch(Xf, off[nxt, b] + uM)
-        if clipping:
-            for b in range(B):
-                x0 = off[cur, b]
-                s = 0.0
-                for m in range(M):
-                    s += Xf[x0 + np.uint64(m)] * Xf[x0 + np.uint64(m)]
-                u2b[b] = s
-        for c in range(C):
-            w2 = 0.0
-            for m in range(M):
-                w[m] = wc[c, m]
-                g[m] = 0.0
-                if clipping:
-                    w2 += w[m] * w[m]
-            kept = 0.0
-            if by_sample:
+            if clipping:
                 for b in range(B):
                     x0 = off[cur, b]
-                    margin = 0.0
+                    s = 0.0
                     for m in range(M):
-                        margin += Xf[x0 + np.uint64(m)] * w[m]
-                    cw = _residual_weight(loss, margin, Xf[x0 + uM])
-                    kc = wt
+                        s += Xf[x0 + np.uint64(m)] * Xf[x0 + np.uint64(m)]
+                    u2b[b] = s
+            for c in range(C):
+                w2 = 0.0
+                for m in range(M):
+                    w[m] = wc[c, m]
+                    g[m] = 0.0
                     if clipping:
-                        kc = _kept(cw, u2b[b], margin, w2, rho, clip[c], wt)
-                        kept += kc
-                    ck = cw * kc
-                    for m in range(M):
-                        g[m] += Xf[x0 + np.uint64(m)] * ck
-            else:
+                        w2 += w[m] * w[m]
+                kept = 0.0
                 for b in range(B):
                     marg[b] = 0.0
                 for m in range(M):
@@ -268,14 +316,34 @@ def _client_update(item, W, Xf, KNF, clients, epochs, batch, counts, S, reps, un
                     ck = ckb[b]
                     for m in range(M):
                         g[m] += Xf[x0 + np.uint64(m)] * ck
-            step = mu[c] / E
-            reg = 2.0 * rho * (kept if clipping else 1.0)
+                step = mu[c] / E
+                reg = 2.0 * rho * (kept if clipping else 1.0)
+                for m in range(M):
+                    wc[c, m] = w[m] - step * (g[m] + reg * w[m])
+            cur = nxt
+        for c in range(C):
             for m in range(M):
-                wc[c, m] = w[m] - step * (g[m] + reg * w[m])
-        cur = nxt
-    for c in range(C):
-        for m in range(M):
-            out[c, r, p, slot, m] = wc[c, m]
+                out[c, r, p, slot, m] = wc[c, m]
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _run_items(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units, mu, clip, rho,
+               loss, full, clipping, by_sample, e_max, b_max, out, sc):  # fmt: skip
+    """Work items ``lo..hi-1`` with the worker's :func:`scratch` ``sc``.
+
+    One loop nest per mode (one loop whose body holds both optimized worse): with
+    ``by_sample`` and ``M = 2`` sample by sample (:func:`_items_m2`), else a mini-batch at
+    a time (:func:`_items_by_batch`). Compiled once (not inlined into the kernels: that
+    doubled the compile time) and called once per chunk.
+    """
+    off, marg, ck, u2, wc, w, g = sc
+    if by_sample and W.shape[3] == 2:
+        _items_m2(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units, mu, clip,
+                  rho, loss, full, clipping, e_max, b_max, out, off, u2, wc)  # fmt: skip
+    else:
+        _items_by_batch(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units, mu,
+                        clip, rho, loss, full, clipping, e_max, b_max, out, off, marg, ck, u2, wc,
+                        w, g)  # fmt: skip
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -318,8 +386,8 @@ def chunk_bounds(clients, epochs, batch, counts, full, n_chunks):
 
 @numba.njit(cache=True, parallel=True, error_model="numpy")
 def local_sgd(W, Xy, clients, epochs, batch, counts, stream_key, rnd, reps, units, mu, clip, rho,
-              loss, full, clipping,
-              by_sample, e_max, b_max, out, threads, n_chunks, scratch_n):  # fmt: skip
+              loss, full, clipping, by_sample, e_max, b_max, out, threads, n_chunks,
+              scratch_n):  # fmt: skip
     """Local SGD of every sampled client of every curve and repetition (eq. 3), in place.
 
     ``W[C, R, P, M]`` start models, ``Xy[P, K, N, M+1]`` samples with the target last,
@@ -338,15 +406,14 @@ def local_sgd(W, Xy, clients, epochs, batch, counts, stream_key, rnd, reps, unit
     Xf, KNF = Xy.reshape(-1), Xy.shape[1:]
     S = round_key(stream_key, rnd)
     for _ in numba.prange(workers):
-        off, marg, ck, u2, wc, w, g = scratch(scratch_n, W.shape[0], W.shape[3])
+        sc = scratch(scratch_n, W.shape[0], W.shape[3])
         while True:
             j = _fetch_add(taken, 1)
             if j >= n_chunks:
                 break
-            for item in range(bounds[j], bounds[j + 1]):
-                _client_update(item, W, Xf, KNF, clients, epochs, batch, counts, S, reps,
-                               units, mu, clip, rho, loss, full, clipping, by_sample, e_max, b_max,
-                               out, off, marg, ck, u2, wc, w, g)  # fmt: skip
+            _run_items(bounds[j], bounds[j + 1], W, Xf, KNF, clients, epochs, batch, counts, S,
+                       reps, units, mu, clip, rho, loss, full, clipping, by_sample, e_max, b_max,
+                       out, sc)  # fmt: skip
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -354,13 +421,11 @@ def local_sgd_serial(W, Xy, clients, epochs, batch, counts, stream_key, rnd, rep
                      clip, rho, loss, full, clipping, by_sample, e_max, b_max, out,
                      scratch_n):  # fmt: skip
     """:func:`local_sgd` on the calling thread (small rounds: no thread start-up)."""
-    off, marg, ck, u2, wc, w, g = scratch(scratch_n, W.shape[0], W.shape[3])
-    Xf, KNF = Xy.reshape(-1), Xy.shape[1:]
-    S = round_key(stream_key, rnd)
-    for item in range(clients.shape[0] * clients.shape[1] * clients.shape[2]):
-        _client_update(item, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units, mu,
-                       clip, rho, loss, full, clipping, by_sample, e_max, b_max, out, off,
-                       marg, ck, u2, wc, w, g)  # fmt: skip
+    sc = scratch(scratch_n, W.shape[0], W.shape[3])
+    items = clients.shape[0] * clients.shape[1] * clients.shape[2]
+    _run_items(np.int64(0), items, W, Xy.reshape(-1), Xy.shape[1:], clients, epochs, batch, counts,
+               round_key(stream_key, rnd), reps, units, mu, clip, rho, loss, full, clipping,
+               by_sample, e_max, b_max, out, sc)  # fmt: skip
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy")

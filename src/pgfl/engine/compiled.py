@@ -47,9 +47,10 @@ ENV = "PGFL_LOCAL_PHASE"
 #: Rounds with less work than this (curves × sampled clients × E_max·B_max × M, an upper
 #: bound) run on the calling thread: starting the worker threads would cost more than it saves.
 PARALLEL_WORK = 200_000
-#: Models of at most this dimension are trained one sample at a time in the kernel, larger ones
-#: one mini-batch at a time (:func:`pgfl.engine._kernels._client_update`; same bits).
-BY_SAMPLE_MAX_M = 4
+#: Models of dimension 2 (the papers') are trained one sample at a time with the model in
+#: registers (:func:`pgfl.engine._kernels._items_m2`), others one mini-batch at a time
+#: (:func:`pgfl.engine._kernels._items_by_batch`); False: every model by mini-batch. Same bits.
+SAMPLE_LOOP = True
 #: Rounds that draw at least this many client-sampling uniforms (repetitions × units × K)
 #: sample their units on every thread.
 PARALLEL_SAMPLING = 50_000
@@ -149,7 +150,7 @@ def local_models(W, block, curves, draws, clients) -> np.ndarray:
     args = (
         W, Xy, np.ascontiguousarray(clients, dtype=np.int64), epochs, batch, counts,
         *_cells(draws, "batches"), np.asarray(curves.mu, dtype=np.float64), clip, rho, loss,
-        full, clipping, M <= BY_SAMPLE_MAX_M, e_max, b_max, out,
+        full, clipping, SAMPLE_LOOP, e_max, b_max, out,
     )  # fmt: skip
     scratch_n = Xy.shape[2] if full else b_max
     threads = _threads()
