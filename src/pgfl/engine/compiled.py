@@ -45,15 +45,18 @@ from pgfl.validation import ConfigError
 #: Environment variable that forces the local-phase implementation.
 ENV = "PGFL_LOCAL_PHASE"
 #: Rounds with less work than this (curves × sampled clients × E_max·B_max × M, an upper
-#: bound) run on the calling thread: starting the worker threads would cost more than it saves.
-PARALLEL_WORK = 200_000
+#: bound; about 1–2 ns each) run on the calling thread. A parallel region costs about 4 µs
+#: to start and join on 2 threads, and 10–35% more CPU time in all (wake-ups, imbalance):
+#: below ~50 µs of kernel work (the papers' single trial, 22,000) the threads cost about
+#: what they save, and lose when another job holds a core (benchmarks/bench_threads.py).
+PARALLEL_WORK = 50_000
 #: Models of dimension 2 (the papers') are trained one sample at a time with the model in
 #: registers (:func:`pgfl.engine._kernels._items_m2`), others one mini-batch at a time
 #: (:func:`pgfl.engine._kernels._items_by_batch`); False: every model by mini-batch. Same bits.
 SAMPLE_LOOP = True
-#: Rounds that draw at least this many client-sampling uniforms (repetitions × units × K)
-#: sample their units on every thread.
-PARALLEL_SAMPLING = 50_000
+#: Rounds that draw at least this many client-sampling uniforms (repetitions × units × K,
+#: about 6 ns each) sample their units on every thread (the 96-trial bench case draws 32,000).
+PARALLEL_SAMPLING = 10_000
 #: Chunks of work items per thread in a parallel round (taken dynamically by the threads).
 CHUNKS_PER_THREAD = 4
 _LOSS_CODE = {LeastSquares: 0, Logistic: 1}
