@@ -272,3 +272,23 @@ def test_amdahl_fit_inverts_the_law():
             assert amdahl_serial_fraction(n, amdahl_speedup(s, n)) == pytest.approx(s)
     assert amdahl_serial_fraction(1, 1.0) is None
     assert thread_counts(2) == [1, 2] and thread_counts(12) == [1, 2, 4, 8, 12]
+
+
+@pytest.mark.parametrize(
+    ("env", "spins"),
+    [
+        ({"OMP_WAIT_POLICY": "PASSIVE"}, False),
+        ({"OMP_WAIT_POLICY": "active"}, True),
+        ({"GOMP_SPINCOUNT": "100000"}, True),
+        ({"GOMP_SPINCOUNT": "0"}, False),
+        ({"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "100000"}, False),
+    ],
+)
+def test_parallel_thresholds_follow_the_wait_policy(monkeypatch, env, spins):
+    for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert compiled.spinning() is spins
+    expected = compiled.PARALLEL_WORK * (compiled.SPINNING_FACTOR if spins else 1)
+    assert compiled._threshold(compiled.PARALLEL_WORK) == expected

@@ -165,7 +165,8 @@ def bench_threads(
     Returns a JSON-able dict: ``curve`` (one entry per case and thread count: client
     updates/s, rounds/s, speed-up over one thread) and ``amdahl`` per case: the serial
     fraction ``s`` fitted from one thread and the most threads measured, and what it
-    predicts on 16 threads.
+    predicts on 16 threads; ``workers_spin``: whether idle workers spin
+    (:func:`pgfl.engine.compiled.spinning`), which decides how small a round goes parallel.
     """
     from pgfl.engine import compiled
 
@@ -199,6 +200,7 @@ def bench_threads(
     return {
         "threads": counts,
         "local_phase": compiled.local_phase_kind(LeastSquares(0.1)),
+        "workers_spin": compiled.spinning(),
         "curve": points,
         "amdahl": amdahl,
         "machine": _machine(),

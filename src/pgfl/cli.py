@@ -541,7 +541,8 @@ def bench(
             for r in result["compare"]
         ]
     elif threads:
-        title = f"pgfl bench --threads (local phase: {result['local_phase']})"
+        workers = "spinning" if result["workers_spin"] else "sleeping"
+        title = f"pgfl bench --threads (local phase: {result['local_phase']}, {workers} workers)"
         columns = ("case", "threads", "client_updates_per_s", "speed-up", "rounds_per_s", "trials")
         rows = [
             (

@@ -45,18 +45,21 @@ from pgfl.validation import ConfigError
 #: Environment variable that forces the local-phase implementation.
 ENV = "PGFL_LOCAL_PHASE"
 #: Rounds with less work than this (curves × sampled clients × E_max·B_max × M, an upper
-#: bound; about 1–2 ns each) run on the calling thread. A parallel region costs about 4 µs
-#: to start and join on 2 threads, and 10–35% more CPU time in all (wake-ups, imbalance):
-#: below ~50 µs of kernel work (the papers' single trial, 22,000) the threads cost about
-#: what they save, and lose when another job holds a core (benchmarks/bench_threads.py).
-PARALLEL_WORK = 50_000
+#: bound; 1–2 ns each) run on the calling thread. With sleeping workers (the default) a
+#: parallel region costs 50–90 µs to start on this project's virtual machines, so only rounds
+#: of ≥ 0.5 ms of kernel work gain (the 96-trial bench case: 2.6 M; Flower: 0.1 M; the
+#: papers' single trial: 22,000).
+PARALLEL_WORK = 500_000
+#: With spinning workers (:func:`spinning`) a region starts in 2–4 µs: the thresholds shrink
+#: by this factor (the papers' single trial then runs on every thread).
+SPINNING_FACTOR = 0.02
 #: Models of dimension 2 (the papers') are trained one sample at a time with the model in
 #: registers (:func:`pgfl.engine._kernels._items_m2`), others one mini-batch at a time
 #: (:func:`pgfl.engine._kernels._items_by_batch`); False: every model by mini-batch. Same bits.
 SAMPLE_LOOP = True
 #: Rounds that draw at least this many client-sampling uniforms (repetitions × units × K,
-#: about 6 ns each) sample their units on every thread (the 96-trial bench case draws 32,000).
-PARALLEL_SAMPLING = 10_000
+#: about 6 ns each) sample their units on every thread (the 96-trial bench case: 32,000).
+PARALLEL_SAMPLING = 100_000
 #: Chunks of work items per thread in a parallel round (taken dynamically by the threads).
 CHUNKS_PER_THREAD = 4
 _LOSS_CODE = {LeastSquares: 0, Logistic: 1}
@@ -105,7 +108,7 @@ def draw_clients(block, draws) -> np.ndarray:
     cells = _cells(draws, "sampling")
     serial, parallel = _samplers()
     threads = _threads()
-    if threads > 1 and R * block.size * K >= PARALLEL_SAMPLING:
+    if threads > 1 and R * block.size * K >= _threshold(PARALLEL_SAMPLING):
         parallel(*cells, K, out, threads)
     else:
         serial(*cells, K, out)
@@ -158,7 +161,7 @@ def local_models(W, block, curves, draws, clients) -> np.ndarray:
     scratch_n = Xy.shape[2] if full else b_max
     threads = _threads()
     parallel, serial = _kernels()
-    if threads > 1 and C * R * P * L * per_client * M >= PARALLEL_WORK:
+    if threads > 1 and C * R * P * L * per_client * M >= _threshold(PARALLEL_WORK):
         parallel(*args, threads, threads * CHUNKS_PER_THREAD, scratch_n)
     else:
         serial(*args, scratch_n)
@@ -191,6 +194,11 @@ def _block_arrays(block) -> tuple:
         )
         object.__setattr__(block, "_compiled_arrays", cached)
     return cached
+
+
+def _threshold(work: float) -> float:
+    """A parallel threshold for the wait policy in force (see :func:`spinning`)."""
+    return work * SPINNING_FACTOR if spinning() else work
 
 
 def _threads() -> int:
@@ -226,11 +234,33 @@ def max_threads() -> int:
 def _kernels():
     """The parallel and serial kernels of :mod:`pgfl.engine._kernels` (numba imported here).
 
-    OpenMP worker threads sleep between parallel regions (``OMP_WAIT_POLICY=PASSIVE``
-    unless set): spinning threads cost a loaded or shared machine more than the wake-up.
+    Before numba starts its OpenMP threads: ``OMP_WAIT_POLICY=PASSIVE`` unless
+    ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` is set, so idle workers sleep. Measured on
+    this project's 2-vCPU virtual machines (benchmarks/bench_threads.py, BENCHMARKS.md):
+    waking sleeping workers costs 50–90 µs per parallel region when the other CPU is idle
+    (a halted virtual CPU must be woken), while spinning workers answer in 2–4 µs, but
+    spinning makes a machine whose cores are all busy with other jobs 8–25× slower per
+    region (each waiting thread burns its time slice while the one it waits for is
+    descheduled). Sleeping is the safe default; on a machine of your own set
+    ``OMP_WAIT_POLICY=ACTIVE`` (or ``GOMP_SPINCOUNT``) and smaller rounds go parallel too
+    (:func:`spinning`).
     """
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     require("numba", "fast", "the compiled local phase")
     from pgfl.engine._kernels import local_sgd, local_sgd_serial
 
     return local_sgd, local_sgd_serial
+
+
+def spinning() -> bool:
+    """Whether idle OpenMP workers spin (``OMP_WAIT_POLICY=ACTIVE`` or ``GOMP_SPINCOUNT`` set).
+
+    Then a parallel region starts in microseconds and the thresholds
+    :data:`PARALLEL_WORK` and :data:`PARALLEL_SAMPLING` are scaled by
+    :data:`SPINNING_FACTOR`.
+    """
+    policy = os.environ.get("OMP_WAIT_POLICY", "").strip().upper()
+    if policy in ("ACTIVE", "PASSIVE"):
+        return policy == "ACTIVE"
+    return os.environ.get("GOMP_SPINCOUNT", "0").strip() not in ("", "0")
