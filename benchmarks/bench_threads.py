@@ -13,8 +13,10 @@ bench runs it:
 2. **Measured, 1 vs n threads** (wall clock, interleaved repeats, medians): the speed-up
    ``S(n)`` and Amdahl's ``s = (n/S − 1)/(n − 1)``. On a machine shared with other jobs
    this one moves with their load (a busy core is a straggler every round).
-3. **Fork-join cost**: an empty parallel region on n threads (numba's OpenMP pool with
-   ``OMP_WAIT_POLICY=PASSIVE``: sleeping workers are woken each round).
+3. **Fork-join cost**: an empty parallel region on n threads, back to back and 100 µs of
+   serial work after the last (numba's OpenMP pool; with the default
+   ``OMP_WAIT_POLICY=PASSIVE`` the workers sleep in between and must be woken; run again
+   with ``OMP_WAIT_POLICY=ACTIVE`` for spinning workers).
 
 The model ``T(n) = T(1)·(s + (1 − s)/n) + regions·fork_join(n)`` then predicts the
 speed-up on more cores from ``s_profile`` (the fork-join cost on more cores is not
@@ -109,8 +111,12 @@ def measured(case: str, rounds: int, repeats: int, counts: list[int]) -> dict[in
     return {n: statistics.median(v) for n, v in times.items()}
 
 
-def fork_join(counts: list[int], calls: int = 20_000) -> dict[int, float]:
-    """µs per empty parallel region on each thread count (back to back)."""
+def fork_join(counts: list[int], calls: int = 2_000, gap_us: float = 0.0) -> dict[int, float]:
+    """Median µs of an empty parallel region on each thread count, ``gap_us`` after the last.
+
+    The gap is serial work on the calling thread, as the numpy steps of a round are:
+    sleeping workers (the default wait policy) fall asleep during it.
+    """
     import numba
 
     @numba.njit(parallel=True)
@@ -125,10 +131,15 @@ def fork_join(counts: list[int], calls: int = 20_000) -> dict[int, float]:
         for n in counts:
             compiled.set_threads(n)
             region(buf[:n])
-            t0 = time.perf_counter()
+            times = []
             for _ in range(calls):
+                end = time.perf_counter() + gap_us * 1e-6
+                while time.perf_counter() < end:
+                    pass
+                t0 = time.perf_counter()
                 region(buf[:n])
-            result[n] = (time.perf_counter() - t0) / calls * 1e6
+                times.append((time.perf_counter() - t0) * 1e6)
+            result[n] = statistics.median(times)
         return result
     finally:
         compiled.set_threads(old)
@@ -148,7 +159,9 @@ def main() -> None:
         f"{platform.python_version()}, numpy {np.__version__}",
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "load_before": os.getloadavg()[0],
+        "workers_spin": compiled.spinning(),
         "fork_join_us": fork_join(counts),
+        "fork_join_after_100us_us": fork_join(counts, gap_us=100.0),
         "cases": {},
     }
     for case in args.cases.split(","):

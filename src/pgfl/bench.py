@@ -154,6 +154,16 @@ def _with_threads(counts: list[int], measure: Callable[[int], Any]) -> list[Any]
         compiled.set_threads(old)
 
 
+def _runs_parallel(name: str) -> bool:
+    """Whether case ``name``'s local SGD is above the parallel threshold in force."""
+    from pgfl.engine import compiled
+
+    P, K, N, M, L, R, C = CASES[name]
+    block = bench_network(name)[0].block()
+    work = C * R * P * L * int(block.e_max) * int(block.b_max) * M
+    return work >= compiled._threshold(compiled.PARALLEL_WORK)
+
+
 def bench_threads(
     scale: str = "paper",
     seconds: float = 3.0,
@@ -165,7 +175,9 @@ def bench_threads(
     Returns a JSON-able dict: ``curve`` (one entry per case and thread count: client
     updates/s, rounds/s, speed-up over one thread) and ``amdahl`` per case: the serial
     fraction ``s`` fitted from one thread and the most threads measured, and what it
-    predicts on 16 threads; ``workers_spin``: whether idle workers spin
+    predicts on 16 threads (``parallel_kernel``: False when the case's local SGD is below
+    the parallel threshold and runs on one thread anyway); ``workers_spin``: whether idle
+    workers spin
     (:func:`pgfl.engine.compiled.spinning`), which decides how small a round goes parallel.
     """
     from pgfl.engine import compiled
@@ -184,13 +196,17 @@ def bench_threads(
     points = [row for rows in _with_threads(counts, measure) for row in rows]
     amdahl = {}
     for name in SCALES[scale]:
+        parallel = _runs_parallel(name)
         mine = [p for p in points if p["case"] == name]
+        for p in mine:
+            p["parallel_kernel"] = parallel and p["threads"] > 1
         one = mine[0]["client_updates_per_s"]
         for p in mine:
             p["speedup"] = p["client_updates_per_s"] / one
         last = mine[-1]
         s = amdahl_serial_fraction(last["threads"], last["speedup"])
         amdahl[name] = {
+            "parallel_kernel": parallel,
             "threads": [mine[0]["threads"], last["threads"]],
             "serial_fraction": s,
             "predicted_speedup_16": None

@@ -556,7 +556,9 @@ def bench(
             for c in result["curve"]
         ]
         for name, fit in result["amdahl"].items():
-            if fit["serial_fraction"] is not None and fit["serial_fraction"] > 1.0:
+            if not fit["parallel_kernel"]:
+                notes.append(f"{name}: below the parallel threshold (local SGD on one thread)")
+            elif fit["serial_fraction"] is not None and fit["serial_fraction"] > 1.0:
                 notes.append(f"{name}: no speed-up on more threads (other jobs on the cores?)")
             elif fit["serial_fraction"] is not None:
                 notes.append(
