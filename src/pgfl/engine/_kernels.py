@@ -15,7 +15,10 @@ bit-identical for any number of threads.
 Parallel runs split the items into contiguous chunks of about equal *cost*
 (``Σ E_pk (B_pk + 2)``: clients differ in epochs and batch sizes) and the worker threads
 take chunks from a shared atomic counter (dynamic scheduling), so a thread that is slow or
-descheduled on a shared machine takes fewer chunks instead of delaying the whole round.
+descheduled on a shared machine takes fewer chunks (the round still waits for the chunk it
+holds). Models with ``M = 2`` (the papers') are trained sample by sample with the model in
+registers (:func:`_items_m2`), others a mini-batch at a time (:func:`_items_by_batch`):
+the same expressions in the same order, so the same bits.
 """
 
 from __future__ import annotations
@@ -396,8 +399,9 @@ def local_sgd(W, Xy, clients, epochs, batch, counts, stream_key, rnd, reps, unit
     and units ``units[P]`` (:func:`cell_key`); ``loss`` 0 least squares, 1 logistic; result in
     ``out[C, R, P, L, M]``. The ``R·P·L`` work items are split into ``n_chunks`` chunks of
     about equal cost (:func:`chunk_bounds`); ``threads`` workers (numba's thread count:
-    one per thread) take chunks from an atomic counter until none is left. ``scratch_n`` ≥
-    the largest mini-batch.
+    one per thread) take chunks from an atomic counter until none is left; ``by_sample``:
+    ``M = 2`` models sample by sample (:func:`_run_items`). ``scratch_n`` ≥ the largest
+    mini-batch.
     """
     bounds = chunk_bounds(clients, epochs, batch, counts, full, n_chunks)
     n_chunks = bounds.size - 1
@@ -420,7 +424,11 @@ def local_sgd(W, Xy, clients, epochs, batch, counts, stream_key, rnd, reps, unit
 def local_sgd_serial(W, Xy, clients, epochs, batch, counts, stream_key, rnd, reps, units, mu,
                      clip, rho, loss, full, clipping, by_sample, e_max, b_max, out,
                      scratch_n):  # fmt: skip
-    """:func:`local_sgd` on the calling thread (small rounds: no thread start-up)."""
+    """:func:`local_sgd` on the calling thread (small rounds: no thread start-up).
+
+    ``np.int64(0)``, not the literal ``0``: a literal would type ``_run_items`` differently
+    from the parallel kernel's call and compile it a second time.
+    """
     sc = scratch(scratch_n, W.shape[0], W.shape[3])
     items = clients.shape[0] * clients.shape[1] * clients.shape[2]
     _run_items(np.int64(0), items, W, Xy.reshape(-1), Xy.shape[1:], clients, epochs, batch, counts,

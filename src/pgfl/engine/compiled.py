@@ -6,8 +6,12 @@ sampled client ``(p, k)`` runs ``E_pk`` steps ``w ← w − (μ/E_pk) ∇Q(w; ba
 ``w_{p,i−1}`` — fused into one compiled loop per client: the epochs, the mini-batch
 gradient (least squares ``2(uᵀw − d)u + 2ρw``, logistic ``−d σ(−d uᵀw) u + 2ρw``), the
 per-sample clipping and the padding mask are inlined and the samples are read in place
-(no gathered copies). Work items (curve × repetition × unit × sampled client) run in
-parallel on all cores (``prange``).
+(no gathered copies). A work item is one sampled client (repetition × unit × slot) with
+all its curves, which share its mini-batch draws and sample reads. Rounds with enough work
+(:data:`PARALLEL_WORK`) run on every numba thread: the items are cut into chunks of equal
+cost (``Σ E_pk (B_pk + 2)``) that the threads take from a shared counter. Every item's
+arithmetic is a separate computation in one fixed order and writes only its own rows, so
+the result is bit-identical for any thread count (:func:`set_threads`).
 
 The mini-batch positions come from the same keyed SplitMix64 counters as
 :class:`pgfl.rng.KeyedDraws` (Steele, Lea & Flood, OOPSLA 2014): the uniform of slot
