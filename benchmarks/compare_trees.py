@@ -1,10 +1,13 @@
 """`pgfl bench` of two source trees in one run, interleaved (A B A B ...), for a ratio.
 
 Usage: python benchmarks/compare_trees.py OLD_SRC NEW_SRC [--cases paper,paper_fig2]
-[--rounds 3] [--seconds 2]. Each measurement runs in a fresh interpreter with
-PYTHONPATH=SRC, so the two trees never share imported modules; interleaving spreads any
-change of machine load over both. Prints each case's median client updates/s and the
-ratio NEW / OLD (used for the engine restructuring's "at most 10% slower" check).
+[--rounds 3] [--seconds 2] [--local-phase numpy|compiled] [--threads N]. Each measurement
+runs in a fresh interpreter with PYTHONPATH=SRC, so the two trees never share imported
+modules; interleaving spreads any change of machine load over both. Prints each case's
+median client updates/s and the ratio NEW / OLD (used for the engine restructuring's "at
+most 10% slower" check with the numpy local phase, the default, and for the compiled
+kernels' before/after with ``--local-phase compiled``). ``--threads`` sets
+``NUMBA_NUM_THREADS`` for both sides (numba's worker threads; default: all cores).
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ CODE = (
 )
 
 
-def measure(src: str, case: str, seconds: float) -> float:
-    env = dict(os.environ, PYTHONPATH=os.path.abspath(src), PGFL_LOCAL_PHASE="numpy")
+def measure(src: str, case: str, seconds: float, local_phase: str, threads: int | None) -> float:
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(src), PGFL_LOCAL_PHASE=local_phase)
+    if threads is not None:
+        env["NUMBA_NUM_THREADS"] = str(threads)
     out = subprocess.run(
         [sys.executable, "-c", CODE, case, str(seconds)],
         env=env,
@@ -41,13 +46,15 @@ def main() -> None:
     parser.add_argument("--cases", default="paper,paper_fig2,paper_trials,medium")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--local-phase", choices=("numpy", "compiled"), default="numpy")
+    parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
     print(f"{'case':14s} {'old /s':>12s} {'new /s':>12s} {'new/old':>8s}")
     for case in args.cases.split(","):
         old, new = [], []
         for _ in range(args.rounds):
-            old.append(measure(args.old, case, args.seconds))
-            new.append(measure(args.new, case, args.seconds))
+            old.append(measure(args.old, case, args.seconds, args.local_phase, args.threads))
+            new.append(measure(args.new, case, args.seconds, args.local_phase, args.threads))
         a, b = statistics.median(old), statistics.median(new)
         print(f"{case:14s} {a:12,.0f} {b:12,.0f} {b / a:8.2f}", flush=True)
 

@@ -4,6 +4,12 @@ A *client update* is one sampled client's whole local training in one iteration 
 epochs), for one trial (curve x repetition). ``rounds_per_s`` counts GFL iterations of
 the whole batched network per second. Timings are wall-clock on whatever machine runs
 them; record them with the machine and date (BENCHMARKS.md), never assert them in tests.
+
+``pgfl bench --threads`` measures the same cases at 1, 2, 4, ... threads of the compiled
+local phase (numba's thread count, up to its pool size: the cores by default) and fits
+Amdahl's law ``S(n) = 1 / (s + (1 - s)/n)`` to the speed-ups: ``s`` is the share of a
+round that does not run in parallel (numpy steps, the sampler of small rounds, thread
+start-up and imbalance).
 """
 
 from __future__ import annotations
@@ -88,6 +94,137 @@ def bench_case(name: str, seconds: float = 3.0) -> dict[str, Any]:
     }
 
 
+def _machine() -> str:
+    return (
+        f"{platform.machine()} {os.cpu_count()} cpus, "
+        f"python {platform.python_version()}, numpy {np.__version__}"
+    )
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def thread_counts(most: int) -> list[int]:
+    """``1, 2, 4, ...`` below ``most``, then ``most``: the points of a thread curve.
+
+    >>> thread_counts(16), thread_counts(6), thread_counts(1)
+    ([1, 2, 4, 8, 16], [1, 2, 4, 6], [1])
+    """
+    counts, n = [], 1
+    while n < most:
+        counts.append(n)
+        n *= 2
+    return [*counts, most]
+
+
+def amdahl_serial_fraction(threads: int, speedup: float) -> float | None:
+    """Amdahl's serial fraction ``s`` from the speed-up ``S`` on ``threads`` > 1 threads.
+
+    ``S = 1 / (s + (1 - s)/n)`` gives ``s = (n/S - 1)/(n - 1)``; ``None`` for one thread.
+
+    >>> round(amdahl_serial_fraction(2, 1.6), 3)   # 1.6x on 2 threads: a quarter is serial
+    0.25
+    """
+    if threads <= 1:
+        return None
+    return (threads / speedup - 1.0) / (threads - 1.0)
+
+
+def amdahl_speedup(serial_fraction: float, threads: int) -> float:
+    """Amdahl's speed-up ``1 / (s + (1 - s)/n)`` on ``threads`` threads.
+
+    >>> round(amdahl_speedup(0.25, 16), 2)
+    3.37
+    """
+    return 1.0 / (serial_fraction + (1.0 - serial_fraction) / threads)
+
+
+def _with_threads(counts: list[int], measure: Callable[[int], Any]) -> list[Any]:
+    """``measure(n)`` with the compiled kernels on ``n`` threads, for each ``n`` of ``counts``."""
+    from pgfl.engine import compiled
+
+    old = compiled.set_threads(None)
+    try:
+        out = []
+        for n in counts:
+            compiled.set_threads(n)
+            out.append(measure(n))
+        return out
+    finally:
+        compiled.set_threads(old)
+
+
+def _runs_parallel(name: str) -> bool:
+    """Whether case ``name``'s local SGD is above the parallel threshold in force."""
+    from pgfl.engine import compiled
+
+    P, K, N, M, L, R, C = CASES[name]
+    block = bench_network(name)[0].block()
+    work = C * R * P * L * int(block.e_max) * int(block.b_max) * M
+    return work >= compiled._threshold(compiled.PARALLEL_WORK)
+
+
+def bench_threads(
+    scale: str = "paper",
+    seconds: float = 3.0,
+    log: Callable[[str], None] | None = None,
+    counts: list[int] | None = None,
+) -> dict[str, Any]:
+    """The cases of ``scale`` at each thread count of ``counts`` (default: 1, 2, 4, ... cores).
+
+    Returns a JSON-able dict: ``curve`` (one entry per case and thread count: client
+    updates/s, rounds/s, speed-up over one thread) and ``amdahl`` per case: the serial
+    fraction ``s`` fitted from one thread and the most threads measured, and what it
+    predicts on 16 threads (``parallel_kernel``: False when the case's local SGD is below
+    the parallel threshold and runs on one thread anyway); ``workers_spin``: whether idle
+    workers spin
+    (:func:`pgfl.engine.compiled.spinning`), which decides how small a round goes parallel.
+    """
+    from pgfl.engine import compiled
+
+    check_choice("--scale", scale, tuple(SCALES))
+    counts = counts or thread_counts(compiled.max_threads())
+
+    def measure(n: int) -> list[dict[str, Any]]:
+        rows = []
+        for name in SCALES[scale]:
+            if log:
+                log(f"bench {name} on {n} thread(s) ...")
+            rows.append({**bench_case(name, seconds), "threads": n})
+        return rows
+
+    points = [row for rows in _with_threads(counts, measure) for row in rows]
+    amdahl = {}
+    for name in SCALES[scale]:
+        parallel = _runs_parallel(name)
+        mine = [p for p in points if p["case"] == name]
+        for p in mine:
+            p["parallel_kernel"] = parallel and p["threads"] > 1
+        one = mine[0]["client_updates_per_s"]
+        for p in mine:
+            p["speedup"] = p["client_updates_per_s"] / one
+        last = mine[-1]
+        s = amdahl_serial_fraction(last["threads"], last["speedup"])
+        amdahl[name] = {
+            "parallel_kernel": parallel,
+            "threads": [mine[0]["threads"], last["threads"]],
+            "serial_fraction": s,
+            "predicted_speedup_16": None
+            if s is None
+            else amdahl_speedup(min(max(s, 0.0), 1.0), 16),
+        }
+    return {
+        "threads": counts,
+        "local_phase": compiled.local_phase_kind(LeastSquares(0.1)),
+        "workers_spin": compiled.spinning(),
+        "curve": points,
+        "amdahl": amdahl,
+        "machine": _machine(),
+        "date": _now(),
+    }
+
+
 def run_bench(
     scale: str = "paper", seconds: float = 3.0, log: Callable[[str], None] | None = None
 ) -> dict[str, Any]:
@@ -109,9 +246,8 @@ def run_bench(
         "client_updates_per_s": head["client_updates_per_s"],
         "rounds_per_s": head["rounds_per_s"],
         "cases": cases,
-        "machine": f"{platform.machine()} {os.cpu_count()} cpus, "
-        f"python {platform.python_version()}, numpy {np.__version__}",
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": _machine(),
+        "date": _now(),
     }
 
 
@@ -174,7 +310,8 @@ def _timed(step: Callable[[int], None], seconds: float) -> tuple[int, float]:
         n = max(n * 2, int(n * seconds / max(elapsed, 1e-3) * 1.1))
 
 
-def _compare_one(name: str, seconds: float) -> dict[str, Any]:
+def _compare_one(name: str, seconds: float, counts: list[int] | None = None) -> list[dict]:
+    """One workload: the engine (on each thread count of ``counts``) and the loop."""
     from pgfl.engine.compiled import local_phase_kind
 
     net = compare_network(name)
@@ -182,8 +319,12 @@ def _compare_one(name: str, seconds: float) -> dict[str, Any]:
     curves = [CurveSettings(mu=0.5)]
     w_opt = np.zeros(M)
     simulate(net, curves, iterations=1, w_opt=w_opt)  # compile / warm up
-    n, t = _timed(lambda n: simulate(net, curves, iterations=n, w_opt=w_opt), seconds)
-    engine = n * P * L / t
+
+    def engine(_: int | None = None) -> float:
+        n, t = _timed(lambda n: simulate(net, curves, iterations=n, w_opt=w_opt), seconds)
+        return n * P * L / t
+
+    rates = [engine()] if counts is None else _with_threads(counts, engine)
     rng = stream(0, "bench.loop")
 
     def loop(n: int) -> None:
@@ -193,34 +334,41 @@ def _compare_one(name: str, seconds: float) -> dict[str, Any]:
 
     n_loop, t_loop = _timed(loop, seconds)
     baseline = n_loop * P * L / t_loop
-    return {
-        "workload": name,
-        "P": P,
-        "K": int(net.data.shape[1]),
-        "M": M,
-        "L": L,
-        "loss": net.problem.name,
-        "local_phase": local_phase_kind(net.problem),
-        "pgfl_client_updates_per_s": engine,
-        "loop_client_updates_per_s": baseline,
-        "ratio": engine / baseline,
-    }
+    rows = []
+    for i, rate in enumerate(rates):
+        row = {
+            "workload": name,
+            "P": P,
+            "K": int(net.data.shape[1]),
+            "M": M,
+            "L": L,
+            "loss": net.problem.name,
+            "local_phase": local_phase_kind(net.problem),
+            "pgfl_client_updates_per_s": rate,
+            "loop_client_updates_per_s": baseline,
+            "ratio": rate / baseline,
+        }
+        if counts is not None:
+            row["threads"] = counts[i]
+        rows.append(row)
+    return rows
 
 
-def compare(seconds: float = 3.0, log: Callable[[str], None] | None = None) -> dict[str, Any]:
+def compare(
+    seconds: float = 3.0,
+    log: Callable[[str], None] | None = None,
+    counts: list[int] | None = None,
+) -> dict[str, Any]:
     """Pgfl against a per-client numpy loop (:func:`loop_round`) on the same work.
 
     In one process, for each workload of :data:`COMPARE`: client updates per second of
     :func:`pgfl.engine.simulate` (one trial, no noise) and of the loop, and their ratio.
+    With ``counts`` (``pgfl bench --compare --threads``) pgfl is measured on each of those
+    thread counts (the loop is single-threaded: measured once), one row per count.
     """
     rows = []
     for name in COMPARE:
         if log:
             log(f"compare {name} ...")
-        rows.append(_compare_one(name, seconds))
-    return {
-        "compare": rows,
-        "machine": f"{platform.machine()} {os.cpu_count()} cpus, "
-        f"python {platform.python_version()}, numpy {np.__version__}",
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-    }
+        rows.extend(_compare_one(name, seconds, counts))
+    return {"compare": rows, "machine": _machine(), "date": _now()}

@@ -6,8 +6,12 @@ sampled client ``(p, k)`` runs ``E_pk`` steps ``w ← w − (μ/E_pk) ∇Q(w; ba
 ``w_{p,i−1}`` — fused into one compiled loop per client: the epochs, the mini-batch
 gradient (least squares ``2(uᵀw − d)u + 2ρw``, logistic ``−d σ(−d uᵀw) u + 2ρw``), the
 per-sample clipping and the padding mask are inlined and the samples are read in place
-(no gathered copies). Work items (curve × repetition × unit × sampled client) run in
-parallel on all cores (``prange``).
+(no gathered copies). A work item is one sampled client (repetition × unit × slot) with
+all its curves, which share its mini-batch draws and sample reads. Rounds with enough work
+(:data:`PARALLEL_WORK`) run on every numba thread: the items are cut into chunks of equal
+cost (``Σ E_pk (B_pk + 2)``) that the threads take from a shared counter. Every item's
+arithmetic is a separate computation in one fixed order and writes only its own rows, so
+the result is bit-identical for any thread count (:func:`set_threads`).
 
 The mini-batch positions come from the same keyed SplitMix64 counters as
 :class:`pgfl.rng.KeyedDraws` (Steele, Lea & Flood, OOPSLA 2014): the uniform of slot
@@ -39,13 +43,29 @@ import numpy as np
 
 from pgfl.extras import available, require
 from pgfl.problems import LeastSquares, Logistic
+from pgfl.rng import stream_key
 from pgfl.validation import ConfigError
 
 #: Environment variable that forces the local-phase implementation.
 ENV = "PGFL_LOCAL_PHASE"
-#: Rounds with less work than this (clients × epochs × batch × M, an upper bound) run on
-#: the calling thread: starting the worker threads would cost more than it saves.
-PARALLEL_WORK = 200_000
+#: Rounds with less work than this (curves × sampled clients × E_max·B_max × M, an upper
+#: bound; 1–2 ns each) run on the calling thread. With sleeping workers (the default) a
+#: parallel region costs 50–90 µs to start on this project's virtual machines, so only rounds
+#: of ≥ 0.5 ms of kernel work gain (the 96-trial bench case: 2.6 M; Flower: 0.1 M; the
+#: papers' single trial: 22,000).
+PARALLEL_WORK = 500_000
+#: With spinning workers (:func:`spinning`) a region starts in 2–4 µs: the thresholds shrink
+#: by this factor (the papers' single trial then runs on every thread).
+SPINNING_FACTOR = 0.02
+#: Models of dimension 2 (the papers') are trained one sample at a time with the model in
+#: registers (:func:`pgfl.engine._kernels._items_m2`), others one mini-batch at a time
+#: (:func:`pgfl.engine._kernels._items_by_batch`); False: every model by mini-batch. Same bits.
+SAMPLE_LOOP = True
+#: Rounds that draw at least this many client-sampling uniforms (repetitions × units × K,
+#: about 6 ns each) sample their units on every thread (the 96-trial bench case: 32,000).
+PARALLEL_SAMPLING = 100_000
+#: Chunks of work items per thread in a parallel round (taken dynamically by the threads).
+CHUNKS_PER_THREAD = 4
 _LOSS_CODE = {LeastSquares: 0, Logistic: 1}
 
 
@@ -87,49 +107,74 @@ def draw_clients(block, draws) -> np.ndarray:
     """Compiled :func:`pgfl.engine.step.draw_clients`: the sampled clients ``[R, P_b, L]``.
 
     The same keyed uniforms (stream ``sampling``) and the same rule (the ``L`` smallest),
-    drawn and selected in one compiled loop.
+    drawn and selected in one compiled loop; the cells ``(r, p)`` are split over the
+    threads when there are at least :data:`PARALLEL_SAMPLING` uniforms to draw.
     """
     K = block.data.X.shape[1]
     R = draws.reps.size
     if block.L == K:
         return np.broadcast_to(np.arange(K), (R, block.size, K))
     out = np.empty((R, block.size, block.L), dtype=np.int64)
-    _sampler()(np.ascontiguousarray(draws.keys("sampling")), K, out)
+    cells = _cells(draws, "sampling")
+    serial, parallel = _samplers()
+    threads = _threads()
+    if threads > 1 and R * block.size * K >= _threshold(PARALLEL_SAMPLING):
+        parallel(*cells, K, out, threads)
+    else:
+        serial(*cells, K, out)
     return out
 
 
-@lru_cache(maxsize=1)
-def _sampler():
-    require("numba", "fast", "the compiled local phase")
-    from pgfl.engine._kernels import sample_clients
+def _cells(draws, stream_name: str) -> tuple:
+    """``(stream key, round, reps, units)``: what the kernels need to key a stream's cells.
 
-    return sample_clients
+    The kernels compute each cell's key as :meth:`pgfl.rng.KeyedDraws.keys` does
+    (:func:`pgfl.engine._kernels.cell_key`; equal bit for bit, tested) instead of taking
+    the ``[R, P]`` keys, which numpy computes in five passes (≈ 5 µs a call).
+    """
+    return (
+        np.uint64(stream_key(draws.seed, stream_name)),
+        draws.round,
+        draws.reps,
+        draws.units,
+    )
+
+
+@lru_cache(maxsize=1)
+def _samplers():
+    _kernels()
+    from pgfl.engine._kernels import sample_clients, sample_clients_parallel
+
+    return sample_clients, sample_clients_parallel
 
 
 def local_models(W, block, curves, draws, clients) -> np.ndarray:
     """Compiled :func:`pgfl.engine.step.local_models` (same arguments, same result).
 
-    ``W[C, R, P_b, M]`` → local models ``[C, R, P_b, L, M]``.
+    ``W[C, R, P_b, M]`` → local models ``[C, R, P_b, L, M]``. Rounds with at least
+    :data:`PARALLEL_WORK` of work run on every numba thread (work items = sampled clients,
+    in chunks of equal cost); smaller ones on the calling thread. Same bits either way.
     """
     C, R, P, M = W.shape
     L = clients.shape[2]
     Xy, epochs, batch, counts, rho, loss, full, e_max, b_max, per_client = _block_arrays(block)
     W = np.ascontiguousarray(W, dtype=np.float64)
-    if full:
-        keys = np.zeros((R, P), dtype=np.uint64)
-    else:
-        keys = np.ascontiguousarray(draws.keys("batches"))
     clip = curves.clip
     clipping = clip is not None
     clip = np.full(C, np.inf) if clip is None else np.asarray(clip, dtype=np.float64)
     out = np.empty((C, R, P, L, M))
-    parallel, serial = _kernels()
-    kernel = parallel if C * R * P * L * per_client * M >= PARALLEL_WORK else serial
-    kernel(
-        W, Xy, np.ascontiguousarray(clients, dtype=np.int64), epochs, batch, counts, keys,
-        np.asarray(curves.mu, dtype=np.float64), clip, rho, loss, full, clipping, e_max, b_max,
-        out,
+    args = (
+        W, Xy, np.ascontiguousarray(clients, dtype=np.int64), epochs, batch, counts,
+        *_cells(draws, "batches"), np.asarray(curves.mu, dtype=np.float64), clip, rho, loss,
+        full, clipping, SAMPLE_LOOP, e_max, b_max, out,
     )  # fmt: skip
+    scratch_n = Xy.shape[2] if full else b_max
+    threads = _threads()
+    parallel, serial = _kernels()
+    if threads > 1 and C * R * P * L * per_client * M >= _threshold(PARALLEL_WORK):
+        parallel(*args, threads, threads * CHUNKS_PER_THREAD, scratch_n)
+    else:
+        serial(*args, scratch_n)
     return out
 
 
@@ -161,15 +206,71 @@ def _block_arrays(block) -> tuple:
     return cached
 
 
+def _threshold(work: float) -> float:
+    """A parallel threshold for the wait policy in force (see :func:`spinning`)."""
+    return work * SPINNING_FACTOR if spinning() else work
+
+
+def _threads() -> int:
+    """How many threads numba runs the next parallel region on (``numba.set_num_threads``)."""
+    _kernels()  # numba's threads start after the wait policy is set there
+    import numba
+
+    return numba.get_num_threads()
+
+
+def set_threads(n: int | None) -> int:
+    """Run the compiled kernels on ``n`` threads from now on (``None``: all); the old count.
+
+    ``n`` is at most numba's thread pool size (``NUMBA_NUM_THREADS``, default: the cores).
+    The results do not depend on it (bit for bit); only the speed does.
+    """
+    old = _threads()
+    import numba
+
+    numba.set_num_threads(max_threads() if n is None else n)
+    return old
+
+
+def max_threads() -> int:
+    """The largest thread count :func:`set_threads` accepts (numba's thread pool size)."""
+    require("numba", "fast", "the compiled local phase")
+    import numba
+
+    return int(numba.config.NUMBA_NUM_THREADS)
+
+
 @lru_cache(maxsize=1)
 def _kernels():
     """The parallel and serial kernels of :mod:`pgfl.engine._kernels` (numba imported here).
 
-    OpenMP worker threads sleep between parallel regions (``OMP_WAIT_POLICY=PASSIVE``
-    unless set): spinning threads cost a loaded or shared machine more than the wake-up.
+    Before numba starts its OpenMP threads: ``OMP_WAIT_POLICY=PASSIVE`` unless
+    ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` is set, so idle workers sleep. Measured on
+    this project's 2-vCPU virtual machines (benchmarks/bench_threads.py, BENCHMARKS.md):
+    waking sleeping workers costs 50–90 µs per parallel region when the other CPU is idle
+    (a halted virtual CPU must be woken), while spinning workers answer in 2–4 µs, but
+    spinning makes a machine whose cores are all busy with other jobs 8–25× slower per
+    region (each waiting thread burns its time slice while the one it waits for is
+    descheduled). Sleeping is the safe default; on a machine of your own set
+    ``OMP_WAIT_POLICY=ACTIVE`` (or ``GOMP_SPINCOUNT``) and smaller rounds go parallel too
+    (:func:`spinning`).
     """
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     require("numba", "fast", "the compiled local phase")
     from pgfl.engine._kernels import local_sgd, local_sgd_serial
 
     return local_sgd, local_sgd_serial
+
+
+def spinning() -> bool:
+    """Whether idle OpenMP workers spin (``OMP_WAIT_POLICY=ACTIVE`` or ``GOMP_SPINCOUNT`` set).
+
+    Then a parallel region starts in microseconds and the thresholds
+    :data:`PARALLEL_WORK` and :data:`PARALLEL_SAMPLING` are scaled by
+    :data:`SPINNING_FACTOR`.
+    """
+    policy = os.environ.get("OMP_WAIT_POLICY", "").strip().upper()
+    if policy in ("ACTIVE", "PASSIVE"):
+        return policy == "ACTIVE"
+    return os.environ.get("GOMP_SPINCOUNT", "0").strip() not in ("", "0")
