@@ -171,23 +171,54 @@ def bench(
             "--compare", help="pgfl vs a per-client numpy loop on the same work (paper, flower)."
         ),
     ] = False,
+    threads: Annotated[
+        bool,
+        typer.Option(
+            "--threads",
+            help="Measure on 1, 2, 4, ... threads up to the cores (compiled local phase) and fit "
+            "Amdahl's serial fraction; with --compare, the ratio on each thread count.",
+        ),
+    ] = False,
 ) -> None:
     """Measure engine throughput (client updates per second) at paper and larger scales."""
+    from pgfl.bench import bench_threads, run_bench, thread_counts
     from pgfl.bench import compare as run_compare
-    from pgfl.bench import run_bench
 
     seconds = check_real("--seconds", seconds, lo=0.0, lo_open=True)
     log = None if as_json else err.print
-    result = run_compare(seconds, log) if compare else run_bench(scale, seconds, log)
+    counts = None
+    if threads:
+        from pgfl.engine.compiled import max_threads
+
+        counts = thread_counts(max_threads())
+    if compare:
+        result = run_compare(seconds, log, counts)
+    elif threads:
+        result = bench_threads(scale, seconds, log, counts)
+    else:
+        result = run_bench(scale, seconds, log)
     if as_json:
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
         return
+    title, columns, rows, notes = _bench_table(result, compare=compare, threads=threads)
+    table = Table(title=title)
+    for col in columns:
+        table.add_column(col, justify="right")
+    for row in rows:
+        table.add_row(*row)
+    out.print(table)
+    for note in notes:
+        out.print(note)
+
+
+def _bench_table(result: dict, *, compare: bool, threads: bool) -> tuple:
+    """Title, columns, rows and notes of the ``pgfl bench`` table."""
     if compare:
-        title = "pgfl bench --compare (client updates per second)"
-        columns = ("workload", "pgfl", "per-client loop", "ratio", "local phase")
+        columns = ("workload", "threads", "pgfl", "per-client loop", "ratio", "local phase")
         rows = [
             (
                 r["workload"],
+                str(r.get("threads", "-")),
                 f"{r['pgfl_client_updates_per_s']:,.0f}",
                 f"{r['loop_client_updates_per_s']:,.0f}",
                 f"{r['ratio']:.1f}x",
@@ -195,22 +226,49 @@ def bench(
             )
             for r in result["compare"]
         ]
-    else:
-        title = "pgfl bench"
-        columns = ("case", "client_updates_per_s", "rounds_per_s", "trials", "peak_rss_gib")
+        return "pgfl bench --compare (client updates per second)", columns, rows, []
+    if threads:
+        workers = "spinning" if result["workers_spin"] else "sleeping"
+        title = f"pgfl bench --threads (local phase: {result['local_phase']}, {workers} workers)"
+        columns = ("case", "threads", "client_updates_per_s", "speed-up", "rounds_per_s", "trials")
         rows = [
             (
                 c["case"],
+                str(c["threads"]),
                 f"{c['client_updates_per_s']:,.0f}",
+                f"{c['speedup']:.2f}x",
                 f"{c['rounds_per_s']:,.1f}",
                 str(c["trials"]),
-                f"{c.get('peak_rss_gib', 0):.2f}",
             )
-            for c in result["cases"]
+            for c in result["curve"]
         ]
-    table = Table(title=title)
-    for col in columns:
-        table.add_column(col, justify="right")
-    for row in rows:
-        table.add_row(*row)
-    out.print(table)
+        return title, columns, rows, _amdahl_notes(result["amdahl"])
+    columns = ("case", "client_updates_per_s", "rounds_per_s", "trials", "peak_rss_gib")
+    rows = [
+        (
+            c["case"],
+            f"{c['client_updates_per_s']:,.0f}",
+            f"{c['rounds_per_s']:,.1f}",
+            str(c["trials"]),
+            f"{c.get('peak_rss_gib', 0):.2f}",
+        )
+        for c in result["cases"]
+    ]
+    return "pgfl bench", columns, rows, []
+
+
+def _amdahl_notes(amdahl: dict) -> list[str]:
+    """One line per case of ``pgfl bench --threads``: its Amdahl fit, or why there is none."""
+    notes = []
+    for name, fit in amdahl.items():
+        if not fit["parallel_kernel"]:
+            notes.append(f"{name}: below the parallel threshold (local SGD on one thread)")
+        elif fit["serial_fraction"] is not None and fit["serial_fraction"] > 1.0:
+            notes.append(f"{name}: no speed-up on more threads (other jobs on the cores?)")
+        elif fit["serial_fraction"] is not None:
+            notes.append(
+                f"{name}: Amdahl serial fraction {fit['serial_fraction']:.2f} "
+                f"(1 vs {fit['threads'][1]} threads); predicts "
+                f"{fit['predicted_speedup_16']:.1f}x on 16 threads"
+            )
+    return notes

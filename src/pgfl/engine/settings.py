@@ -35,6 +35,8 @@ class CurveSettings:
         client: how a server aggregates its clients (default: the plain mean).
         server: the noise on the server → server links (default: none).
         clip_norm: per-sample gradient clipping norm (``inf``: no clipping).
+        neighbours: the neighbouring relation of every ε (``"client"``: one client's
+            data replaced, the papers'; ``"record"``: one record).
 
     >>> from pgfl.privacy.mechanisms import GraphHomomorphic
     >>> CurveSettings(mu=0.7, server=GraphHomomorphic(std=0.3)).server.variance
@@ -47,9 +49,11 @@ class CurveSettings:
     client: ClientAggregation = field(default_factory=Mean)
     server: ServerNoise = field(default_factory=NoServerNoise)
     clip_norm: float = float("inf")
+    neighbours: str = "client"
 
     def __post_init__(self) -> None:
         check("training.mu", self.mu)
+        check("privacy.neighbours", self.neighbours)
         check("training.share", self.share)
         check("training.clip_norm", self.clip_norm)
         for name, obj, kind in (("client", self.client, ClientAggregation),
@@ -62,7 +66,12 @@ class CurveSettings:
     def noiseless(self) -> CurveSettings:
         """The same curve with every mechanism's noise switched off."""
         return CurveSettings(
-            self.mu, self.share, self.client.noiseless(), self.server.noiseless(), self.clip_norm
+            self.mu,
+            self.share,
+            self.client.noiseless(),
+            self.server.noiseless(),
+            self.clip_norm,
+            self.neighbours,
         )
 
     def release_context(self, net: Network, iterations: int) -> ReleaseContext:
@@ -71,9 +80,16 @@ class CurveSettings:
         The fewest clients a unit averages and the aggregation error come from the client
         mechanism (secure aggregation: its threshold and rounding bound); an adversary of
         one server's messages watches at most the largest number of links a server sends
-        to others (the off-diagonal non-zeros of a column of A).
+        to others (the off-diagonal non-zeros of a column of A). Record-level neighbours
+        credit ``records`` (a changed record moves one full-batch step by 1/N_pk of a
+        client's) only where a round is one full-batch step from the unit's model
+        (``training.batch = "full"``, ``training.epochs = 1``); with mini-batches drawn
+        with replacement a record can fill a whole batch, and over several steps the
+        models the record moved feed later steps, so a record then counts as a client.
         """
         sends = (net.A != 0) & ~np.eye(net.A.shape[0], dtype=bool)  # m → p where a_pm ≠ 0
+        one_step = net.batch is None and int(net.epochs.max()) == 1
+        records = int(net.data.counts.min()) if self.neighbours == "record" and one_step else 1
         return ReleaseContext(
             mu=self.mu,
             clip=self.clip_norm,
@@ -83,6 +99,11 @@ class CurveSettings:
             clients_per_round=self.client.fewest_clients(net.L),
             aggregation_error=self.client.aggregation_error(self.mu, self.share),
             observed_links=max(1, int(sends.sum(axis=0).max())),
+            clients=net.data.counts.shape[-1],
+            sampled=net.L,
+            records=records,
+            neighbours=self.neighbours,
+            units=net.A.shape[0],
         )
 
 

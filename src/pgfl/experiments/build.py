@@ -50,8 +50,14 @@ __all__ = [
 
 
 def build_matrix(cfg: CurveConfig, seed: int) -> np.ndarray:
-    """The combination matrix of a curve's topology section."""
+    """The combination matrix of a curve's topology section.
+
+    A server mechanism with a trusted aggregator (``privacy.server_noise = "central"``)
+    averages: ``A = 11ᵀ/P``, whatever the topology.
+    """
     t = cfg.topology
+    if mechanisms.SERVER[cfg.privacy.server_noise].averages:
+        return np.full((t.P, t.P), 1.0 / t.P)
     if t.kind == "matrix":
         A = np.asarray(t.matrix, dtype=float)
         if A.shape != (t.P, t.P):
@@ -238,9 +244,10 @@ def curve_settings(cfg: CurveConfig, iterations: int, net: Network) -> CurveSett
     (:func:`pgfl.experiments.privacy.calibrated`).
     """
     client, server = curve_mechanisms(cfg)
-    t = cfg.training
-    settings = CurveSettings(t.mu, t.share, client, server, t.clip_norm)
-    priv = cfg.privacy
+    t, priv = cfg.training, cfg.privacy
+    settings = CurveSettings(t.mu, t.share, client, server, t.clip_norm, priv.neighbours)
     if priv.target_epsilon is None:
         return settings
-    return calibrated(settings, net, iterations, priv.target_epsilon, priv.delta)
+    return calibrated(
+        settings, net, iterations, priv.target_epsilon, priv.delta, adversary=priv.adversary
+    )

@@ -188,6 +188,8 @@ class PrivacyConfig(_Section):
     server_distribution: str = _default("privacy.server_distribution")
     target_epsilon: float | None = _default("privacy.target_epsilon")
     delta: float = _default("privacy.delta")
+    neighbours: str = _default("privacy.neighbours")
+    adversary: str | None = _default("privacy.adversary")
     accountants: tuple = _default("privacy.accountants")
     epsilon_checkpoints: int = _default("privacy.epsilon_checkpoints")
     dropout: float = _default("privacy.dropout")
@@ -298,7 +300,8 @@ class CurveConfig:
             for f in fields(TrainingConfig)
             if f.name not in per_curve
         )
-        return (self.topology, self.data, self.model, training)
+        averages = mechanisms.SERVER[self.privacy.server_noise].averages  # an aggregator
+        return (self.topology, self.data, self.model, training, averages)
 
 
 def _model_needs_classes(c: CurveConfig) -> str | None:
@@ -338,6 +341,23 @@ def _target_needs_a_noisy_bounded_link(c: CurveConfig) -> str | None:
     if math.isinf(c.training.clip_norm):
         return "privacy.target_epsilon needs a gradient bound: set training.clip_norm"
     return None
+
+
+def _adversary_is_protected(c: CurveConfig) -> str | None:
+    """A ``privacy.adversary`` must be one the calibrated (primary) mechanism protects against."""
+    priv = c.privacy
+    if priv.adversary is None or priv.target_epsilon is None:
+        return None
+    level = "server" if priv.server_noise != "none" else "client"
+    name = getattr(priv, f"{level}_noise")
+    cls = (mechanisms.SERVER if level == "server" else mechanisms.CLIENT)[name]
+    if priv.adversary in cls.protects:
+        return None
+    why = cls.exposes.get(priv.adversary, "it is not in its threat model")
+    return (
+        f"privacy.adversary = {priv.adversary!r}: privacy.{level}_noise = {name!r} does not "
+        f"protect against it ({why}); choose one of {', '.join(cls.protects)}"
+    )
 
 
 def _noisy_link_needs_noise(c: CurveConfig) -> str | None:
@@ -382,6 +402,9 @@ CURVE_RULES = (
          "`privacy.server_variance > 0` (or `privacy.target_epsilon`), and likewise "
          '`privacy.client_noise = "laplace"/"gaussian"` needs `privacy.client_variance > 0`.',
          _noisy_link_needs_noise),
+    Rule("`privacy.adversary` must be an adversary the calibrated mechanism (server level if "
+         "any, else client level) protects against (docs/privacy.md).",
+         _adversary_is_protected),
     Rule("Each privacy mechanism checks its own rules (the next items).",
          _mechanisms_own_rules),
 )  # fmt: skip

@@ -20,6 +20,7 @@ import numpy as np
 from pgfl.engine import CurveSettings, Network, Trajectory
 from pgfl.privacy.accounting import calibrate, epsilon_curve
 from pgfl.privacy.mechanisms import ClientAggregation, Mechanism
+from pgfl.privacy.mechanisms.adversaries import epsilon_by_adversary
 
 __all__ = [
     "calibrated",
@@ -56,17 +57,30 @@ def reported(settings: CurveSettings) -> str | None:
 
 
 def calibrated(
-    settings: CurveSettings, net: Network, iterations: int, target: float, delta: float
+    settings: CurveSettings,
+    net: Network,
+    iterations: int,
+    target: float,
+    delta: float,
+    *,
+    adversary: str | None = None,
 ) -> CurveSettings:
     """``settings`` with the primary mechanism's noise set to meet ε(T) ≤ ``target``.
 
     The smallest per-coordinate std on the calibration grid, by the tight accountant
-    (:func:`pgfl.privacy.accounting.calibrate` on the factory σ ↦ transcript).
+    (:func:`pgfl.privacy.accounting.calibrate` on the factory σ ↦ transcript): the
+    privatized link's own transcript, or with ``adversary`` what that adversary observes
+    of it (:meth:`~pgfl.privacy.mechanisms.base.Mechanism.views`, amplification by client
+    sampling included where it holds).
     """
     level = primary(settings)
     mechanism: Mechanism = getattr(settings, level)
     ctx = settings.release_context(net, iterations)
-    sigma = calibrate(lambda s: mechanism.with_std(s).transcript(ctx), target, delta)
+    if adversary is None:
+        seen = lambda s: mechanism.with_std(s).transcript(ctx)  # noqa: E731
+    else:
+        seen = lambda s: mechanism.with_std(s).views(ctx)[adversary]  # noqa: E731
+    sigma = calibrate(seen, target, delta)
     return replace(settings, **{level: mechanism.with_std(sigma)})
 
 
@@ -93,6 +107,10 @@ def curve_epsilon(
     eps = epsilon_curve(main.transcript(ctx), **common)  # σ = 0: ε = ∞ with the reason
     entry = eps.summary()
     entry["noise_variance"] = main.std**2
+    entry["neighbours"] = settings.neighbours
+    entry["epsilon_by_adversary"] = epsilon_by_adversary(
+        settings.client, settings.server, ctx, delta
+    )
     client = settings.client
     if level == "server" and client.calibrates is not None and client.std > 0:
         entry["epsilon_client"] = epsilon_curve(client.transcript(ctx), **common).final()

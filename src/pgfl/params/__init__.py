@@ -35,6 +35,7 @@ from pgfl.data.synthetic import SCHEDULE_PARAMS
 from pgfl.param import Param, ParamTable, When, folder_name, kind_is, ref
 from pgfl.privacy import mechanisms
 from pgfl.privacy.accounting.accountants import ACCOUNTANTS
+from pgfl.privacy.mechanisms.base import ADVERSARIES, NEIGHBOURS
 from pgfl.privacy.mechanisms.client import CLIENT_VARIANCE, DISTRIBUTIONS
 from pgfl.privacy.mechanisms.server import SERVER_DISTRIBUTION, SERVER_VARIANCE
 from pgfl.privacy.secagg import PARAMS as SECAGG_PARAMS
@@ -152,7 +153,8 @@ _PRIVACY = (
           batched=True),
     CLIENT_VARIANCE,
     Param("privacy.server_noise", "choice", "none", "Server→server links: random (eq. 8), "
-          "graph-homomorphic (eq. 47) or independent per link.",
+          "graph-homomorphic (eq. 47), independent per link, or `central` (a trusted aggregator "
+          "returns the network average plus one draw: the central-DP ceiling).",
           choices=lambda: mechanisms.names("server"), batched=True),
     SERVER_VARIANCE,
     SERVER_DISTRIBUTION,
@@ -161,6 +163,16 @@ _PRIVACY = (
           batched=True, applies=DP_LINK),
     Param("privacy.delta", "real", 1e-5, "δ of (ε, δ)-DP.", lo=0, hi=1, lo_open=True,
           hi_open=True, batched=True, applies=DP_LINK),
+    Param("privacy.neighbours", "choice", "client", "Neighbouring data sets of every ε: "
+          "`client` (one client's whole data replaced, the papers') or `record` (one sample; "
+          "smaller only for one full-batch step per round, `training.batch = \"full\"`, "
+          "`training.epochs = 1`).", choices=tuple(NEIGHBOURS), batched=True),
+    Param("privacy.adversary", "choice", None, "The adversary a `target_epsilon` is "
+          "calibrated against, with amplification by client sampling where it holds (unset: "
+          "the privatized link's own ε, as the papers). See docs/privacy.md.",
+          choices=tuple(ADVERSARIES), batched=True,
+          applies=When("privacy.target_epsilon is set",
+                       lambda c: c["privacy.target_epsilon"] is not None)),
     Param("privacy.accountants", "choices", ("paper", "pld"), "ε reported per curve (see "
           "docs/privacy.md).", choices=ACCOUNTANTS, batched=True, applies=DP_LINK),
     Param("privacy.epsilon_checkpoints", "int", 64, "Iterations at which ε(i) is read by "

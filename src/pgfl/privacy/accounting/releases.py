@@ -31,10 +31,12 @@ from pgfl.validation import ConfigError, check_int, check_real
 __all__ = [
     "RANDOMIZED_RESPONSE_RELATION",
     "SHIFT_PAIR",
+    "amplified_epsilon",
     "GaussianRelease",
     "LaplaceRelease",
     "PureDpRelease",
     "Release",
+    "SampledGaussianRelease",
     "Transcript",
     "VectorLaplaceRelease",
     "check_release",
@@ -164,6 +166,44 @@ class GaussianRelease:
 
 
 @dataclasses.dataclass(frozen=True)
+class SampledGaussianRelease(GaussianRelease):
+    """A Gaussian release computed on a uniformly random ``sample`` of ``population``.
+
+    Each of the ``count`` releases draws a fresh subset of fixed size m = ``sample`` of the
+    n = ``population`` members (without replacement, as a unit samples L of its K
+    clients); the changed member is in the subset with probability q = m/n, and only
+    then does the release move (by at most Δ₂). Accounted as ``dp_accounting``'s
+    ``SampledWithoutReplacementDpEvent`` under ``REPLACE_ONE`` — the amplification by
+    subsampling bound of Wang, Balle & Kasiviswanathan, "Subsampled Rényi Differential
+    Privacy and Analytical Moments Accountant", AISTATS 2019 (arXiv:1808.00087),
+    Theorem 27 — by the Rényi accountant; every other accountant charges it as the
+    unsampled :class:`GaussianRelease` (sound, no amplification credit).
+
+    Attributes:
+        population: n ≥ 1, the members a subset is drawn from.
+        sample: m, 1 ≤ m ≤ n.
+
+    >>> r = SampledGaussianRelease(1.0, 4.0, population=100, sample=10)
+    >>> r.sampling_probability
+    0.1
+
+    """
+
+    population: int = 1
+    sample: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int("population", self.population, lo=1)
+        check_int("sample", self.sample, lo=1, hi=self.population)
+
+    @property
+    def sampling_probability(self) -> float:
+        """Q = m/n, the probability that the changed member is in a subset."""
+        return self.sample / self.population
+
+
+@dataclasses.dataclass(frozen=True)
 class PureDpRelease:
     """``count`` releases of any ε-DP mechanism (e.g. randomized response: ε = ln 3).
 
@@ -186,8 +226,11 @@ class PureDpRelease:
         return float(self.epsilon)
 
 
-Release = LaplaceRelease | VectorLaplaceRelease | GaussianRelease | PureDpRelease
+Release = (
+    LaplaceRelease | VectorLaplaceRelease | GaussianRelease | SampledGaussianRelease | PureDpRelease
+)
 _RELEASE_TYPES = (LaplaceRelease, VectorLaplaceRelease, GaussianRelease, PureDpRelease)
+# (SampledGaussianRelease is a GaussianRelease)
 
 
 def check_release(release: object) -> Release:
@@ -198,6 +241,22 @@ def check_release(release: object) -> Release:
             f"PureDpRelease; got {release!r}"
         )
     return release
+
+
+def amplified_epsilon(epsilon: float, q: float) -> float:
+    """ε of an ε-DP mechanism run on a uniformly random fixed-size subsample, q = m/n.
+
+    ``ln(1 + q (e^ε − 1))`` under replace-one (Balle, Barthe & Gaboardi, "Privacy
+    Amplification by Subsampling: Tight Analyses via Couplings and Divergences", NeurIPS
+    2018, arXiv:1807.01647, Theorem 9); tight: the pair ``(1 − q) Lap(0) + q Lap(Δ)`` vs
+    ``Lap(0)`` attains it.
+
+    >>> round(amplified_epsilon(1.0, 0.1), 6), amplified_epsilon(1.0, 1.0)
+    (0.158565, 1.0)
+    """
+    if q >= 1.0:
+        return float(epsilon)
+    return math.log1p(q * math.expm1(epsilon)) if epsilon < 700 else epsilon + math.log(q)
 
 
 def randomized_response_noise(epsilon: float) -> float:
@@ -217,8 +276,10 @@ def dp_event(release: Release) -> dp_accounting.DpEvent:
     tighter, see :class:`VectorLaplaceRelease`); Gaussian → ``GaussianDpEvent(σ/Δ₂)``;
     generic ε-DP → binary ``RandomizedResponseDpEvent`` with noise
     :func:`randomized_response_noise`. Use :data:`SHIFT_PAIR` for the first three and
-    :data:`RANDOMIZED_RESPONSE_RELATION` for the last. A zero sensitivity gives a
-    ``NoOpDpEvent``.
+    :data:`RANDOMIZED_RESPONSE_RELATION` for the last. A sampled Gaussian →
+    ``SampledWithoutReplacementDpEvent(n, m, GaussianDpEvent(σ/Δ₂))``, for the Rényi
+    accountant under ``REPLACE_ONE`` (where the Gaussian of multiplier σ/Δ₂ is again the
+    shift by Δ₂). A zero sensitivity gives a ``NoOpDpEvent``.
 
     >>> dp_event(LaplaceRelease(2.0, 10.0))
     LaplaceDpEvent(noise_multiplier=5.0)
@@ -227,7 +288,12 @@ def dp_event(release: Release) -> dp_accounting.DpEvent:
     if isinstance(release, GaussianRelease):
         if release.sensitivity_l2 == 0:
             return dp_accounting.NoOpDpEvent()
-        return dp_accounting.GaussianDpEvent(release.noise_multiplier)
+        event = dp_accounting.GaussianDpEvent(release.noise_multiplier)
+        if isinstance(release, SampledGaussianRelease) and release.sample < release.population:
+            return dp_accounting.SampledWithoutReplacementDpEvent(
+                release.population, release.sample, event
+            )
+        return event
     if release.epsilon0 == 0:
         return dp_accounting.NoOpDpEvent()
     if isinstance(release, PureDpRelease):
@@ -273,6 +339,12 @@ class Transcript:
         reason: why ε is infinite (no clipping bound, no noise), else ``None``.
         iterations: T (default: the number of sensitivities).
         settings: what the transcript was built from, for the record (name, value pairs).
+        sampling: ``(n, m)``: each release is computed on a fresh uniformly random
+            ``m``-of-``n`` subsample the adversary does not see (Gaussian noise:
+            :class:`SampledGaussianRelease`, copies folded into one release of std
+            σ/√copies, as they share the subsample; Laplace noise: a
+            :class:`PureDpRelease` of :func:`amplified_epsilon` of the round's ε₀);
+            ``None``: no amplification.
 
     >>> t = Transcript((1.0, 2.0), std=2 ** 0.5, scope="one message")
     >>> [r.epsilon0 for r in t.releases()], t.iterations   # Δ/b with b = σ/√2 = 1
@@ -291,6 +363,7 @@ class Transcript:
     reason: str | None = None
     iterations: int = 0
     settings: tuple[tuple[str, object], ...] = ()
+    sampling: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         if self.iterations == 0:
@@ -307,8 +380,18 @@ class Transcript:
         if paper and self.paper_sensitivities is not None:
             sens = self.paper_sensitivities
         if self.distribution == "gaussian":
+            if self.sampling is not None and not paper:
+                n, m = self.sampling
+                std = self.std / math.sqrt(self.copies)
+                return [SampledGaussianRelease(float(s), std, 1, n, m) for s in sens]
             return [GaussianRelease(float(s), self.std, self.copies) for s in sens]
         b = self.std / math.sqrt(2.0)
         if paper or not self.rigorous:
             return [LaplaceRelease(float(s), b, self.copies) for s in sens]
+        if self.sampling is not None:
+            n, m = self.sampling
+            return [
+                PureDpRelease(amplified_epsilon(e0 * self.copies, m / n))
+                for e0 in (VectorLaplaceRelease(float(s), b, self.dim).epsilon0 for s in sens)
+            ]
         return [VectorLaplaceRelease(float(s), b, self.dim, self.copies) for s in sens]

@@ -12,7 +12,8 @@ Client level (:data:`CLIENT`): ``none`` (:class:`Mean`), ``laplace`` / ``gaussia
 (:class:`ClientNoise`), ``secure_aggregation`` (:class:`SecureAggregationScheme`).
 Server level (:data:`SERVER`): ``none`` (:class:`NoServerNoise`), ``random``
 (:class:`RandomNoise`), ``graph_homomorphic`` (:class:`GraphHomomorphic`),
-``random_per_link`` (:class:`PerLinkNoise`).
+``random_per_link`` (:class:`PerLinkNoise`), ``central`` (:class:`CentralNoise`, the
+central-DP ceiling: a trusted aggregator).
 
 >>> build("server", {"privacy.server_noise": "graph_homomorphic",
 ...                  "privacy.server_variance": 0.09, "privacy.server_distribution": "laplace"})
@@ -27,6 +28,7 @@ from typing import Any
 from pgfl.param import Param
 from pgfl.privacy.mechanisms.base import (
     ADVERSARIES,
+    NEIGHBOURS,
     Aggregate,
     ClientAggregation,
     Mechanism,
@@ -37,6 +39,7 @@ from pgfl.privacy.mechanisms.base import (
 from pgfl.privacy.mechanisms.client import ClientNoise, Mean
 from pgfl.privacy.mechanisms.secure_aggregation import SecureAggregationScheme
 from pgfl.privacy.mechanisms.server import (
+    CentralNoise,
     GraphHomomorphic,
     NoServerNoise,
     PerLinkNoise,
@@ -46,9 +49,11 @@ from pgfl.privacy.mechanisms.server import (
 __all__ = [
     "ADVERSARIES",
     "CLIENT",
+    "NEIGHBOURS",
     "SERVER",
     "Aggregate",
     "ClientAggregation",
+    "CentralNoise",
     "ClientNoise",
     "GraphHomomorphic",
     "Mean",
@@ -87,7 +92,7 @@ def register(cls: type[Mechanism]) -> type[Mechanism]:
 
 for _cls in (Mean, ClientNoise, SecureAggregationScheme):
     register(_cls)
-for _cls in (NoServerNoise, RandomNoise, GraphHomomorphic, PerLinkNoise):
+for _cls in (NoServerNoise, RandomNoise, GraphHomomorphic, PerLinkNoise, CentralNoise):
     register(_cls)
 
 
@@ -95,7 +100,7 @@ def names(level: str) -> tuple[str, ...]:
     """The registered names of one level (``"client"`` or ``"server"``), ``"none"`` first.
 
     >>> names("server")
-    ('none', 'random', 'graph_homomorphic', 'random_per_link')
+    ('none', 'random', 'graph_homomorphic', 'random_per_link', 'central')
     """
     return tuple(CLIENT if level == "client" else SERVER)
 

@@ -21,6 +21,7 @@ The engine knows a mechanism only through (a); the accountant only through (b).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,9 @@ from pgfl.rng import KeyedDraws
 
 __all__ = [
     "ADVERSARIES",
+    "NEIGHBOURS",
+    "SAMPLING_SECRET",
+    "subsampled",
     "Aggregate",
     "ClientAggregation",
     "Mechanism",
@@ -49,6 +53,18 @@ ADVERSARIES: dict[str, str] = {
     "neighbour_server": "a curious neighbouring server: sees the messages sent to it",
     "own_server": "a unit's own server, against its clients",
     "unit_client": "a client of a unit: sees its server's model every round",
+}
+
+#: Adversaries who do not learn which clients a unit sampled in a round (all but the
+#: unit's own server, who does the sampling), so that client sampling amplifies against
+#: them.
+SAMPLING_SECRET = ("link_eavesdropper", "other_server", "neighbour_server", "unit_client")
+
+#: Neighbouring relations: one client's whole data replaced (the papers' Definition 1),
+#: or one record (sample) of one client replaced.
+NEIGHBOURS = {
+    "client": "one client's whole data set replaced",
+    "record": "one record (sample) of one client replaced",
 }
 
 
@@ -104,6 +120,13 @@ class ReleaseContext:
             largest number of links a server sends to others).
         rigorous: M-dimensional Laplace releases with the rigorous sensitivities
             (default); ``False``: the papers' reading for every accountant.
+        clients, sampled: K and L: each round a unit draws L of its K clients uniformly
+            without replacement (``clients = 0``: no sampling to credit).
+        records: how many records a client's one local step averages with equal weight
+            when a changed record can enter it only once (record-level neighbours, one
+            full-batch step per round: the fewest samples of a client), else 1.
+        neighbours: the neighbouring relation (:data:`NEIGHBOURS`).
+        units: P, the number of units (a central aggregator averages them).
 
     >>> ReleaseContext(mu=0.5, clip=1.0, iterations=3).clients_per_round
     1
@@ -119,6 +142,11 @@ class ReleaseContext:
     aggregation_error: float = 0.0
     observed_links: int = 1
     rigorous: bool = True
+    clients: int = 0
+    sampled: int = 0
+    records: int = 1
+    neighbours: str = "client"
+    units: int = 1
 
     def __post_init__(self) -> None:
         if self.clip is not None and math.isinf(self.clip):
@@ -137,6 +165,11 @@ class Mechanism:
         protects: the :data:`ADVERSARIES` its ε covers.
         exposes: adversaries it does not protect against, with why.
         silent: adds nothing (the engine skips it).
+        amplified: a round's release depends on a client only in the rounds it is
+            sampled (so client sampling amplifies against :data:`SAMPLING_SECRET`); false
+            where the release accumulates earlier rounds (a growing sensitivity).
+        averages: the servers do not diffuse: every unit receives the network average
+            (a trusted aggregator; the topology's weights are not used).
 
     """
 
@@ -147,6 +180,8 @@ class Mechanism:
     protects: ClassVar[tuple[str, ...]] = ()
     exposes: ClassVar[Mapping[str, str]] = {}
     silent: ClassVar[bool] = False
+    amplified: ClassVar[bool] = False
+    averages: ClassVar[bool] = False
 
     @property
     def name(self) -> str:
@@ -177,6 +212,22 @@ class Mechanism:
         """What one adversary observes over the run (``None``: no differentially private noise)."""
         return None
 
+    def views(self, ctx: ReleaseContext) -> dict[str, Transcript | None]:
+        """What each of the :data:`ADVERSARIES` observes (``None``: not protected).
+
+        The adversaries in :attr:`protects` see :meth:`transcript`; with Gaussian noise
+        and an :attr:`amplified` mechanism, those who do not know which clients were
+        sampled (:data:`SAMPLING_SECRET`) see it on an L-of-K subsample
+        (:func:`subsampled`). Mechanisms whose adversaries see different things override
+        this.
+        """
+        t = self.transcript(ctx)
+        out: dict[str, Transcript | None] = dict.fromkeys(ADVERSARIES)
+        for a in self.protects:
+            if t is not None:
+                out[a] = subsampled(t, ctx) if self.amplified and a in SAMPLING_SECRET else t
+        return out
+
     def noiseless(self) -> Mechanism:
         """The same mechanism with its noise switched off (the audit's noise-free centres)."""
         return self
@@ -184,6 +235,24 @@ class Mechanism:
     def with_std(self, std: float) -> Mechanism:
         """The same mechanism with noise of per-coordinate std ``std`` (calibration's factory)."""
         raise TypeError(f"{type(self).__name__} has no noise level to calibrate")
+
+
+def subsampled(t: Transcript, ctx: ReleaseContext) -> Transcript:
+    """``t`` released on each round's L-of-K client sample, where that is credited.
+
+    Credited with L < K: Gaussian noise by the Rényi bound of subsampling without
+    replacement (:class:`~pgfl.privacy.accounting.releases.SampledGaussianRelease`),
+    Laplace noise by the tight pure-DP bound
+    (:func:`~pgfl.privacy.accounting.releases.amplified_epsilon`); otherwise ``t``
+    unchanged.
+
+    >>> t = Transcript((0.1,) * 3, std=1.0, distribution="gaussian")
+    >>> subsampled(t, ReleaseContext(mu=1, clip=1, iterations=3, clients=10, sampled=2)).sampling
+    (10, 2)
+    """
+    if not t.sensitivities or not 0 < ctx.sampled < ctx.clients:
+        return t
+    return dataclasses.replace(t, sampling=(ctx.clients, ctx.sampled))
 
 
 class ClientAggregation(Mechanism):

@@ -12,6 +12,7 @@ arXiv:2203.07105) and its journal version (EURASIP J. Adv. Signal Process. 2023,
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,10 +24,12 @@ from pgfl.param import Param, When
 from pgfl.privacy.accounting.releases import Transcript
 from pgfl.privacy.mechanisms.base import (
     ADVERSARIES,
+    SAMPLING_SECRET,
     Aggregate,
     ClientAggregation,
     Mechanism,
     ReleaseContext,
+    subsampled,
 )
 from pgfl.validation import ConfigError
 
@@ -166,8 +169,32 @@ class ClientNoise(ClientAggregation):
         if reason is not None:
             return Transcript((), reason=reason, **common)
         per_round = 2.0 * ctx.mu * ctx.clip if ctx.share == "models" else 2.0 * ctx.clip
-        sens = tuple(np.full(ctx.iterations, per_round).tolist())
+        sens = tuple(np.full(ctx.iterations, per_round / ctx.records).tolist())
         return Transcript(sens, paper_sensitivities=sens, **common)
+
+    def views(self, ctx: ReleaseContext) -> dict[str, Transcript | None]:
+        """Its own server sees one client's message; everyone else at most the unit's mean.
+
+        Gaussian noise: outsiders see ``ψ_p``, the mean of n ≥ (fewest clients averaged)
+        noisy messages — sensitivity Δ/n, noise σ/√n — on each round's L-of-K client
+        sample (:func:`~pgfl.privacy.mechanisms.base.subsampled`). Laplace noise: the
+        client's own message bounds everyone (post-processing), without amplification.
+        """
+        own = self.transcript(ctx)
+        out: dict[str, Transcript | None] = dict.fromkeys(ADVERSARIES, own)
+        if self.distribution == "gaussian" and own.sensitivities:
+            n = ctx.clients_per_round
+            mean = dataclasses.replace(
+                own,
+                sensitivities=tuple(s / n for s in own.sensitivities),
+                std=own.std / math.sqrt(n),
+                paper_sensitivities=None,
+                scope=f"covers the mean of a unit's {n} noisy client messages; adversary: "
+                "anyone but the unit's own server",
+            )
+            for a in SAMPLING_SECRET:
+                out[a] = subsampled(mean, ctx)
+        return out
 
     @classmethod
     def aggregate(cls, schemes, start, local, mu, updates, ctx) -> Aggregate:

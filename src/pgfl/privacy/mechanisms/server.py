@@ -9,7 +9,9 @@ arXiv:2203.07105). Server ``m`` sends ``ψ_m + g_pm`` to each neighbour ``p`` an
 * :class:`GraphHomomorphic` — ``g_pm = g_m`` for ``p ≠ m`` and
   ``g_mm = −((1 − a_mm)/a_mm) g_m`` (eq. 47), so that ``Σ_p a_pm g_pm = 0`` and the network
   centroid carries no noise (eq. 46);
-* :class:`PerLinkNoise` — an independent draw on every link.
+* :class:`PerLinkNoise` — an independent draw on every link;
+* :class:`CentralNoise` — the central-DP ceiling: a trusted aggregator returns the network
+  average plus one shared draw.
 
 Draws come from the round's :class:`pgfl.rng.KeyedDraws` (streams
 ``server_noise.<distribution>``, ``link_noise.<distribution>``): every curve with the same
@@ -19,6 +21,7 @@ it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,11 +34,15 @@ from pgfl.privacy.accounting.papers import trajectory_sensitivities
 from pgfl.privacy.accounting.releases import Transcript
 from pgfl.privacy.mechanisms.base import Mechanism, ReleaseContext, ServerNoise
 from pgfl.privacy.mechanisms.client import DISTRIBUTIONS, no_noise_reason, noise_level
+from pgfl.rng import KeyedDraws
 from pgfl.topology import check_combination_matrix
+from pgfl.validation import ConfigError
 
 __all__ = [
+    "AGGREGATOR",
     "SERVER_DISTRIBUTION",
     "SERVER_VARIANCE",
+    "CentralNoise",
     "GraphHomomorphic",
     "NoServerNoise",
     "PerLinkNoise",
@@ -97,6 +104,7 @@ class RandomNoise(ServerNoise):
     names: ClassVar[tuple[str, ...]] = ("random",)
     params: ClassVar[tuple[Param, ...]] = (SERVER_VARIANCE, SERVER_DISTRIBUTION)
     calibrates: ClassVar[str | None] = "privacy.server_variance"
+    amplified: ClassVar[bool] = True
     protects: ClassVar[tuple[str, ...]] = (
         "link_eavesdropper", "other_server", "neighbour_server", "unit_client",
     )  # fmt: skip
@@ -135,19 +143,22 @@ class RandomNoise(ServerNoise):
     def sensitivities(self, ctx: ReleaseContext, rule: str) -> np.ndarray:
         """Δ₂(j) of the message ψ_{p,j} a server sends at iteration j = 1..T.
 
-        Rigorous rule: the constant ``2μB/n + 2√M e`` (``n`` the fewest clients a unit
-        averages, ``e`` the aggregation error). Analysed by the chain rule over the released
-        messages (condition on them and on all randomness independent of the client): the
-        server feeds its own noisy message to itself, so its state ``w_p = Σ_m a_pm y_m``
-        is the same in both runs, and ``ψ_{p,j}`` differs only through the changed client's
-        averaged clipped gradient, weighted ``1/n``. An aborted round of secure aggregation
+        Rigorous rule: the constant ``2μB/(n r) + 2√M e`` (``n`` the fewest clients a unit
+        averages, ``r`` the records one local step averages (``ctx.records``: 1 but for
+        record-level neighbours and one full-batch step), ``e`` the aggregation error).
+        Analysed by the chain rule over the released messages (condition on them and on
+        all randomness independent of the client): the server feeds its own noisy message
+        to itself, so its state ``w_p = Σ_m a_pm y_m`` is the same in both runs, and
+        ``ψ_{p,j}`` differs only through the changed client's averaged clipped gradient,
+        weighted ``1/n``. An aborted round of secure aggregation
         keeps ``w_{p,i−1}``, a function of earlier messages. Papers' rule: ``2μBj``
         (preprint eq. 52).
         """
         if rule == "paper":
             return trajectory_sensitivities(ctx.iterations, mu=ctx.mu, clip=ctx.clip)
         slack = 2.0 * math.sqrt(ctx.dim) * ctx.aggregation_error
-        return np.full(ctx.iterations, 2.0 * ctx.mu * ctx.clip / ctx.clients_per_round + slack)
+        step = 2.0 * ctx.mu * ctx.clip / (ctx.clients_per_round * ctx.records)
+        return np.full(ctx.iterations, step + slack)
 
     def copies(self, ctx: ReleaseContext) -> int:
         """Independently noised copies of a message an adversary sees per iteration."""
@@ -197,6 +208,7 @@ class GraphHomomorphic(RandomNoise):
     """
 
     names: ClassVar[tuple[str, ...]] = ("graph_homomorphic",)
+    amplified: ClassVar[bool] = False  # message j carries every earlier round's difference
     protects: ClassVar[tuple[str, ...]] = ("link_eavesdropper", "other_server", "neighbour_server")
     exposes: ClassVar[Mapping[str, str]] = {
         "own_server": "a unit's server sees its clients' aggregate before adding the noise",
@@ -268,6 +280,7 @@ class PerLinkNoise(RandomNoise):
     """
 
     names: ClassVar[tuple[str, ...]] = ("random_per_link",)
+    amplified: ClassVar[bool] = False
     scope: ClassVar[str] = (
         "covers the messages one server sends over the observed links (independent noise per "
         "link); an adversary watching k links sees k copies per iteration. The proof covers an "
@@ -279,6 +292,13 @@ class PerLinkNoise(RandomNoise):
     def copies(self, ctx: ReleaseContext) -> int:
         """The links an adversary watches: each carries an independent copy."""
         return ctx.observed_links
+
+    def views(self, ctx: ReleaseContext) -> dict[str, Transcript | None]:
+        """A neighbouring server sees one link's copy; the others every out-link's."""
+        out = super().views(ctx)
+        if out["neighbour_server"] is not None:
+            out["neighbour_server"] = dataclasses.replace(out["neighbour_server"], copies=1)
+        return out
 
     @classmethod
     def link_noise(cls, schemes, links, dim, ctx) -> np.ndarray:
@@ -293,3 +313,66 @@ class PerLinkNoise(RandomNoise):
             g = ctx.draws.noise_at("link_noise", dist, sender, counters)  # [R, n, M]
             out[mine] = std[mine, None, None, None] * g
         return out
+
+
+#: The unit id of the trusted aggregator's cell in the keyed draws (no network has it).
+AGGREGATOR = 1 << 40
+
+
+@dataclass(frozen=True, kw_only=True)
+class CentralNoise(RandomNoise):
+    """The central-DP ceiling: a trusted aggregator releases ``ψ̄ + z`` to every unit.
+
+    Every unit sends ``ψ_m`` to the aggregator over a secure channel; the aggregator
+    returns the network average ``ψ̄ = (1/P) Σ_m ψ_m`` plus one draw ``z`` (std ``σ`` per
+    coordinate) shared by every unit (stream ``central_noise``, in the aggregator's own
+    cell of the keyed draws). In the engine this is the combination ``A = 11ᵀ/P`` with
+    the same ``z`` on every link, so ``w_p = ψ̄ + z``. No scheme without a trusted party
+    does better against outsiders: one record moves ``ψ̄`` by ``1/P`` of what it moves
+    one unit's message.
+    """
+
+    names: ClassVar[tuple[str, ...]] = ("central",)
+    amplified: ClassVar[bool] = True
+    averages: ClassVar[bool] = True
+    protects: ClassVar[tuple[str, ...]] = (
+        "link_eavesdropper", "other_server", "neighbour_server", "unit_client",
+    )  # fmt: skip
+    exposes: ClassVar[Mapping[str, str]] = {
+        "own_server": "a unit's server sees its clients' aggregate before the aggregator "
+        "adds the noise",
+    }
+    scope: ClassVar[str] = (
+        "covers the network average the trusted aggregator releases every iteration (one "
+        "noise draw shared by every unit); adversary: anyone but the aggregator and a unit's "
+        "own server, the units' uplinks to the aggregator being secure"
+    )
+
+    def sensitivities(self, ctx: ReleaseContext, rule: str) -> np.ndarray:
+        """``(2μB/(n r) + 2√M e)/P``: one unit's message sensitivity, averaged over P units.
+
+        The same under both rules (the papers give no bound for a central aggregator).
+        """
+        return RandomNoise.sensitivities(self, ctx, "rigorous") / ctx.units
+
+    @classmethod
+    def link_noise(cls, schemes, links, dim, ctx) -> np.ndarray:
+        """``std · z`` on every link, ``z`` the aggregator's one draw of the round."""
+        R = ctx.draws.reps.size
+        out = np.empty((len(schemes), R, links.src.size, dim))
+        std = np.array([s.std for s in schemes])
+        draws = KeyedDraws(ctx.draws.seed, ctx.draws.round, ctx.draws.reps, [AGGREGATOR])
+        for dist in sorted({s.distribution for s in schemes}):
+            mine = np.array([s.distribution == dist for s in schemes])
+            z = draws.noise("central_noise", dist, (dim,))[:, :1]  # [R, 1, M]
+            out[mine] = std[mine, None, None, None] * z
+        return out
+
+    def validate(self, net: Any) -> None:
+        """The network must average (``A = 11ᵀ/P``), as the experiment builds it."""
+        P = net.A.shape[0]
+        if not np.allclose(net.A, 1.0 / P):
+            raise ConfigError(
+                'privacy.server_noise = "central" needs the averaging combination A = 11ᵀ/P '
+                "(a trusted aggregator); the experiment builds it for central curves"
+            )
