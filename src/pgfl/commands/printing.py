@@ -161,9 +161,26 @@ def print_summary(summary: dict[str, Any]) -> None:
             "what each ε covers: summary.json (epsilon_scope) and docs/privacy.md"
         )
     for c in curves:
+        _print_adversaries(c)
+    for c in curves:
         _print_faults(c, summary.get("repetitions", 1))
         if c.get("epsilon_reason"):
             _plain(f"curve {c['label']}: ε = ∞ ({c['epsilon_reason']})")
+
+
+def _print_adversaries(c: dict[str, Any]) -> None:
+    """One line per privatized curve: ε against each adversary, and whom it leaves exposed."""
+    by = c.get("epsilon_by_adversary")
+    if not by:
+        return
+    neighbours = c.get("neighbours", "client")
+    protected = [f"{a} {_fmt_eps(e)}" for a, e in by.items() if e is not None]
+    exposed = [a for a, e in by.items() if e is None]
+    line = f"curve {c['label']}: ε vs " + (", ".join(protected) or "no adversary")
+    line += f" ({neighbours}-level neighbours)"
+    if exposed:
+        line += f"; NOT protected against {', '.join(exposed)}"
+    _plain(line)
 
 
 def _print_faults(c: dict[str, Any], repetitions: int) -> None:

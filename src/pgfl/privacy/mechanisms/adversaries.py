@@ -61,6 +61,10 @@ def epsilon_by_adversary(
     (True, True, True)
     """
     out: dict[str, Any] = {}
+    seen: dict[Transcript, float] = {}  # adversaries often see the same transcript
     for a, views in adversary_views(client, server, ctx).items():
-        out[a] = min((transcript_epsilon(t, delta) for t in views), default=None)
+        for t in views:
+            if t not in seen:
+                seen[t] = transcript_epsilon(t, delta)
+        out[a] = min((seen[t] for t in views), default=None)
     return out

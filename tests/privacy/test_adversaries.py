@@ -1,0 +1,307 @@
+"""ε per adversary, amplification by client sampling, record-level neighbours, central DP.
+
+Every new ε is checked against a computation that does not use the code under test:
+the Rényi bound of subsampling without replacement against the general theorem of its
+paper (an upper bound it must not exceed) and against the exact Rényi divergence of a
+realizable pair (a lower bound it must not fall under); the pure-DP amplification against
+the privacy loss of the pair that attains it; a Monte-Carlo audit of one sampled release.
+"""
+
+import math
+
+import numpy as np
+import pytest
+from dp_accounting.rdp import rdp_privacy_accountant as dp_rdp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import special, stats
+
+from pgfl.data.synthetic import regression_data
+from pgfl.engine import CurveBatch, CurveSettings, Network
+from pgfl.engine.step import combine_phase, server_messages
+from pgfl.experiments.loader import parse_config
+from pgfl.experiments.plan import prepare_experiment
+from pgfl.experiments.presets import load_preset
+from pgfl.experiments.privacy import curve_epsilon
+from pgfl.privacy.accounting import epsilon
+from pgfl.privacy.accounting.releases import (
+    GaussianRelease,
+    SampledGaussianRelease,
+    Transcript,
+    amplified_epsilon,
+)
+from pgfl.privacy.mechanisms import (
+    CentralNoise,
+    ClientNoise,
+    GraphHomomorphic,
+    Mean,
+    RandomNoise,
+    ReleaseContext,
+)
+from pgfl.privacy.mechanisms.adversaries import epsilon_by_adversary, transcript_epsilon
+from pgfl.problems import LeastSquares
+from pgfl.rng import KeyedDraws
+from pgfl.validation import ConfigError
+
+ORDERS = np.arange(2, 33)
+
+
+# ------------------------------------------------------------ subsampled Gaussian, Rényi
+def wbk_theorem9(q: float, z: float, alpha: int) -> float:
+    """Rényi DP at integer ``alpha`` of a Gaussian (multiplier z) on an m-of-n subsample.
+
+    The general bound of Wang, Balle & Kasiviswanathan (AISTATS 2019, arXiv:1808.00087,
+    Theorem 9) with the Gaussian's ε(j) = j/(2z²) and ε(∞) = ∞, written out here from
+    the paper: (1/(α−1)) log(1 + q² C(α,2) min{4(e^{ε(2)} − 1), 2 e^{ε(2)}}
+    + Σ_{j≥3} 2 q^j C(α,j) e^{(j−1) ε(j)}), summed in log space.
+    """
+    eps = lambda j: j / (2.0 * z * z)  # noqa: E731
+    log_comb = lambda j: (  # noqa: E731
+        special.gammaln(alpha + 1) - special.gammaln(j + 1) - special.gammaln(alpha - j + 1)
+    )
+    second = min(math.log(4.0) + math.log(math.expm1(eps(2))), math.log(2.0) + eps(2))
+    terms = [0.0, 2 * math.log(q) + log_comb(2) + second]
+    terms += [
+        math.log(2.0) + j * math.log(q) + log_comb(j) + (j - 1) * eps(j)
+        for j in range(3, alpha + 1)
+    ]
+    return float(special.logsumexp(terms)) / (alpha - 1)
+
+
+def renyi_mixture(q: float, z: float, alpha: int) -> float:
+    """D_α((1−q) N(0,1) + q N(1/z, 1) ‖ N(0,1)) in closed form: a realizable pair.
+
+    Unit noise and shift 1/z (multiplier z): the changed client is sampled with
+    probability q and then moves the release by the full sensitivity; otherwise the
+    release is the same in both runs. With the likelihood ratio 1 − q + q e^{x/z − 1/(2z²)}
+    and E[e^{k x / z}] = e^{k²/(2z²)}, the binomial expansion gives
+    E[ratio^α] = Σ_k C(α,k) (1−q)^{α−k} q^k e^{(k² − k)/(2z²)}.
+    """
+    k = np.arange(alpha + 1)
+    logs = (
+        special.gammaln(alpha + 1) - special.gammaln(k + 1) - special.gammaln(alpha - k + 1)
+        + (alpha - k) * math.log1p(-q) + k * math.log(q) + (k * k - k) / (2 * z * z)
+    )  # fmt: skip
+    return float(special.logsumexp(logs)) / (alpha - 1)
+
+
+@pytest.mark.parametrize(("q", "z"), [(0.11, 1.0), (0.05, 2.0), (0.3, 0.8), (0.11, 4.0)])
+def test_sampled_gaussian_rdp_lies_between_a_realizable_pair_and_the_general_theorem(q, z):
+    library = dp_rdp._compute_rdp_sample_wor_gaussian(q, z, ORDERS)
+    for alpha, value in zip(ORDERS, library, strict=True):
+        upper = wbk_theorem9(q, z, int(alpha))
+        lower = renyi_mixture(q, z, int(alpha))
+        assert lower <= value * (1 + 1e-9) + 1e-12, (alpha, lower, value)
+        assert value <= upper * (1 + 1e-9) + 1e-12, (alpha, value, upper)
+
+
+def test_amplification_shrinks_epsilon_and_vanishes_at_full_sampling():
+    plain = epsilon([GaussianRelease(1.0, 2.0)] * 500, 1e-5, "rdp")
+    full = epsilon([SampledGaussianRelease(1.0, 2.0, 1, 100, 100)] * 500, 1e-5, "rdp")
+    tenth = epsilon([SampledGaussianRelease(1.0, 2.0, 1, 100, 10)] * 500, 1e-5, "rdp")
+    assert full == pytest.approx(plain, rel=1e-12)  # q = 1: no credit
+    assert tenth < plain / 4
+    # every other accountant charges a sampled release as the plain Gaussian (sound)
+    for acc in ("basic", "advanced", "kairouz"):
+        sampled = epsilon([SampledGaussianRelease(1.0, 2.0, 1, 100, 10)] * 50, 1e-5, acc)
+        assert sampled == pytest.approx(epsilon([GaussianRelease(1.0, 2.0)] * 50, 1e-5, acc))
+
+
+def test_monte_carlo_audit_of_one_sampled_release_stays_below_its_epsilon():
+    # one release, q = 0.5, multiplier 1: a privacy loss an audit of 400k draws can see
+    q, z, delta, n = 0.5, 1.0, 1e-5, 400_000
+    eps = epsilon([SampledGaussianRelease(1.0, z, 1, 10, 5)], delta, "pld")
+    rng = np.random.default_rng(7)
+    shifted = rng.random(n) < q
+    p = rng.standard_normal(n) * z + shifted  # changed client sampled: moved by 1
+    qq = rng.standard_normal(n) * z
+    best = 0.0
+    for t in np.quantile(qq, [0.99, 0.999, 0.9999]):
+        tpr = (p > t).mean()
+        fpr_hi = stats.beta.ppf(1 - 1e-3, (qq > t).sum() + 1, n - (qq > t).sum())
+        tpr_lo = stats.beta.ppf(1e-3, (p > t).sum(), n - (p > t).sum() + 1)
+        if tpr > 0:
+            best = max(best, math.log(max(tpr_lo - delta, 1e-300) / fpr_hi))
+    assert best <= eps
+    assert best > 0.3 * eps  # the audit is not vacuous
+
+
+# ------------------------------------------------------------------ Laplace, pure DP
+@pytest.mark.parametrize(("eps0", "q"), [(0.3, 0.11), (1.0, 0.5), (4.0, 0.05)])
+def test_pure_dp_amplification_is_the_loss_of_the_pair_that_attains_it(eps0, q):
+    # (1 − q) Lap(0, 1) + q Lap(eps0, 1) against Lap(0, 1): the loss is largest for x ≥ eps0
+    x = np.linspace(-20, 40, 200_001)
+    p = (1 - q) * stats.laplace.pdf(x) + q * stats.laplace.pdf(x, loc=eps0)
+    loss = np.max(np.log(p / stats.laplace.pdf(x)))
+    assert amplified_epsilon(eps0, q) == pytest.approx(loss, rel=1e-9)
+
+
+def test_laplace_transcript_with_sampling_composes_the_amplified_steps():
+    t = Transcript((0.1,) * 20, std=math.sqrt(2.0), dim=1, sampling=(10, 2))
+    # b = 1: each step is 0.1-DP, amplified to ln(1 + 0.2 (e^0.1 − 1)); basic sums them
+    expected = 20 * math.log1p(0.2 * math.expm1(0.1))
+    assert epsilon(t.releases(), 1e-5, "basic") == pytest.approx(expected, rel=1e-12)
+    assert transcript_epsilon(t, 1e-5) <= expected + 1e-9
+
+
+# ------------------------------------------------------------------ adversaries
+CTX = ReleaseContext(mu=0.5, clip=1.0, iterations=50, dim=2, clients=100, sampled=10, units=10)
+
+
+def test_graph_homomorphic_leaves_the_unit_clients_and_own_server_unprotected():
+    eps = epsilon_by_adversary(Mean(), GraphHomomorphic(std=3.0), CTX, 1e-5)
+    assert eps["unit_client"] is None and eps["own_server"] is None
+    assert all(eps[a] > 0 for a in ("link_eavesdropper", "other_server", "neighbour_server"))
+
+
+def test_random_noise_gains_amplification_against_everyone_but_its_own_server():
+    for dist in ("laplace", "gaussian"):
+        mech = RandomNoise(std=3.0, distribution=dist)
+        eps = epsilon_by_adversary(Mean(), mech, CTX, 1e-5)
+        plain = transcript_epsilon(mech.transcript(CTX), 1e-5)
+        assert eps["own_server"] is None
+        for a in ("link_eavesdropper", "other_server", "neighbour_server", "unit_client"):
+            assert eps[a] < 0.5 * plain, (dist, a)
+        # without sampling (L = K) nothing is credited
+        full = ReleaseContext(mu=0.5, clip=1.0, iterations=50, dim=2, clients=10, sampled=10)
+        assert epsilon_by_adversary(Mean(), mech, full, 1e-5)["other_server"] == pytest.approx(
+            transcript_epsilon(mech.transcript(full), 1e-5)
+        )
+
+
+def test_local_noise_protects_against_its_own_server_and_better_downstream():
+    eps = epsilon_by_adversary(
+        ClientNoise(distribution="gaussian", std=2.0), RandomNoise(), CTX, 1e-5
+    )
+    assert eps["own_server"] is not None
+    assert eps["link_eavesdropper"] < eps["own_server"]  # a mean of L messages, sampled
+
+
+def test_central_noise_is_charged_one_pth_of_a_unit_message():
+    sigma = 0.05
+    central = CentralNoise(std=sigma, distribution="gaussian").transcript(CTX)
+    random = RandomNoise(std=sigma, distribution="gaussian").transcript(CTX)
+    ratio = np.array(central.sensitivities) / np.array(random.sensitivities)
+    np.testing.assert_allclose(ratio, 1 / CTX.units)
+    eps = epsilon_by_adversary(Mean(), CentralNoise(std=sigma, distribution="gaussian"), CTX, 1e-5)
+    assert eps["own_server"] is None and eps["unit_client"] is not None
+
+
+def test_central_engine_gives_every_unit_the_average_plus_one_shared_draw():
+    P, M, R, sigma = 4, 3, 300, 0.3
+    data = regression_data(np.random.default_rng(0), P=P, K=1, N=2, M=M)
+    net = Network(data, LeastSquares(0.1), np.full((P, P), 1 / P), 1, np.ones((P, 1), int), None)
+    curves = CurveBatch.of(
+        [CurveSettings(mu=0.1, server=CentralNoise(std=sigma, distribution="gaussian"))]
+    )
+    psi = np.random.default_rng(1).standard_normal((1, R, P, M))
+    # two blocks of units draw the same aggregator noise: split the senders
+    out = []
+    for start, stop in ((0, 2), (2, P)):
+        links = net.links.subset(net.links.out_of(start, stop))
+        draws = KeyedDraws(9, 1, range(R), range(start, stop))
+        out.append((links, server_messages(psi[:, :, start:stop], links, curves, draws, start, 1)))
+    z = [m - psi[:, :, links.src] for links, m in out]
+    np.testing.assert_allclose(z[0][:, :, :1], z[1][:, :, :1], atol=1e-12)  # one shared draw
+    messages = np.concatenate([m for _, m in out], axis=2)
+    order = np.lexsort((np.concatenate([lk.src for lk, _ in out]),
+                        np.concatenate([lk.dst for lk, _ in out])))  # fmt: skip
+    W = combine_phase(messages[:, :, order], net.links, 0, P)
+    noise = W - psi.mean(axis=2, keepdims=True)  # w_p − ψ̄
+    np.testing.assert_allclose(noise, noise[:, :, :1].repeat(P, axis=2), atol=1e-12)
+    chi = (noise[0, :, 0] ** 2).sum() / sigma**2  # χ² with R·M degrees of freedom
+    assert stats.chi2.ppf(1e-4, R * M) < chi < stats.chi2.ppf(1 - 1e-4, R * M)
+
+
+def test_central_needs_the_averaging_network():
+    data = regression_data(np.random.default_rng(0), P=3, K=4, N=10)
+    ones = np.ones((3, 4), dtype=int)
+    ring = np.array([[0.5, 0.25, 0.25], [0.25, 0.5, 0.25], [0.25, 0.25, 0.5]])
+    net = Network(data, LeastSquares(0.1), ring, L=2, epochs=ones, batch=None)
+    with pytest.raises(ConfigError, match="averaging combination"):
+        CentralNoise(std=1.0).validate(net)
+
+
+# ------------------------------------------------------------------ record-level sensitivity
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 40), clip=st.floats(0.05, 5.0))
+def test_one_full_batch_step_moves_by_at_most_2_mu_clip_over_n_when_one_record_changes(
+    seed, n, clip
+):
+    rng = np.random.default_rng(seed)
+    mu, M = 0.7, 3
+    U = rng.standard_normal((n, M)) * 3
+    d = rng.standard_normal(n) * 3
+    w = rng.standard_normal((M, 1))
+    U2, d2 = U.copy(), d.copy()
+    U2[0] = rng.standard_normal(M) * 10  # the replaced record
+    d2[0] = rng.standard_normal() * 10
+    prob = LeastSquares(0.1)
+    weight = np.full(n, 1.0 / n)
+    step = lambda U, d: w - mu * prob.gradient(w, U, d, weight, clip)  # noqa: E731
+    moved = np.linalg.norm(step(U, d) - step(U2, d2))
+    assert moved <= 2 * mu * clip / n * (1 + 1e-12)
+
+
+def test_records_are_credited_only_for_one_full_batch_step_with_record_neighbours():
+    data = regression_data(np.random.default_rng(0), P=2, K=3, N=20)
+    ones = np.ones((2, 3), dtype=int)
+    A = np.full((2, 2), 0.5)
+    full = Network(data, LeastSquares(0.1), A, L=2, epochs=ones, batch=None)
+    record = CurveSettings(mu=0.5, clip_norm=1.0, neighbours="record")
+    client = CurveSettings(mu=0.5, clip_norm=1.0)
+    assert record.release_context(full, 5).records == int(data.counts.min())
+    assert client.release_context(full, 5).records == 1
+    two = Network(data, LeastSquares(0.1), A, L=2, epochs=2 * ones, batch=None)
+    batched = Network(data, LeastSquares(0.1), A, L=2, epochs=ones, batch=ones)
+    assert record.release_context(two, 5).records == 1
+    assert record.release_context(batched, 5).records == 1
+
+
+# ------------------------------------------------------------------ in a run
+def test_fig2_graph_homomorphic_reports_unit_client_null_and_random_gains_amplification():
+    cfg = load_preset("fig2")
+    plan = prepare_experiment(cfg, "/nonexistent/never-written")
+    batch = plan.batches[0]
+    by = {}
+    for c, i in enumerate(batch.indices):
+        _, entry = curve_epsilon(
+            batch.settings[c], batch.net, cfg.iterations, delta=1e-5,
+            accountants=("pld",), checkpoints=2,
+        )  # fmt: skip
+        by[cfg.curves[i].label] = entry
+    gh, rnd = by["graph_homomorphic"], by["random"]
+    assert gh["epsilon_by_adversary"]["unit_client"] is None
+    assert rnd["epsilon_by_adversary"]["other_server"] < rnd["epsilon"]["pld"] / 2
+    assert rnd["epsilon_by_adversary"]["own_server"] is None
+
+
+def test_calibration_against_an_adversary_meets_its_target():
+    raw = {
+        "name": "cal",
+        "iterations": 40,
+        "topology": {"kind": "ring", "P": 4},
+        "data": {"K": 20, "N": 10},
+        "training": {"L": 4, "mu": 0.3, "epochs": 1, "batch": "full", "clip_norm": 1.0},
+        "privacy": {"server_noise": "random", "server_distribution": "gaussian",
+                    "target_epsilon": 1.0, "adversary": "other_server", "neighbours": "record"},
+    }  # fmt: skip
+    cfg = parse_config(raw)
+    plan = prepare_experiment(cfg, "/nonexistent/never-written")
+    b = plan.batches[0]
+    _, entry = curve_epsilon(
+        b.settings[0], b.net, cfg.iterations, delta=1e-5, accountants=("pld",), checkpoints=2
+    )
+    got = entry["epsilon_by_adversary"]["other_server"]
+    assert 1.0 / (1 + 1e-3) <= got <= 1.0 + 1e-9
+
+
+def test_an_adversary_the_mechanism_does_not_cover_is_refused():
+    raw = {
+        "name": "x",
+        "training": {"clip_norm": 1.0},
+        "privacy": {"server_noise": "graph_homomorphic", "target_epsilon": 1.0,
+                    "adversary": "unit_client"},
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match=r"privacy.adversary = 'unit_client'.*does not protect"):
+        parse_config(raw)
