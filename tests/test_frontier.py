@@ -17,7 +17,7 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from pgfl.experiments.frontier import EPSILONS, SCHEMES, frontier_configs, run_frontier
+from pgfl.experiments.frontier import EPSILONS, PAPER_SCHEMES, frontier_configs, run_frontier
 
 EPS = (0.5, 2.0, 50.0)
 COUNTS = (2, 6)
@@ -51,7 +51,7 @@ def test_output_contract(frontier):
     out, summary = frontier
     assert json.loads((out / "summary.json").read_text()) == json.loads(json.dumps(summary))
     keys = {(c["label"], c["setup"], c["iterations"]) for c in summary["curves"]}
-    expected = {(s, "regression", T) for s in SCHEMES for T in COUNTS}
+    expected = {(s, "regression", T) for s in PAPER_SCHEMES for T in COUNTS}
     assert keys == expected | {("random", "logistic", 3), ("client_gaussian_models", "logistic", 3)}
     for c in summary["curves"]:
         assert all(k in c for k in CONTRACT)
@@ -82,7 +82,7 @@ def test_calibrated_noise_decreases_as_epsilon_grows_and_with_fewer_iterations(f
     for c in summary["curves"]:
         v = np.array(c["noise_variance"])
         assert np.all(v > 0) and np.all(np.diff(v) < 0), c["label"]
-    for name in SCHEMES:  # composition: a longer run needs more noise for the same ε
+    for name in PAPER_SCHEMES:  # composition: a longer run needs more noise for the same ε
         short, long_ = (_curve(summary, name, iterations=T) for T in COUNTS)
         assert np.all(np.array(long_["noise_variance"]) > np.array(short["noise_variance"]))
 
@@ -145,7 +145,7 @@ def test_default_grid_is_the_issues():
     assert sorted(configs) == ["logistic-T100", "logistic-T1000", "regression-T100",
                                "regression-T1000"]  # fmt: skip
     cfg = configs["regression-T1000"]
-    assert len(cfg.curves) == 1 + len(SCHEMES) * len(EPSILONS)
+    assert len(cfg.curves) == 1 + len(PAPER_SCHEMES) * len(EPSILONS)
     assert {c.privacy.delta for c in cfg.curves} == {1e-5}
     assert len({c.structure() for c in cfg.curves}) == 1  # one vectorized simulation
 

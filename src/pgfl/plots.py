@@ -1133,14 +1133,23 @@ def frontier_figure(summary: Mapping[str, Any]) -> Figure:
                 ax.set_xlabel(f"target ε (δ={delta:g}, {summary.get('accountant', '')})")
     handles, labels = _frontier_legend(order, legend, seen, diverged)
     fig.legend(handles, labels, loc="outside right center")
-    _suptitle(
-        fig,
-        "Privacy-utility frontier: every scheme's noise calibrated to the target ε",
-        "ε of different scopes are different guarantees: client level protects a client "
-        "against its own server; server level protects a unit's data against the other "
-        "servers; graph-homomorphic noise does not protect the centroid.",
-        width=4.3 * ncols + 4.6,
-    )
+    adversaries = summary.get("adversaries") or {}
+    if len(adversaries) == 1:  # the frontier against one adversary: one guarantee
+        ((name, sees),) = adversaries.items()
+        heading = f"Privacy-utility frontier against {name.replace('_', ' ')}"
+        caption = (
+            f"every scheme that protects against it, its noise calibrated to what it observes "
+            f"({sees}), with amplification by client sampling where the adversary does not "
+            "know the sample; record-level neighbours"
+        )
+    else:
+        heading = "Privacy-utility frontier: every scheme's noise calibrated to the target ε"
+        caption = (
+            "ε of different scopes are different guarantees: client level protects a client "
+            "against its own server; server level protects a unit's data against the other "
+            "servers; graph-homomorphic noise does not protect the centroid."
+        )
+    _suptitle(fig, heading, caption, width=4.3 * ncols + 4.6)
     return fig
 
 

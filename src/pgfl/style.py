@@ -208,6 +208,10 @@ def _scheme_from_label(label: str) -> str:
         return "random"
     if s.startswith(("client", "noisy_model", "noisy_update")):
         return "client_noise"
+    if s.startswith("central"):
+        return "central_dp"
+    if s.startswith("local"):
+        return "local_dp"
     if s.startswith(("none", "no_noise", "no_privacy", "non_private", "nonprivate")):
         return "none"
     return ""
@@ -243,6 +247,8 @@ def scheme_of(settings: Mapping[str, Any] | None = None, label: str | None = Non
     server = settings.get("server_noise", "none")
     if client == "secure_aggregation" and server in ("none", "graph_homomorphic"):
         return "secure_aggregation" if server == "none" else "hybrid"
+    if server == "central":  # privacy.server_noise = "central": the trusted aggregator
+        return "central_dp"
     if server != "none":
         return server if server in SCHEMES else _scheme_from_label(str(server))
     if client in ("laplace", "gaussian"):

@@ -172,7 +172,7 @@ def run_experiment_command(cfg: Any, folder: Path, *, resume: bool, as_json: boo
 
 def run_frontier_command(
     folder: Path, configs: dict[str, Any], *, quick: bool, resume: bool, as_json: bool,
-    run_options: dict[str, Any] | None = None,
+    run_options: dict[str, Any] | None = None, by_adversary: bool = False,
 ) -> None:  # fmt: skip
     """Run the privacy-utility frontier's experiments (``pgfl reproduce frontier``, ...)."""
     from pgfl.experiments.frontier import run_frontier  # lazy: the engine, numba
@@ -180,7 +180,7 @@ def run_frontier_command(
     configs = {k: with_run_options(c, **(run_options or {})) for k, c in configs.items()}
     summary = run_frontier(
         folder, quick=quick, resume=resume, configs=configs,
-        run=lambda plan: execute(plan, as_json),
+        run=lambda plan: execute(plan, as_json), by_adversary=by_adversary,
     )  # fmt: skip
     report(summary, folder, as_json)
 

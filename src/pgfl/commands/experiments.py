@@ -90,7 +90,6 @@ def reproduce(
 ) -> None:
     """Reproduce a figure of the papers with the papers' parameters."""
     from pgfl.experiments.frontier import PRESETS as FRONTIER  # lazy: the experiments
-    from pgfl.experiments.frontier import frontier_configs
     from pgfl.experiments.presets import load_preset, preset_names, preset_text
     from pgfl.files import check_output_folder, writing
     from pgfl.graphlearn.presets import PRESETS as GRAPHLEARN
@@ -138,10 +137,10 @@ def reproduce(
                 f"{', '.join(unused)}: not for the frontier preset (it runs generated "
                 "configurations; see 'pgfl privacy frontier --help' to choose them)"
             )
-        configs = frontier_configs(quick=quick, seed=seed)
+        configs = FRONTIER[name](quick=quick, seed=seed)
         run_frontier_command(
             folder, configs, quick=quick, resume=resume, as_json=as_json,
-            run_options=run_options,
+            run_options=run_options, by_adversary=name == "frontier-adversary",
         )  # fmt: skip
         return
     if print_config:

@@ -89,6 +89,18 @@ def print_frontier(summary: dict[str, Any]) -> None:
                 cell = _fmt(b["centroid_msd_db"], 1) + err_
                 table.add_row("no privacy", *([cell] * len(group[0]["x"])))
         out.print(table)
+    best = summary.get("best", [])
+    if best:
+        table = Table(title="best scheme per adversary and target ε (centroid MSD dB)")
+        for col in ("adversary", "target ε", "best", "dB", "no trusted party", "dB "):
+            table.add_column(col, justify="right" if col.startswith(("target", "dB")) else "left")
+        for b in best:
+            table.add_row(
+                b["adversary"], f"{b['target_epsilon']:g}",
+                escape(b.get("best", "—")), _fmt(b.get("best_db"), 1),
+                escape(b.get("distributed", "—")), _fmt(b.get("distributed_db"), 1),
+            )  # fmt: skip
+        out.print(table)
     _plain(
         f"noise calibrated with the {summary['accountant']} accountant at delta = "
         f"{summary['delta']:g}; what each epsilon covers: summary.json (scope) and "
@@ -112,7 +124,7 @@ def print_scores(summary: dict[str, Any]) -> None:
 def print_summary(summary: dict[str, Any]) -> None:
     """A table of the summary's curves (one row each), ε per accountant, divergences."""
     curves = summary.get("curves", [])
-    if summary.get("experiment") == "frontier":
+    if summary.get("experiment") in ("frontier", "frontier-adversary"):
         print_frontier(summary)
         return
     if curves and isinstance(curves[0].get("x"), list):

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,7 @@ from pgfl.experiments.presets import preset_text
 from pgfl.experiments.runner import run_plan
 from pgfl.files import output_lock, write_csv, write_json
 from pgfl.plots import plot_frontier
+from pgfl.privacy import mechanisms
 from pgfl.validation import ConfigError
 
 __all__ = [
@@ -161,15 +162,43 @@ SCHEMES: dict[str, Scheme] = {
         ),
     )
 }
+#: The schemes of ``pgfl reproduce frontier`` (the papers' and their variants).
+PAPER_SCHEMES = tuple(SCHEMES)
+SCHEMES["central"] = Scheme(
+    "central",
+    "central DP: a trusted aggregator, Gaussian (the ceiling)",
+    "a trusted aggregator adds one Gaussian draw to the network average each round; "
+    "protects against everyone but the aggregator and a unit's own server",
+    {"server_noise": "central", "server_distribution": "gaussian"},
+)
+SCHEMES["graph_homomorphic_gaussian"] = Scheme(
+    "graph_homomorphic_gaussian",
+    "graph-homomorphic, Gaussian (NOT the centroid or a unit's clients)",
+    "as graph-homomorphic, with Gaussian noise",
+    {"server_noise": "graph_homomorphic", "server_distribution": "gaussian"},
+)
 
 
 @dataclass(frozen=True)
 class Setup:
-    """A data/training set-up: the preset it comes from and its test metric."""
+    """A data/training set-up: the preset it comes from and what it changes in it.
+
+    Attributes:
+        preset: the paper preset whose topology, data and training it uses.
+        description: one line for titles.
+        secagg_clip: secure aggregation's clipping bound (models grow with the noise).
+        training: settings that replace the preset's ``[training]`` ones.
+        privacy: settings every privatized curve gets (e.g. ``neighbours``).
+        iterations: the run lengths (default: the preset's T and T/10).
+
+    """
 
     preset: str
     description: str
     secagg_clip: float
+    training: Mapping[str, Any] = field(default_factory=dict)
+    privacy: Mapping[str, Any] = field(default_factory=dict)
+    iterations: tuple[int, ...] | None = None
 
 
 #: The set-ups: the topology, data and training of a paper preset (its privacy dropped).
@@ -180,7 +209,18 @@ SETUPS: dict[str, Setup] = {
     "logistic": Setup(
         "hybrid", "logistic regression, conference Fig. 2 (P=10, K=50, L=10, mu=0.1, B=5)", 1e6
     ),
+    "regression-record": Setup(
+        "fig2",
+        "least squares, Fig. 2's data, one full-batch step per round, record-level "
+        "neighbours (mu=0.7, B=1)",
+        1e6,
+        training={"epochs": 1, "batch": "full", "clip_norm": 1.0},
+        privacy={"neighbours": "record"},
+        iterations=(300,),
+    ),
 }
+#: The papers' set-ups, those of ``pgfl reproduce frontier``.
+PAPER_SETUPS = ("regression", "logistic")
 
 
 def _label(scheme: str, eps: float) -> str:
@@ -193,6 +233,8 @@ def iteration_counts(setup: str, quick: bool) -> tuple[int, int]:
     >>> iteration_counts("regression", False), iteration_counts("regression", True)
     ((1000, 100), (200, 20))
     """
+    if SETUPS[setup].iterations is not None:
+        return SETUPS[setup].iterations
     if quick:
         return (200, 20)
     T = int(tomllib.loads(preset_text(SETUPS[setup].preset))["iterations"])
@@ -209,6 +251,7 @@ def frontier_config(
     schemes: Sequence[str] | None = None,
     repetitions: int | None = None,
     mu: float | None = None,
+    adversary: str | None = None,
 ) -> ExperimentConfig:
     """The experiment of one (set-up, T): a non-private curve and every scheme × ε*.
 
@@ -216,11 +259,13 @@ def frontier_config(
     ``privacy.target_epsilon = EPS`` at δ = :data:`DELTA`, so the runner calibrates its
     noise (:func:`pgfl.experiments.build.curve_settings`). ``repetitions`` (default:
     the preset's, 1 if ``quick``) and ``mu`` (default: the preset's step size) override
-    the set-up. Validated like any config.
+    the set-up. With ``adversary``, every scheme's noise is calibrated to what that
+    adversary observes (``privacy.adversary``: amplification by client sampling where it
+    holds). Validated like any config.
     """
     if setup not in SETUPS:
         raise ConfigError(f"frontier set-up must be one of {', '.join(SETUPS)}; got {setup!r}")
-    names = list(SCHEMES) if schemes is None else list(schemes)
+    names = list(PAPER_SCHEMES) if schemes is None else list(schemes)
     for name in names:
         if name not in SCHEMES:
             raise ConfigError(f"frontier scheme must be one of {', '.join(SCHEMES)}; got {name!r}")
@@ -234,6 +279,7 @@ def frontier_config(
         "delta": DELTA,
         "accountants": [ACCOUNTANT],
         "epsilon_checkpoints": 2,
+        **SETUPS[setup].privacy,
     }
     if any("secure_aggregation" in SCHEMES[n].privacy.values() for n in names):
         privacy["secagg_clip"] = SETUPS[setup].secagg_clip  # models grow with the noise
@@ -245,6 +291,8 @@ def frontier_config(
                 "label": _label(name, eps),
                 "privacy": {**s.privacy, "target_epsilon": float(eps)},
             }
+            if adversary is not None:
+                curve["privacy"]["adversary"] = adversary
             if s.share != "models":
                 curve["training"] = {"share": s.share}
             curves.append(curve)
@@ -257,7 +305,11 @@ def frontier_config(
         "plot": plot,
         "topology": base["topology"],
         "data": base["data"],
-        "training": {**base["training"], **({} if mu is None else {"mu": mu})},
+        "training": {
+            **base["training"],
+            **SETUPS[setup].training,
+            **({} if mu is None else {"mu": mu}),
+        },
         "privacy": privacy,
         "curves": curves,
     }
@@ -268,7 +320,7 @@ def frontier_configs(
     *,
     quick: bool = False,
     seed: int | None = None,
-    setups: Sequence[str] = tuple(SETUPS),
+    setups: Sequence[str] = PAPER_SETUPS,
     iterations: Sequence[int] | None = None,
     epsilons: Sequence[float] | None = None,
     schemes: Sequence[str] | None = None,
@@ -377,6 +429,7 @@ def run_frontier(
     resume: bool = False,
     configs: Mapping[str, ExperimentConfig] | None = None,
     run: Callable[[Any], Mapping[str, Any]] | None = None,
+    by_adversary: bool = False,
 ) -> dict[str, Any]:
     """Run the frontier into ``out``; write ``summary.json``, ``frontier.csv``, ``frontier.png``.
 
@@ -391,13 +444,27 @@ def run_frontier(
     plans = {key: prepare_experiment(cfg, out / key, resume=resume) for key, cfg in configs.items()}
     run = run or run_plan
     with output_lock(out):
-        for name in FRONTIER_FILES:  # an earlier frontier's, never beside new sub-runs
+        stale = [*FRONTIER_FILES, *(p.name for p in out.glob("frontier-*.png"))]
+        for name in stale:  # an earlier frontier's, never beside new sub-runs
             (out / name).unlink(missing_ok=True)
         runs = {key: (plans[key].cfg, run(plans[key])) for key in plans}
         summary = frontier_summary(runs, quick=quick)
+        if by_adversary:
+            summary["experiment"] = "frontier-adversary"
+            summary["adversaries"] = {a: mechanisms.ADVERSARIES[a] for a in ADVERSARY_FRONTIER}
+            summary["best"] = best_schemes(summary)
         write_json(out / "summary.json", summary)
         write_csv(out / "frontier.csv", _csv_rows(summary))
-        plot_frontier(summary, out / "frontier.png")
+        if not by_adversary:
+            plot_frontier(summary, out / "frontier.png")
+        for a in ADVERSARY_FRONTIER if by_adversary else ():
+            mine = {
+                **summary,
+                "adversaries": {a: mechanisms.ADVERSARIES[a]},
+                "curves": [c for c in summary["curves"] if c["setup"] == a],
+                "baselines": [b for b in summary["baselines"] if b["setup"] == a],
+            }
+            plot_frontier(mine, out / f"frontier-{a}.png")
     return summary
 
 
@@ -405,5 +472,64 @@ def run_frontier(
 FRONTIER_FILES = ("summary.json", "frontier.csv", "frontier.png")
 
 
-#: ``pgfl reproduce`` presets that are not a single experiment.
-PRESETS = {"frontier": run_frontier}
+#: ``pgfl reproduce`` presets that are not a single experiment: name → its experiments
+#: (``configs(quick=..., seed=...)``), run by :func:`run_frontier`.
+PRESETS: dict[str, Callable[..., dict[str, ExperimentConfig]]] = {"frontier": frontier_configs}
+
+
+# ----------------------------------------------------------------- by adversary
+#: The adversaries of ``pgfl reproduce frontier-adversary`` and the schemes drawn for each
+#: (those that protect against it), on the ``regression-record`` set-up.
+ADVERSARY_SCHEMES = ("central", "random_gaussian", "client_gaussian_models",
+                     "graph_homomorphic_gaussian")  # fmt: skip
+ADVERSARY_FRONTIER = ("link_eavesdropper", "unit_client", "own_server")
+#: Target ε of the frontier by adversary (ε ≤ 10: what a practitioner would accept).
+ADVERSARY_EPSILONS = (0.5, 1.0, 2.0, 5.0, 10.0)
+
+
+def _protects(scheme: str, adversary: str) -> bool:
+    """Whether a frontier scheme's calibrated mechanism protects against ``adversary``."""
+    priv = SCHEMES[scheme].privacy
+    server = priv.get("server_noise", "none")
+    cls = mechanisms.SERVER[server] if server != "none" else mechanisms.CLIENT[priv["client_noise"]]
+    return adversary in cls.protects
+
+
+def adversary_configs(
+    *, quick: bool = False, seed: int | None = None, repetitions: int | None = None
+) -> dict[str, ExperimentConfig]:
+    """One experiment per adversary, in sub-folder ``<adversary>-T<T>``.
+
+    Every scheme of :data:`ADVERSARY_SCHEMES` that protects against it, calibrated to what
+    it observes (``privacy.adversary``), on the ``regression-record`` set-up.
+    """
+    out = {}
+    repetitions = repetitions if repetitions is not None else (1 if quick else 2)
+    for a in ADVERSARY_FRONTIER:
+        names = [s for s in ADVERSARY_SCHEMES if _protects(s, a)]
+        for T in iteration_counts("regression-record", quick):
+            out[f"{a}-T{T}"] = frontier_config(
+                "regression-record", T, quick=quick, seed=seed, epsilons=ADVERSARY_EPSILONS,
+                schemes=names, repetitions=repetitions, adversary=a,
+            )  # fmt: skip
+    return out
+
+
+def best_schemes(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per adversary and target ε, the scheme with the lowest centroid MSD (dB).
+
+    ``best``/``best_db`` over every scheme, ``distributed``/``distributed_db`` over those
+    that need no trusted aggregator.
+    """
+    rows: dict[tuple[str, float], dict[str, Any]] = {}
+    for c in summary["curves"]:
+        trusted = SCHEMES[c["label"]].privacy.get("server_noise") == "central"
+        for x, db in zip(c["x"], c["centroid_msd_db"], strict=True):
+            row = rows.setdefault((c["setup"], x), {"adversary": c["setup"], "target_epsilon": x})
+            for key in ("best", "distributed") if not trusted else ("best",):
+                if db is not None and (key not in row or db < row[key + "_db"]):
+                    row[key], row[key + "_db"] = c["label"], db
+    return [rows[k] for k in sorted(rows, key=lambda k: (ADVERSARY_FRONTIER.index(k[0]), k[1]))]
+
+
+PRESETS["frontier-adversary"] = adversary_configs
