@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["print_frontier", "print_scores", "print_summary", "print_sweep"]
+__all__ = ["print_adversaries", "print_frontier", "print_scores", "print_summary", "print_sweep"]
 
 out = Console()
 if not out.is_terminal:  # pipes and CI logs: wide enough for the summary table
@@ -173,14 +173,14 @@ def print_summary(summary: dict[str, Any]) -> None:
             "what each ε covers: summary.json (epsilon_scope) and docs/privacy.md"
         )
     for c in curves:
-        _print_adversaries(c)
+        print_adversaries(c)
     for c in curves:
         _print_faults(c, summary.get("repetitions", 1))
         if c.get("epsilon_reason"):
             _plain(f"curve {c['label']}: ε = ∞ ({c['epsilon_reason']})")
 
 
-def _print_adversaries(c: dict[str, Any]) -> None:
+def print_adversaries(c: dict[str, Any]) -> None:
     """One line per privatized curve: ε against each adversary, and whom it leaves exposed."""
     by = c.get("epsilon_by_adversary")
     if not by:

@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pgfl.commands.common import checked, load_experiment, run_frontier_command
+from pgfl.commands.printing import print_adversaries
 from pgfl.files import FileError, check_output_file, jsonable, writing
 from pgfl.params import ACCOUNTANTS, PARAMS
 from pgfl.plots import plot_audit_tradeoff, plot_epsilon_curves
@@ -327,12 +328,14 @@ def config_command(
             )
         )
         return
-    accountants = sorted({a for e in report.values() for a in e.get("epsilon", {})})
+    found = {a for e in report.values() for a in e.get("epsilon", {})}
+    # the sound accountants first, the papers' published bound last, labelled as such
+    accountants = sorted(found, key=lambda a: (a == "paper", a != "pld", a))
     table = Table(title=f"{cfg.name}: epsilon after T={cfg.iterations} iterations")
     table.add_column("curve")
     table.add_column("noise variance", justify="right")
     for a in accountants:
-        table.add_column(f"eps {a}", justify="right")
+        table.add_column("papers' bound*" if a == "paper" else f"eps {a}", justify="right")
     table.add_column("delta", justify="right")
     for label, entry in report.items():
         eps = entry.get("epsilon", {})
@@ -343,6 +346,14 @@ def config_command(
             _fmt(entry["delta"]) if "delta" in entry else "-",
         )
     out.print(table)
+    out.print(
+        "eps: the privatized link's own epsilon (what its transcript reveals, no sampling "
+        "credit); * the papers' published bound, under-reports for M > 1 (docs/privacy.md)",
+        markup=False,
+        soft_wrap=True,
+    )
+    for label, entry in report.items():
+        print_adversaries({"label": label, **entry})
     if plot is not None and curves:
         title = f"{cfg.name}: epsilon(i) by the tight accountant"
         with writing(plot):
