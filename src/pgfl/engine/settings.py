@@ -104,6 +104,9 @@ class CurveSettings:
             records=records,
             neighbours=self.neighbours,
             units=net.A.shape[0],
+            adjacency=((net.A != 0) & (net.A.T != 0) & ~np.eye(net.A.shape[0], dtype=bool)).astype(
+                int
+            ),
         )
 
 

@@ -186,6 +186,7 @@ class PrivacyConfig(_Section):
     server_noise: str = _default("privacy.server_noise")
     server_variance: float = _default("privacy.server_variance")
     server_distribution: str = _default("privacy.server_distribution")
+    pairwise_variance: float = _default("privacy.pairwise_variance")
     target_epsilon: float | None = _default("privacy.target_epsilon")
     delta: float = _default("privacy.delta")
     neighbours: str = _default("privacy.neighbours")

@@ -13,7 +13,8 @@ Client level (:data:`CLIENT`): ``none`` (:class:`Mean`), ``laplace`` / ``gaussia
 Server level (:data:`SERVER`): ``none`` (:class:`NoServerNoise`), ``random``
 (:class:`RandomNoise`), ``graph_homomorphic`` (:class:`GraphHomomorphic`),
 ``random_per_link`` (:class:`PerLinkNoise`), ``central`` (:class:`CentralNoise`, the
-central-DP ceiling: a trusted aggregator).
+central-DP ceiling: a trusted aggregator), ``pairwise_cancelling``
+(:class:`PairwiseCancelling`, DECOR's correlated noise).
 
 >>> build("server", {"privacy.server_noise": "graph_homomorphic",
 ...                  "privacy.server_variance": 0.09, "privacy.server_distribution": "laplace"})
@@ -37,6 +38,7 @@ from pgfl.privacy.mechanisms.base import (
     ServerNoise,
 )
 from pgfl.privacy.mechanisms.client import ClientNoise, Mean
+from pgfl.privacy.mechanisms.correlated import PairwiseCancelling
 from pgfl.privacy.mechanisms.secure_aggregation import SecureAggregationScheme
 from pgfl.privacy.mechanisms.server import (
     CentralNoise,
@@ -59,6 +61,7 @@ __all__ = [
     "Mean",
     "Mechanism",
     "NoServerNoise",
+    "PairwiseCancelling",
     "PerLinkNoise",
     "RandomNoise",
     "ReleaseContext",
@@ -92,7 +95,14 @@ def register(cls: type[Mechanism]) -> type[Mechanism]:
 
 for _cls in (Mean, ClientNoise, SecureAggregationScheme):
     register(_cls)
-for _cls in (NoServerNoise, RandomNoise, GraphHomomorphic, PerLinkNoise, CentralNoise):
+for _cls in (
+    NoServerNoise,
+    RandomNoise,
+    GraphHomomorphic,
+    PerLinkNoise,
+    CentralNoise,
+    PairwiseCancelling,
+):
     register(_cls)
 
 
@@ -100,7 +110,7 @@ def names(level: str) -> tuple[str, ...]:
     """The registered names of one level (``"client"`` or ``"server"``), ``"none"`` first.
 
     >>> names("server")
-    ('none', 'random', 'graph_homomorphic', 'random_per_link', 'central')
+    ('none', 'random', 'graph_homomorphic', 'random_per_link', 'central', 'pairwise_cancelling')
     """
     return tuple(CLIENT if level == "client" else SERVER)
 

@@ -127,6 +127,8 @@ class ReleaseContext:
             full-batch step per round: the fewest samples of a client), else 1.
         neighbours: the neighbouring relation (:data:`NEIGHBOURS`).
         units: P, the number of units (a central aggregator averages them).
+        adjacency: the servers' graph, 0/1 ``[P, P]`` without self-loops (correlated
+            noise is accounted on it); ``None`` where unknown.
 
     >>> ReleaseContext(mu=0.5, clip=1.0, iterations=3).clients_per_round
     1
@@ -147,6 +149,7 @@ class ReleaseContext:
     records: int = 1
     neighbours: str = "client"
     units: int = 1
+    adjacency: np.ndarray | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.clip is not None and math.isinf(self.clip):
