@@ -131,8 +131,8 @@ class PairwiseCancelling(RandomNoise):
         "them; the pairwise terms cancel in the centroid"
     )
     rules_doc: ClassVar[str] = (
-        '`privacy.server_noise = "pairwise_cancelling"` is Gaussian (`privacy.server_'
-        'distribution = "gaussian"`), needs P > 1 and a symmetric combination matrix '
+        '`privacy.server_noise = "pairwise_cancelling"` (Gaussian noise, whatever '
+        "`privacy.server_distribution`) needs P > 1 and a symmetric combination matrix "
         "(doubly stochastic, so that the pairwise terms cancel in the centroid)."
     )
 
@@ -149,12 +149,7 @@ class PairwiseCancelling(RandomNoise):
 
     @classmethod
     def check_settings(cls, s: Mapping[str, Any]) -> str | None:
-        """Gaussian noise, more than one server."""
-        if s["privacy.server_distribution"] != "gaussian":
-            return (
-                "privacy.server_noise = 'pairwise_cancelling' is Gaussian noise: set "
-                "privacy.server_distribution = 'gaussian'"
-            )
+        """More than one server."""
         if s["topology.P"] == 1:
             return "privacy.server_noise = 'pairwise_cancelling' needs topology.P > 1 (edges)"
         return None
@@ -163,9 +158,7 @@ class PairwiseCancelling(RandomNoise):
     def from_settings(cls, s: Mapping[str, Any]) -> Mechanism:
         """σ² = ``privacy.server_variance``, σ_cor² = ``privacy.pairwise_variance``."""
         return cls(
-            variance=s["privacy.server_variance"],
-            pairwise_variance=s["privacy.pairwise_variance"],
-            distribution=s["privacy.server_distribution"],
+            variance=s["privacy.server_variance"], pairwise_variance=s["privacy.pairwise_variance"]
         )
 
     def with_std(self, std: float) -> PairwiseCancelling:

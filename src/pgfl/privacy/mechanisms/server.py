@@ -62,8 +62,8 @@ SERVER_VARIANCE = Param(
 SERVER_DISTRIBUTION = Param(
     "privacy.server_distribution", "choice", "laplace", "Distribution of the server noise.",
     choices=DISTRIBUTIONS, batched=True,
-    applies=When('privacy.server_noise other than "none"',
-                 lambda c: c["privacy.server_noise"] != "none"),
+    applies=When('privacy.server_noise other than "none" and "pairwise_cancelling" (Gaussian)',
+                 lambda c: c["privacy.server_noise"] not in ("none", "pairwise_cancelling")),
 )  # fmt: skip
 
 
