@@ -89,7 +89,9 @@ class CurveSettings:
         """
         sends = (net.A != 0) & ~np.eye(net.A.shape[0], dtype=bool)  # m → p where a_pm ≠ 0
         one_step = net.batch is None and int(net.epochs.max()) == 1
-        records = int(net.data.counts.min()) if self.neighbours == "record" and one_step else 1
+        counts = net.data.counts
+        known = counts is not None and self.neighbours == "record" and one_step
+        records = int(counts.min()) if known else 1  # an outline without counts: 1, sound
         return ReleaseContext(
             mu=self.mu,
             clip=self.clip_norm,
@@ -99,7 +101,7 @@ class CurveSettings:
             clients_per_round=self.client.fewest_clients(net.L),
             aggregation_error=self.client.aggregation_error(self.mu, self.share),
             observed_links=max(1, int(sends.sum(axis=0).max())),
-            clients=net.data.counts.shape[-1],
+            clients=net.data.shape[1],
             sampled=net.L,
             records=records,
             neighbours=self.neighbours,
