@@ -2,7 +2,9 @@
 
 A config file's ``model.source`` and ``data.source`` paths are relative to the file's
 folder, whatever the current directory (and never a file of the same name there); a path
-given on the command line is relative to the current directory.
+given on the command line is relative to the current directory. An exception raised by a
+``model.source`` file is reported as the user's (file and line), exit code 1, never as a
+bug in pgfl.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pgfl.experiments.build import build_network
 from pgfl.experiments.loader import load_config, parse_config
 from pgfl.experiments.presets import load_preset
+from pgfl.validation import UserCodeError
 
 pytest.importorskip("jax")
 
@@ -147,3 +151,42 @@ def test_a_config_in_a_subfolder_runs_from_another_directory(project):
     assert config["config"]["model"]["source"] == f"{project / 'exp' / 'model.py'}:make"
     assert config["config"]["data"]["source"] == f"csv:{project / 'exp' / 'data.csv'}:y"
     assert str(project / "exp" / "data.csv") in config["data_files"]
+
+
+@pytest.mark.parametrize(
+    ("function", "needles"),
+    [
+        (
+            "broken",
+            [
+                "raised ValueError: no parameters for 4 features",
+                f"model.py:{INIT_LINE} in init_params",
+            ],
+        ),
+        ("bad_loss", ["raised NameError: name 'undefined_name'", f"model.py:{LOSS_LINE} in loss"]),
+    ],
+)
+def test_an_exception_in_the_users_model_is_reported_as_theirs(project, function, needles):
+    proc = pgfl("run", f"../exp/{function}.toml", "--out", "out", cwd=project / "elsewhere")
+    assert proc.returncode == 1, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"error: model.source {project / 'exp' / 'model.py'} raised"), line
+    for needle in needles:
+        assert needle in line, line
+    assert "bug in pgfl" not in line and "internal error" not in line
+
+
+def test_the_users_import_and_syntax_errors_name_the_line(project):
+    exp = project / "exp"
+    (exp / "syntax.py").write_text("import numpy\n\ndef make(:\n", encoding="utf-8")
+    (exp / "imports.py").write_text("import numpy\nimport no_such_module_here\n")
+    for name, needle in (
+        ("syntax", "raised SyntaxError: invalid syntax (syntax.py:3)"),
+        ("imports", "raised ModuleNotFoundError: No module named 'no_such_module_here' "
+         "(imports.py:2 in <module>)"),
+    ):  # fmt: skip
+        cfg = parse_config({**load_config(exp / "make.toml").to_dict(), "model": {
+            "kind": "custom", "source": f"{name}.py:make"}}, base=exp)  # fmt: skip
+        with pytest.raises(UserCodeError) as info:
+            build_network(cfg.curves[0], 0)
+        assert needle in str(info.value), str(info.value)
