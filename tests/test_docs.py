@@ -30,7 +30,7 @@ Files a page names without showing them (the reader's own CSV, an Avazu file, a 
 config) are made by :data:`FIXTURES`. Pages that need an optional extra are skipped without
 it (:data:`EXTRAS`; those that start a local Ray are marked ``ray``). The README's inline
 commands and numeric claims are checked by ``tests/test_readme.py``. The whole module takes
-about 2.5 minutes on 2 cores.
+1.5-2.5 minutes on 2 cores (about 70 s of CPU; the rest is waiting for Ray to start).
 """
 
 from __future__ import annotations

@@ -151,6 +151,9 @@ def test_a_config_in_a_subfolder_runs_from_another_directory(project):
     assert config["config"]["model"]["source"] == f"{project / 'exp' / 'model.py'}:make"
     assert config["config"]["data"]["source"] == f"csv:{project / 'exp' / 'data.csv'}:y"
     assert str(project / "exp" / "data.csv") in config["data_files"]
+    # the other commands that read a config file resolve it the same way
+    proc = pgfl("privacy", "config", "../exp/make.toml", cwd=project / "elsewhere")
+    assert proc.returncode == 0, proc.stderr
 
 
 @pytest.mark.parametrize(
