@@ -209,4 +209,4 @@ def load_experiment(config: str | Path, quick: bool) -> Any:
         return load_preset(str(config), quick=quick)
     with reading(config, what="config file"):  # not UTF-8, unreadable: one line
         raw = read_toml(config)
-    return parse_config(raw, quick=quick)
+    return parse_config(raw, quick=quick, base=Path(config).parent)
