@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from pgfl.cli import main
+from pgfl.graphlearn.config import parse_config as parse_graphlearn
+from pgfl.graphlearn.params import PARAMS as GRAPHLEARN_PARAMS
 from pgfl.params import PARAMS
 from pgfl.privacy.secagg import SecAggConfig
 from pgfl.validation import ConfigError
@@ -111,3 +113,34 @@ def test_pgfl_run_names_the_modulus_when_the_user_set_it(tmp_path, capsys):
     message = _cli_error(capsys, ["run", str(cfg), "--out", str(tmp_path / "out")])
     assert message.startswith("privacy.secagg_modulus_bits must be an integer in ")
     assert message.endswith("got 16")
+
+
+# ------------------------------------------- graph learning: per-round ε below 1 declared
+def test_graphlearn_last_step_epsilon_range_is_the_settings_own():
+    rounds = 8
+    raw = {"algorithm": {"rounds": rounds}, "privacy": {"mechanism": "last_step"}}
+    with pytest.raises(ConfigError) as err:
+        parse_graphlearn({**raw, "privacy": {**raw["privacy"], "epsilon": float(rounds)}})
+    message = str(err.value)
+    assert message.startswith("privacy.epsilon must be a real number in (0, "), message
+    assert "algorithm.rounds" in message and f"={rounds})" in message
+    assert message.endswith(f"got {float(rounds)}")
+    below = rounds * (1 - 1e-9)
+    assert parse_graphlearn({**raw, "privacy": {**raw["privacy"], "epsilon": below}})
+    # the rigorous mechanism's one release has no such limit
+    assert parse_graphlearn({"privacy": {"epsilon": 3.0 * rounds}}).privacy["epsilon"] == 24.0
+    # the reference (rendered from the table) states the range on the setting itself
+    assert "algorithm.rounds" in GRAPHLEARN_PARAMS["privacy.epsilon"].allowed()
+
+
+def test_pgfl_graphlearn_run_refuses_per_round_epsilon_of_one(tmp_path, capsys):
+    cfg = tmp_path / "g.toml"
+    cfg.write_text(
+        '[algorithm]\nrounds = 4\n[privacy]\nmechanism = "last_step"\nepsilon = 4.0\n',
+        encoding="utf-8",
+    )
+    before = _files(tmp_path)
+    message = _cli_error(capsys, ["graphlearn", "run", str(cfg), "--out", str(tmp_path / "o")])
+    assert _files(tmp_path) == before
+    assert message.startswith("privacy.epsilon must be a real number in (0, algorithm.rounds")
+    assert message.endswith("got 4.0")
