@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from pgfl.cli import main
+from pgfl.data.datasets import classification_federated_data
 from pgfl.graphlearn.config import parse_config as parse_graphlearn
 from pgfl.graphlearn.params import PARAMS as GRAPHLEARN_PARAMS
 from pgfl.params import PARAMS
@@ -113,6 +114,78 @@ def test_pgfl_run_names_the_modulus_when_the_user_set_it(tmp_path, capsys):
     message = _cli_error(capsys, ["run", str(cfg), "--out", str(tmp_path / "out")])
     assert message.startswith("privacy.secagg_modulus_bits must be an integer in ")
     assert message.endswith("got 16")
+
+
+# ------------------------------------------------------ a CSV typo is not a category
+def _write_csv(path: Path, rows: int, column: list[str] | None = None) -> None:
+    """Numeric columns x1, x2, x3 and a label y; x3's cells replaced by ``column``."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((rows, 3)).round(3)
+    x3 = [f"{v}" for v in x[:, 2]] if column is None else column
+    lines = ["x1,x2,x3,y"] + [
+        f"{a},{b},{c},{i % 2}" for i, (a, b, c) in enumerate(zip(x[:, 0], x[:, 1], x3, strict=True))
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _numbers_with(rows: int, words: dict[int, str]) -> list[str]:
+    cells = [f"{v:.2f}" for v in np.linspace(-1, 1, rows)]
+    for i, word in words.items():
+        cells[i] = word
+    return cells
+
+
+def test_one_word_in_a_numeric_csv_column_is_an_error_naming_file_column_row_value(tmp_path):
+    path = tmp_path / "data.csv"
+    row = 57  # 0-based data row; the file's line is row + 2 (the header is line 1)
+    _write_csv(path, 400, _numbers_with(400, {row: "abc"}))
+    with pytest.raises(ConfigError) as err:
+        classification_federated_data(f"csv:{path}:y", P=2, K=2, rows=100, test_size=20)
+    message = str(err.value)
+    assert "\n" not in message
+    for needle in ("'x3'", str(path), f"line {row + 2}", f"data row {row}", "'abc'"):
+        assert needle in message, (needle, message)
+
+
+def test_a_mostly_text_column_is_still_hashed_and_missing_cells_as_before(tmp_path):
+    path = tmp_path / "data.csv"
+    words = {i: f"w{i % 7}" for i in range(0, 400, 2)}  # half the cells are words
+    _write_csv(path, 400, _numbers_with(400, words))
+    fd = classification_federated_data(
+        f"csv:{path}:y", P=2, K=2, rows=100, test_size=20, hash_dim=8
+    )
+    assert fd.shape[-1] == 2 + 8 + 1  # x1, x2; x3 hashed; the intercept
+    # more than 1% words: a category, not a typo
+    many = {i: "unknown" for i in range(0, 400, 40)}  # 10 of 400 = 2.5%
+    _write_csv(path, 400, _numbers_with(400, many))
+    fd = classification_federated_data(
+        f"csv:{path}:y", P=2, K=2, rows=100, test_size=20, hash_dim=8
+    )
+    assert fd.shape[-1] == 2 + 8 + 1
+    # an empty cell in a numeric column is still the missing-value error
+    _write_csv(path, 400, _numbers_with(400, {30: ""}))
+    with pytest.raises(ConfigError, match=r"feature column 'x3' has NaN at data row 30"):
+        classification_federated_data(f"csv:{path}:y", P=2, K=2, rows=380, test_size=20)
+    # an empty cell does not count as a word: the word is named
+    _write_csv(path, 400, _numbers_with(400, {30: "", 90: "abc"}))
+    with pytest.raises(ConfigError, match=r"'x3' .*data row 90 .*'abc'"):
+        classification_federated_data(f"csv:{path}:y", P=2, K=2, rows=100, test_size=20)
+
+
+def test_pgfl_run_with_a_csv_typo_is_one_line_and_writes_nothing(tmp_path, capsys):
+    path = tmp_path / "data.csv"
+    _write_csv(path, 300, _numbers_with(300, {12: "1.2.3"}))
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(
+        'name = "c"\niterations = 2\n[topology]\nkind = "ring"\nP = 2\n'
+        f'[data]\nkind = "classification"\nsource = "csv:{path}:y"\nK = 2\nrows = 100\n'
+        "test_size = 20\n[training]\nL = 2\n",
+        encoding="utf-8",
+    )
+    before = _files(tmp_path)
+    message = _cli_error(capsys, ["run", str(cfg), "--out", str(tmp_path / "out")])
+    assert _files(tmp_path) == before
+    assert "'x3'" in message and "line 14" in message and "'1.2.3'" in message
 
 
 # ------------------------------------------- graph learning: per-round ε below 1 declared

@@ -225,7 +225,9 @@ def _encode_split(
     test: np.ndarray | None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Encode training rows (fit) and test rows (transform) of a table."""
-    numeric, cat = infer_columns(frame, label=src.label, categorical=src.categorical)
+    numeric, cat = infer_columns(
+        frame, label=src.label, categorical=src.categorical, source=src.path
+    )
     y_all, _ = encode_labels(frame[src.label], name=src.label, source=src.path)
     tr = frame.iloc[train]
     enc = TabularEncoder.fit(
@@ -342,7 +344,7 @@ def classification_federated_data(
         n_all = X_all.shape[0]
     else:
         # Schema and label errors first: they say more than a size error would.
-        infer_columns(src.frame, label=src.label, categorical=src.categorical)
+        infer_columns(src.frame, label=src.label, categorical=src.categorical, source=src.path)
         encode_labels(src.frame[src.label], name=src.label, source=src.path)
         n_all = len(src.frame)
     if need_train is None:

@@ -10,7 +10,13 @@ A table has one named label column; every other column is a feature (unless drop
   names the row and the column;
 * **categorical** columns (strings, pandas ``category``, or any column listed in
   ``categorical=``) are hashed as ``"column=value"`` tokens into ``hash_dim`` columns
-  (:mod:`pgfl.data.hashing`); a missing value is the token ``"column=<NA>"``.
+  (:mod:`pgfl.data.hashing`); a missing value is the token ``"column=<NA>"``;
+* a column of text whose non-missing cells are all numbers but a few is a numeric
+  column with a typo, not a category, and is an error that names the file, the column,
+  the first such cell's row and its value: some cells are not numbers, but no more than
+  1% of them (or one cell, whichever is more; :data:`TYPO_FRACTION`) and fewer than
+  half. A column with more text than that is categorical. Missing cells (empty, ``NA``,
+  ...) are not counted.
 
 The feature layout is ``[numeric columns in table order | hash_dim hashed columns]``.
 
@@ -45,6 +51,7 @@ __all__ = [
     "read_table",
     "encode_labels",
     "infer_columns",
+    "TYPO_FRACTION",
     "check_finite",
     "TabularEncoder",
     "load_tabular",
@@ -109,7 +116,13 @@ def read_table(
 
 
 def _row_ref(frame: pd.DataFrame, i: int, source: str | None) -> str:
-    """Human pointer to positional row ``i``: data row (and file line for a CSV)."""
+    """Human pointer to positional row ``i``: data row (and file line for a CSV).
+
+    A frame read from a file keeps the file's row numbers as its index through row
+    selections (the training rows of a split), so an integer index gives the row.
+    """
+    if pd.api.types.is_integer_dtype(frame.index.dtype):
+        i = int(frame.index[i])
     if source is not None and not _is_parquet(Path(source)):
         return f"data row {i} (line {i + 2} of {source!r})"
     return f"data row {i}"
@@ -170,20 +183,40 @@ def encode_labels(
     return y, (neg, pos)
 
 
+#: A text column whose non-missing cells are numbers except at most this fraction of them
+#: (at least one cell, and fewer than half) is a numeric column with a typo: an error.
+TYPO_FRACTION = 0.01
+
+
 def infer_columns(
     frame: pd.DataFrame,
     *,
     label: str,
     categorical: Sequence[str] | None = None,
     drop: Sequence[str] = (),
+    source: str | None = None,
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Split the feature columns (all but ``label`` and ``drop``) into numeric and categorical.
 
     Numeric: int/float/bool dtypes not listed in ``categorical``. Categorical: everything
-    else (strings, ``category``, mixed objects) plus the ``categorical`` list.
+    else (strings, ``category``, mixed objects) plus the ``categorical`` list — except a
+    text column whose non-missing cells are numbers but for a few: at most
+    :data:`TYPO_FRACTION` of them (at least one) and fewer than half. One stray word in a
+    column of numbers is a typo, and hashing the column would silently turn its numbers
+    into categories; it is an error naming the column, the row and the value. ``source``
+    names the file in messages.
+
+    >>> frame = pd.DataFrame({"x": ["1.5", "2", "abc", "4"], "y": [0, 1, 0, 1]})
+    >>> infer_columns(frame, label="y")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: column 'x' is numeric except at data row 2: 'abc' (1 of 4 ...
+    >>> infer_columns(frame.assign(x=["a", "b", "c", "4"]), label="y")   # mostly text
+    ((), ('x',))
 
     Raises:
-        ConfigError: the label column, a listed column or every feature is missing.
+        ConfigError: the label column, a listed column or every feature is missing; a
+            numeric column with a few cells that are not numbers.
 
     """
     if label not in frame.columns:
@@ -206,7 +239,31 @@ def infer_columns(
         and (pd.api.types.is_numeric_dtype(frame[c]) or pd.api.types.is_bool_dtype(frame[c]))
     )
     cat = tuple(c for c in features if c not in numeric)
+    for c in cat:
+        if c not in cats:
+            _reject_stray_text(frame, c, source)
     return numeric, cat
+
+
+def _reject_stray_text(frame: pd.DataFrame, column: str, source: str | None) -> None:
+    """Raise if text column ``column`` holds numbers but for a few cells (see infer_columns)."""
+    values = frame[column]
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        return
+    present = values.notna().to_numpy()
+    n = int(present.sum())
+    text = present & np.isnan(pd.to_numeric(values, errors="coerce").to_numpy(dtype=float))
+    bad = int(text.sum())
+    if bad == 0 or bad > max(1, TYPO_FRACTION * n) or 2 * bad >= n:
+        return
+    i = int(np.flatnonzero(text)[0])
+    row = _row_ref(frame, i, source)
+    where = "" if source is None or repr(source) in row else f" of {source!r}"
+    raise ConfigError(
+        f"column {column!r}{where} is numeric except at {row}: "
+        f"{values.iloc[i]!r} ({bad} of {n} cells); fix the cell, or list the column as "
+        "categorical to hash it"
+    )
 
 
 def check_finite(
@@ -359,7 +416,9 @@ def load_tabular(
         frame = frame.iloc[: check_int("rows", rows, lo=1)]
     if len(frame) == 0:
         raise ConfigError("the table has no rows")
-    numeric, cat = infer_columns(frame, label=label, categorical=categorical, drop=drop)
+    numeric, cat = infer_columns(
+        frame, label=label, categorical=categorical, drop=drop, source=source
+    )
     y, _ = encode_labels(frame[label], name=label, positive=positive, source=source)
     enc = TabularEncoder.fit(
         frame,
