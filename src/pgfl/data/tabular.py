@@ -35,6 +35,9 @@ one is ``+1`` unless ``positive=`` names it.
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,6 +51,9 @@ from pgfl.files import check_input_file, reading
 from pgfl.validation import ConfigError, check_int
 
 __all__ = [
+    "TableOutline",
+    "count_rows",
+    "outline_table",
     "read_table",
     "encode_labels",
     "infer_columns",
@@ -113,6 +119,103 @@ def read_table(
     if len(frame) == 0:
         raise ConfigError(f"{str(p)!r} has no data rows (only a header)")
     return frame
+
+
+@dataclass(frozen=True)
+class TableOutline:
+    """The sizes of a table file without its data: what loading it will cost.
+
+    Attributes:
+        rows: data rows (counted, or estimated from the bytes of the first lines).
+        columns: the header.
+        numeric: columns the first rows read as numbers (int, float, bool).
+        text: the other columns.
+        text_bytes: estimated bytes of the distinct strings of the text columns (Python
+            objects; pandas' reader shares equal strings), from the first rows'
+            distinct values and lengths.
+
+    """
+
+    rows: int
+    columns: tuple[str, ...]
+    numeric: tuple[str, ...]
+    text: tuple[str, ...]
+    text_bytes: int
+
+
+#: A file of up to this many (uncompressed) bytes has its lines counted; the rows of a
+#: larger one are extrapolated from the lines in its first bytes.
+COUNT_LINES_BYTES = 64 << 20
+#: Rows read to learn the columns' types and strings.
+OUTLINE_ROWS = 1000
+#: Bytes of a Python str object beyond its characters (CPython, ASCII, with the allocator's
+#: rounding).
+STR_OBJECT_BYTES = 56
+_OPENERS = {
+    ".gz": gzip.GzipFile,
+    ".bz2": lambda fileobj: bz2.BZ2File(fileobj),
+    ".xz": lambda fileobj: lzma.LZMAFile(fileobj),
+}
+_OTHER_COMPRESSED = (".zip", ".zst", ".tar")
+
+
+def count_rows(path: str | os.PathLike[str]) -> int | None:
+    """Data rows of a CSV (lines after the header), cheaply; ``None`` if it cannot tell.
+
+    The lines of the first :data:`COUNT_LINES_BYTES` (decompressed) bytes are counted;
+    a longer file's rows are extrapolated from the share of the file those bytes took.
+    gzip, bz2 and xz files are read through their decompressor; other compressed
+    formats give ``None``. A quoted field spanning lines counts each line (an upper
+    bound).
+    """
+    p = Path(path)
+    if p.suffix.lower() in _OTHER_COMPRESSED:
+        return None
+    opener = _OPENERS.get(p.suffix.lower())
+    lines, seen, last = 0, 0, b"\n"
+    with open(p, "rb") as raw:
+        stream = raw if opener is None else opener(fileobj=raw)
+        while seen < COUNT_LINES_BYTES:
+            block = stream.read(1 << 20)
+            if not block:
+                return max(0, lines + (last != b"\n") - 1)  # the header is no row
+            lines, seen, last = lines + block.count(b"\n"), seen + len(block), block[-1:]
+        share = raw.tell() / max(1, p.stat().st_size)
+    return max(0, round(lines / share) - 1)
+
+
+def outline_table(path: str | os.PathLike[str], *, sample: int = OUTLINE_ROWS) -> TableOutline:
+    """The :class:`TableOutline` of a CSV or Parquet file, from its head and size.
+
+    Raises what reading the file raises (a missing file, not UTF-8, ...); a caller that
+    only estimates should treat an error as "unknown" and let the loader report it.
+    """
+    p = Path(path)
+    if _is_parquet(p):
+        import pyarrow.parquet as pq  # lazy: an optional dependency
+
+        meta = pq.ParquetFile(p)
+        head = meta.schema_arrow.empty_table().to_pandas()
+        rows: int | None = meta.metadata.num_rows
+    else:
+        head = pd.read_csv(p, nrows=sample, skipinitialspace=True)
+        rows = count_rows(p)
+    if rows is None:
+        raise ValueError(f"cannot count the rows of {str(p)!r}")
+    numeric = tuple(
+        str(c)
+        for c in head.columns
+        if pd.api.types.is_numeric_dtype(head[c]) or pd.api.types.is_bool_dtype(head[c])
+    )
+    text = tuple(str(c) for c in head.columns if str(c) not in numeric)
+    per_row = 0.0
+    for c in text:
+        values = head[c].dropna().astype(str)
+        if len(values):
+            distinct = values.nunique() / len(head)
+            per_row += distinct * (STR_OBJECT_BYTES + values.str.len().mean())
+    columns = tuple(map(str, head.columns))
+    return TableOutline(rows, columns, numeric, text, round(per_row * rows))
 
 
 def _row_ref(frame: pd.DataFrame, i: int, source: str | None) -> str:
