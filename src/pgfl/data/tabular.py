@@ -187,6 +187,9 @@ def count_rows(path: str | os.PathLike[str]) -> int | None:
 def outline_table(path: str | os.PathLike[str], *, sample: int = OUTLINE_ROWS) -> TableOutline:
     """The :class:`TableOutline` of a CSV or Parquet file, from its head and size.
 
+    A Parquet file's rows and types come from its metadata (pyarrow); its strings are
+    not sampled (``text_bytes`` 0).
+
     Raises what reading the file raises (a missing file, not UTF-8, ...); a caller that
     only estimates should treat an error as "unknown" and let the loader report it.
     """
