@@ -72,6 +72,7 @@ __all__ = [
     "Ref",
     "Rule",
     "When",
+    "check_changed_first",
     "folder_name",
     "kind_is",
     "ref",
@@ -87,7 +88,8 @@ class Ref:
         label: how the bound reads in messages and docs (``"data.K"``).
         needs: dotted names of the settings it needs; when one is missing from the
             context, the bound is not applied (the static bound still is).
-        value: the bound from the context (a mapping of dotted names to values).
+        value: the bound from the context (a mapping of dotted names to values), or
+            ``None`` where it does not apply (a bound that holds for one scheme only).
 
     """
 
@@ -155,7 +157,8 @@ class Param:
         default: value when the setting is not given (``None``: unset, see ``doc``).
         doc: one line for the reference.
         lo, hi, lo_open, hi_open: static bounds of numbers.
-        lo_ref, hi_ref: bounds computed from other settings (combined with the static ones).
+        lo_ref, hi_ref: bounds computed from other settings (combined with the static ones):
+            a :class:`Ref`, or a tuple of them (the tightest that applies binds).
         choices: allowed strings (``choice``/``choices``), or extra words a pair accepts; a
             callable returning them for a vocabulary that grows (a registry of mechanisms).
         inf_ok: ``inf`` is allowed (no limit). even: integers must be even.
@@ -176,8 +179,8 @@ class Param:
     hi: float | None = None
     lo_open: bool = False
     hi_open: bool = False
-    lo_ref: Ref | None = None
-    hi_ref: Ref | None = None
+    lo_ref: Ref | tuple[Ref, ...] | None = None
+    hi_ref: Ref | tuple[Ref, ...] | None = None
     choices: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()
     inf_ok: bool = False
     even: bool = False
@@ -208,16 +211,28 @@ class Param:
         """The same setting under another name (a Python argument that mirrors it)."""
         return replace(self, name=name)
 
+    @property
+    def refs(self) -> dict[str, tuple[Ref, ...]]:
+        """The bounds from other settings, by side (``"lo"``, ``"hi"``)."""
+        sides = {"lo": self.lo_ref, "hi": self.hi_ref}
+        return {
+            k: () if r is None else r if isinstance(r, tuple) else (r,) for k, r in sides.items()
+        }
+
     def bounds(self, context: Mapping[str, Any]) -> dict[str, Any]:
         """``lo``, ``hi`` and their names in a message, with the refs the context allows."""
         out = {"lo": self.lo, "hi": self.hi, "lo_name": None, "hi_name": None}
-        for side, r, pick in (("lo", self.lo_ref, max), ("hi", self.hi_ref, min)):
-            if r is None or any(context.get(n) is None for n in r.needs):
-                continue
-            v = r.value(context)
-            static = out[side]
-            if static is None or pick(static, v) == v:
-                out[side], out[f"{side}_name"] = v, r.label
+        refs = self.refs
+        for side, pick in (("lo", max), ("hi", min)):
+            for r in refs[side]:
+                if any(context.get(n) is None for n in r.needs):
+                    continue
+                v = r.value(context)
+                if v is None:
+                    continue
+                static = out[side]
+                if static is None or pick(static, v) == v:
+                    out[side], out[f"{side}_name"] = v, r.label
         return out
 
     def check(self, value: Any, context: Mapping[str, Any] | None = None) -> Any:
@@ -231,13 +246,16 @@ class Param:
 
     def interval(self) -> str:
         """The allowed range as written in the reference (refs by their labels)."""
+        refs = self.refs
         lo = "-inf" if self.lo is None else _num(self.lo)
-        if self.lo_ref is not None:
-            lo = self.lo_ref.label if self.lo is None else f"max({lo}, {self.lo_ref.label})"
+        if refs["lo"]:
+            labels = ([] if self.lo is None else [lo]) + [r.label for r in refs["lo"]]
+            lo = labels[0] if len(labels) == 1 else f"max({', '.join(labels)})"
         hi = "inf" if self.hi is None else _num(self.hi)
-        if self.hi_ref is not None:
-            hi = self.hi_ref.label
-        left = "(" if (self.lo_open or self.lo is None and self.lo_ref is None) else "["
+        if refs["hi"]:
+            labels = [r.label for r in refs["hi"]]
+            hi = labels[0] if len(labels) == 1 else f"min({', '.join(labels)})"
+        left = "(" if (self.lo_open or self.lo is None and not refs["lo"]) else "["
         closed_hi = (
             self.kind in ("int", "int_pair")
             or self.inf_ok
@@ -355,6 +373,56 @@ _CHECKERS: dict[str, Callable[[Param, Any, Mapping[str, Any]], Any]] = {
 }
 
 
+def check_changed_first(
+    params: Iterable[Param], values: Mapping[str, Any], context: Mapping[str, Any] | None = None
+) -> None:
+    """Check each setting the user changed against the others left at their defaults.
+
+    A bound between settings is reported on the setting it is declared on, so which one a
+    conflict names depends on the order of the checks. ``params`` are the settings of one
+    table (their rivals), ``context`` the settings of other tables. Before the checks in
+    table order, every setting of ``params`` with bounds from other settings (:class:`Ref`)
+    whose value in ``values`` (dotted names) differs from its default and lies in its
+    static range is checked against ``context`` and the settings of ``params`` still at
+    their defaults; a bound that needs another changed setting, and a value outside its
+    static range, are left to the checks in table order. A conflict between one changed
+    setting and defaults thus names the changed setting, the one the user gave:
+    ``privacy.secagg_frac_bits = 60`` alone is reported on frac_bits (its code does not
+    fit the default modulus), not on the modulus the user left alone. Every bound applied
+    here is applied to actual values, so this pass rejects nothing that the checks in
+    table order would accept.
+
+    >>> k = Param("k", "int", 64, "Modulus bits.", lo_ref=Ref("f+2", ("f",), lambda c: c["f"] + 2))
+    >>> f = Param("f", "int", 24, "Fraction bits.", hi_ref=ref("k", -2))
+    >>> check_changed_first([k, f], {"k": 64, "f": 63})
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: f must be an integer in [-inf, k-2=62]; got 63
+    """
+    params = list(params)
+    changed = {p.name for p in params if not _same(values[p.name], p.default)}
+    unchanged = {p.name: values[p.name] for p in params if p.name not in changed}
+    known = {**(context or {}), **unchanged}
+    for p in params:
+        if p.name not in changed or not any(p.refs.values()):
+            continue
+        try:
+            p.check(values[p.name])
+        except ConfigError:
+            continue  # outside its static range: reported by the checks in table order
+        p.check(values[p.name], known)
+
+
+def _same(value: Any, default: Any) -> bool:
+    """Whether a given value is its setting's default (a list equals its tuple)."""
+    if isinstance(value, list):
+        value = tuple(value)
+    try:
+        return bool(value == default) and type(value) is type(default)
+    except (TypeError, ValueError):  # an array-like compared elementwise
+        return False
+
+
 # --------------------------------------------------------------------------- tables
 class ParamTable(Mapping[str, Param]):
     """The settings of one kind of configuration file, by dotted name, in reference order.
@@ -430,11 +498,20 @@ class ParamTable(Mapping[str, Param]):
             lines.append("")
         return lines
 
-    def check_table(self, section: str, values: Any, where: str = "") -> dict[str, Any]:
+    def check_table(
+        self,
+        section: str,
+        values: Any,
+        where: str = "",
+        context: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Validate one TOML table of settings: unknown keys rejected, defaults filled in.
 
         ``where`` prefixes the table's name in messages (``curves[1].``). Bounds between
-        settings of the same table are applied in reference order. Returns the values by
+        settings of the same table are applied in reference order, after each changed
+        setting has been checked against the ones left at their defaults
+        (:func:`check_changed_first`); bounds on settings of other tables use
+        ``context`` (their checked values, by dotted name). Returns the table's values by
         dotted name.
         """
         name = where + (section or "the top level")
@@ -447,10 +524,12 @@ class ParamTable(Mapping[str, Param]):
                 raise ConfigError(
                     f"unknown setting {prefix}{key}; allowed: {', '.join(sorted(params))}"
                 )
-        checked: dict[str, Any] = {}
-        for key, p in params.items():
-            checked[p.name] = p.check(values.get(key, p.default), checked)
+        given = {p.name: values.get(key, p.default) for key, p in params.items()}
+        check_changed_first(params.values(), given, context)
+        checked: dict[str, Any] = dict(context or {})
+        for p in params.values():
+            checked[p.name] = p.check(given[p.name], checked)
         for p in params.values():
             if p.required and checked[p.name] is None and p.applies.test(checked):
                 raise ConfigError(f"{p.name} is required when {p.applies.text}")
-        return checked
+        return {p.name: checked[p.name] for p in params.values()}

@@ -5,9 +5,11 @@ inside numpy ("Unable to allocate 14.6 TiB"). :func:`simulation_memory` adds up 
 arrays a batched simulation holds at its peak (named by their shapes, the symbols of
 ``ARCHITECTURE.md``):
 
-* the data ``X[P, K, N, M+1]`` (features, targets, their side-by-side copy and the
-  generator's temporaries, ×4) and, for regression, the per-client covariance factors
-  ``[P, K, M, M]`` (×5: QR factors and workspace); the combination matrix ``[P, P]``;
+* the data ``X[P, K, N, M+1]`` (features and targets, and their side-by-side copy that
+  the rounds gather from, ×2, plus a quarter for masks and the generator's temporaries:
+  ×2.5, measured ×2.0 with ``tracemalloc`` and ×2.1 in peak RSS) and, for regression,
+  the per-client covariance factors ``[P, K, M, M]`` (×5: QR factors and workspace);
+  the combination matrix ``[P, P]``;
 * the per-iteration metrics ``[T, C, R]`` (centroid MSD, individual MSD, disagreement;
   with a test set also test error and log-loss ``[T, C, R]`` and the servers' test errors
   ``[T, C, R, P]``);
@@ -26,6 +28,8 @@ arrays a batched simulation holds at its peak (named by their shapes, the symbol
 :func:`pgfl.experiments.memory.experiment_memory` takes the largest batch of curves of a
 configuration and adds what the run keeps for every curve (saved metrics and the rows of
 ``curves.csv``) and the ε accounting of a privatized curve (:func:`accounting_memory`).
+Real data is read, encoded and spread over the clients before the run starts; that peak
+(:func:`loading_memory`) can exceed the run's for a wide table, and the larger counts.
 :func:`check_fits`
 compares an estimate with :func:`available_memory` and raises
 :class:`~pgfl.validation.ConfigError` in one line:
@@ -66,6 +70,7 @@ __all__ = [
     "available_memory",
     "check_fits",
     "format_bytes",
+    "loading_memory",
     "simulation_memory",
 ]
 
@@ -228,7 +233,7 @@ def simulation_memory(
     kept = min(KEPT_ITERATIONS, T)
     terms = {
         "data [P, K, N, M+1]": FLOAT
-        * (4 * P * K * N * (M + 1) + (5 * P * K * M * M if covariances else 0)
+        * (5 * P * K * N * (M + 1) // 2 + (5 * P * K * M * M if covariances else 0)
            + 2 * test_size * (M + 1)),
         "combination matrix [P, P]": FLOAT * 3 * P * P,
         "metrics [T, C, R]": FLOAT * T * C * R * metrics,
@@ -243,6 +248,52 @@ def simulation_memory(
             FLOAT * 3 * kept * C * R * (P + 1) * test_size
         )
     return terms
+
+
+#: Bytes of hashing work per categorical cell of the encoded rows: the tokens' codes, the
+#: hashed columns and signs ``[n, F]`` and the scatter into dense columns (measured, rounded
+#: up).
+HASH_CELL_BYTES = 48
+
+
+def loading_memory(
+    *,
+    rows: int,
+    columns: int,
+    text_bytes: int,
+    train: int,
+    test: int,
+    M: int,
+    categorical: int,
+    P: int,
+    K: int,
+    N: int,
+) -> int:
+    """Peak bytes of reading a table, encoding it and spreading it over the clients.
+
+    The table as read is ``T = 8·rows·columns`` bytes plus its distinct strings
+    (``text_bytes``), and ``E = 8·(train + test)·M`` the encoded rows (``M`` features with
+    the intercept). The peak is the largest of three phases (measured with ``tracemalloc``
+    on wide numeric tables, rounded up):
+
+    * reading: pandas builds the columns, then the frame: ``2T``;
+    * encoding: the table, the selected rows, their numbers and the standardized
+      features, ``T + 3E``, plus :data:`HASH_CELL_BYTES` per categorical cell;
+    * spreading (:func:`pgfl.data.partition.partition`): the table, the encoded rows, their
+      client order, the feature noise and its terms (``T + 5E``) and the padded
+      ``X[P, K, N, M+1]``.
+
+    >>> T, E = 8 * 100 * 11, 8 * 90 * 11
+    >>> loading_memory(rows=100, columns=11, text_bytes=0, train=80, test=10, M=11,
+    ...                categorical=0, P=2, K=2, N=30) == T + 5 * E + 8 * 2 * 2 * 30 * 12
+    True
+    """
+    table = FLOAT * rows * columns + text_bytes
+    encoded = FLOAT * (train + test) * M
+    reading = 2 * table
+    encoding = table + 3 * encoded + HASH_CELL_BYTES * (train + test) * categorical
+    spreading = table + 5 * encoded + FLOAT * P * K * N * (M + 1)
+    return max(reading, encoding, spreading)
 
 
 def accounting_memory(iterations: int, accountants: Iterable[str]) -> int:

@@ -121,8 +121,8 @@ def test_config_privacy_defaults_and_last_step_budget_checked_at_load():
     assert cfg.privacy["mechanism"] == "statistic" and cfg.privacy["sensitivity"] == "rigorous"
     with pytest.raises(
         ConfigError,
-        match=r"privacy.epsilon / algorithm.rounds must be a real number in \(0, 1\) for "
-        r"privacy.mechanism = 'last_step'; got 20.0 / 8 = 2.5",
+        match=r"^privacy.epsilon must be a real number in \(0, algorithm.rounds \(ε̄/T < 1 with "
+        r"privacy.mechanism = \"last_step\"\)=8\); got 20.0$",
     ):
         parse_config({"privacy": {"epsilon": 20.0, "mechanism": "last_step"}})
     with pytest.raises(ConfigError, match="privacy.mechanism must be one of"):

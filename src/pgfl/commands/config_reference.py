@@ -44,11 +44,7 @@ def reference() -> str:
     lines += graphlearn_params.PARAMS.markdown(
         graphlearn_params.SECTIONS, graphlearn_params.TITLES, level="##"
     )
-    lines += [
-        "- `privacy.epsilon / algorithm.rounds` must be below 1 with "
-        '`privacy.mechanism = "last_step"` (the classic Gaussian bound of Theorem 3).',
-    ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 if __name__ == "__main__":  # pragma: no cover

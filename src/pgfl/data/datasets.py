@@ -32,16 +32,26 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pgfl.data.avazu import is_avazu_file, load_avazu
+from pgfl.data.avazu import AVAZU_COLUMNS, is_avazu_file, load_avazu
 from pgfl.data.federated import FederatedData
-from pgfl.data.partition import add_intercept, partition
-from pgfl.data.tabular import TabularEncoder, encode_labels, infer_columns, read_table
+from pgfl.data.partition import add_intercept, client_counts, partition
+from pgfl.data.tabular import (
+    TabularEncoder,
+    count_rows,
+    encode_labels,
+    infer_columns,
+    outline_table,
+    read_table,
+)
 from pgfl.files import check_input_file, resolve_path
 from pgfl.rng import stream
 from pgfl.validation import ConfigError, check_choice, check_int
 
 __all__ = [
     "SHIPPED",
+    "SourceOutline",
+    "federated_counts",
+    "outline_source",
     "source_path",
     "absolute_source",
     "ShippedDataset",
@@ -77,6 +87,8 @@ class ShippedDataset:
         label: the label column.
         categorical: columns hashed although numeric (integer-coded categories).
         description: one line for listings.
+        shape: rows and columns (label included) of the loaded table, for estimates
+            made without loading it.
 
     """
 
@@ -85,6 +97,7 @@ class ShippedDataset:
     label: str
     categorical: tuple[str, ...]
     description: str
+    shape: tuple[int, int]
 
 
 SHIPPED: dict[str, ShippedDataset] = {
@@ -94,6 +107,7 @@ SHIPPED: dict[str, ShippedDataset] = {
         "had_affair",
         ("occupation", "occupation_husb"),
         "statsmodels Fair affairs survey, 6,366 rows, label affairs > 0",
+        (6366, 9),
     ),
     "breast_cancer": ShippedDataset(
         "breast_cancer",
@@ -101,6 +115,7 @@ SHIPPED: dict[str, ShippedDataset] = {
         "target",
         (),
         "scikit-learn Wisconsin breast cancer, 569 rows, 30 numeric features, label benign",
+        (569, 31),
     ),
 }
 
@@ -162,6 +177,76 @@ def absolute_source(source: str, base: str | os.PathLike[str]) -> str:
         path, sep, label = source[len("csv:") :].rpartition(":")
         return f"csv:{resolve_path(path, base)}:{label}" if sep and path else source
     return resolve_path(source, base) if _looks_like_path(source, base) else source
+
+
+@dataclass(frozen=True)
+class SourceOutline:
+    """The sizes of a ``data.source`` without loading it (:func:`outline_source`).
+
+    Attributes:
+        kind: ``"tabular"`` or ``"avazu"``.
+        rows: data rows of the file (or the shipped table).
+        columns: columns of the table as read (the label included); Avazu's 24.
+        numeric: feature columns standardized (one feature each).
+        categorical: feature columns hashed together into ``hash_dim`` features.
+        hash_dim: the hashed features (the default of the kind when unset).
+        text_bytes: estimated bytes of the table's distinct strings once read.
+
+    """
+
+    kind: str
+    rows: int
+    columns: int
+    numeric: int
+    categorical: int
+    hash_dim: int
+    text_bytes: int = 0
+
+    @property
+    def dim(self) -> int:
+        """Features M of the encoded rows, before the intercept."""
+        return self.numeric + (self.hash_dim if self.categorical else 0)
+
+
+def outline_source(source: str, hash_dim: int | None = None) -> SourceOutline | None:
+    """The :class:`SourceOutline` of a data source, from its header, first rows and size.
+
+    A CSV's columns are typed by its first rows (:func:`~pgfl.data.tabular.outline_table`)
+    and its rows counted or estimated from its size; a shipped table's sizes are declared.
+    ``None`` when the source cannot be read or named: the loader then says why.
+
+    >>> o = outline_source("fair")
+    >>> o.rows, o.numeric, o.categorical, o.dim   # 6 numeric + 16 hashed features
+    (6366, 6, 2, 22)
+    """
+    try:
+        return _outline(source, hash_dim)
+    except (OSError, ValueError, ImportError, UnicodeDecodeError, pd.errors.ParserError):
+        return None  # a missing, empty or unreadable file: the loader says why
+
+
+def _outline(source: str, hash_dim: int | None) -> SourceOutline | None:
+    if source in SHIPPED:
+        d = SHIPPED[source]
+        rows, columns = d.shape
+        cat = len(d.categorical)
+        dim = hash_dim or _DEFAULT_HASH_DIM["tabular"]
+        return SourceOutline("tabular", rows, columns, columns - 1 - cat, cat, dim)
+    path = source_path(source)
+    if source.startswith("csv:"):
+        label = source.rsplit(":", 1)[1]
+        t = outline_table(path)
+        numeric = len([c for c in t.numeric if c != label])
+        cat = len([c for c in t.text if c != label])
+        dim = hash_dim or _DEFAULT_HASH_DIM["tabular"]
+        return SourceOutline("tabular", t.rows, len(t.columns), numeric, cat, dim, t.text_bytes)
+    if path is not None and (source.startswith("avazu:") or is_avazu_file(Path(path))):
+        rows = count_rows(path)
+        if rows is None:
+            return None
+        dim = hash_dim or _DEFAULT_HASH_DIM["avazu"]
+        return SourceOutline("avazu", rows, len(AVAZU_COLUMNS), 0, len(AVAZU_COLUMNS) - 2, dim)
+    return None
 
 
 def _resolve(source: str, rows: int | None) -> _Source:
@@ -254,7 +339,9 @@ def _encode_split(
     test: np.ndarray | None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Encode training rows (fit) and test rows (transform) of a table."""
-    numeric, cat = infer_columns(frame, label=src.label, categorical=src.categorical)
+    numeric, cat = infer_columns(
+        frame, label=src.label, categorical=src.categorical, source=src.path
+    )
     y_all, _ = encode_labels(frame[src.label], name=src.label, source=src.path)
     tr = frame.iloc[train]
     enc = TabularEncoder.fit(
@@ -264,6 +351,23 @@ def _encode_split(
     if test is None:
         return X_tr, y_all[train], None, None
     return X_tr, y_all[train], enc.transform(frame.iloc[test], source=src.path), y_all[test]
+
+
+#: The client sizes of :func:`classification_federated_data` by default (the papers'
+#: unequal split): scheme, Dirichlet concentration, samples guaranteed to every client.
+SIZES, SIZE_ALPHA, MIN_PER_CLIENT = "dirichlet", 1.0, 10
+
+
+def federated_counts(n: int, *, P: int, K: int, seed: int) -> np.ndarray:
+    """Samples per client ``[P, K]`` of ``n`` training rows, as the builder spreads them.
+
+    :func:`classification_federated_data` with its default sizes, drawn from the seed
+    without the data.
+
+    >>> int(federated_counts(5101, P=5, K=10, seed=1).sum())
+    5101
+    """
+    return client_counts(n, P, K, seed, SIZES, SIZE_ALPHA, 1.0, MIN_PER_CLIENT)
 
 
 def classification_federated_data(
@@ -276,9 +380,9 @@ def classification_federated_data(
     hash_dim: int | None = None,
     feature_noise: float | Sequence[float] = (0.0, 1.0),
     feature_shift: float = 0.0,
-    sizes: str = "dirichlet",
-    size_alpha: float = 1.0,
-    min_per_client: int = 10,
+    sizes: str = SIZES,
+    size_alpha: float = SIZE_ALPHA,
+    min_per_client: int = MIN_PER_CLIENT,
     label_skew: float | None = None,
     intercept: bool = True,
     signed: bool = True,
@@ -371,7 +475,7 @@ def classification_federated_data(
         n_all = X_all.shape[0]
     else:
         # Schema and label errors first: they say more than a size error would.
-        infer_columns(src.frame, label=src.label, categorical=src.categorical)
+        infer_columns(src.frame, label=src.label, categorical=src.categorical, source=src.path)
         encode_labels(src.frame[src.label], name=src.label, source=src.path)
         n_all = len(src.frame)
     if need_train is None:

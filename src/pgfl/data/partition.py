@@ -46,6 +46,7 @@ from pgfl.rng import stream
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
 __all__ = [
+    "client_counts",
     "client_sizes",
     "label_skew_counts",
     "noise_scales",
@@ -256,7 +257,7 @@ def partition(
     X, y = _checked_rows(X, y)
     n, M = X.shape
     C = P * K
-    counts = _client_counts(n, P, K, seed, sizes, size_alpha, size_sigma, min_per_client)
+    counts = client_counts(n, P, K, seed, sizes, size_alpha, size_sigma, min_per_client)
     total = int(counts.sum())
     flat = counts.ravel()
     order = _assign_rows(y, flat, seed, label_skew, n)
@@ -308,8 +309,12 @@ def _checked_rows(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return X, y
 
 
-def _client_counts(n, P, K, seed, sizes, size_alpha, size_sigma, min_per_client) -> np.ndarray:
-    """Samples per client ``[P, K]``, drawn by the named scheme or given; none left empty."""
+def client_counts(n, P, K, seed, sizes, size_alpha, size_sigma, min_per_client) -> np.ndarray:
+    """Samples per client ``[P, K]`` that :func:`partition` gives ``n`` rows; none left empty.
+
+    Drawn by the named scheme from the stream ``data.partition.sizes`` of ``seed`` (or
+    given as an array): cheap, so the memory of a run is known before the data is loaded.
+    """
     if isinstance(sizes, str):
         counts = client_sizes(
             n, P, K, rng=stream(seed, "data.partition.sizes"), sizes=sizes,

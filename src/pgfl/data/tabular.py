@@ -10,7 +10,13 @@ A table has one named label column; every other column is a feature (unless drop
   names the row and the column;
 * **categorical** columns (strings, pandas ``category``, or any column listed in
   ``categorical=``) are hashed as ``"column=value"`` tokens into ``hash_dim`` columns
-  (:mod:`pgfl.data.hashing`); a missing value is the token ``"column=<NA>"``.
+  (:mod:`pgfl.data.hashing`); a missing value is the token ``"column=<NA>"``;
+* a column of text whose non-missing cells are all numbers but a few is a numeric
+  column with a typo, not a category, and is an error that names the file, the column,
+  the first such cell's row and its value: some cells are not numbers, but no more than
+  1% of them (or one cell, whichever is more; :data:`TYPO_FRACTION`) and fewer than
+  half. A column with more text than that is categorical. Missing cells (empty, ``NA``,
+  ...) are not counted.
 
 The feature layout is ``[numeric columns in table order | hash_dim hashed columns]``.
 
@@ -29,6 +35,9 @@ one is ``+1`` unless ``positive=`` names it.
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,9 +51,13 @@ from pgfl.files import check_input_file, reading
 from pgfl.validation import ConfigError, check_int
 
 __all__ = [
+    "TableOutline",
+    "count_rows",
+    "outline_table",
     "read_table",
     "encode_labels",
     "infer_columns",
+    "TYPO_FRACTION",
     "check_finite",
     "TabularEncoder",
     "load_tabular",
@@ -108,8 +121,114 @@ def read_table(
     return frame
 
 
+@dataclass(frozen=True)
+class TableOutline:
+    """The sizes of a table file without its data: what loading it will cost.
+
+    Attributes:
+        rows: data rows (counted, or estimated from the bytes of the first lines).
+        columns: the header.
+        numeric: columns the first rows read as numbers (int, float, bool).
+        text: the other columns.
+        text_bytes: estimated bytes of the distinct strings of the text columns (Python
+            objects; pandas' reader shares equal strings), from the first rows'
+            distinct values and lengths.
+
+    """
+
+    rows: int
+    columns: tuple[str, ...]
+    numeric: tuple[str, ...]
+    text: tuple[str, ...]
+    text_bytes: int
+
+
+#: A file of up to this many (uncompressed) bytes has its lines counted; the rows of a
+#: larger one are extrapolated from the lines in its first bytes.
+COUNT_LINES_BYTES = 64 << 20
+#: Rows read to learn the columns' types and strings.
+OUTLINE_ROWS = 1000
+#: Bytes of a Python str object beyond its characters (CPython, ASCII, with the allocator's
+#: rounding).
+STR_OBJECT_BYTES = 56
+_OPENERS = {
+    ".gz": gzip.GzipFile,
+    ".bz2": lambda fileobj: bz2.BZ2File(fileobj),
+    ".xz": lambda fileobj: lzma.LZMAFile(fileobj),
+}
+_OTHER_COMPRESSED = (".zip", ".zst", ".tar")
+
+
+def count_rows(path: str | os.PathLike[str]) -> int | None:
+    """Data rows of a CSV (lines after the header), cheaply; ``None`` if it cannot tell.
+
+    The lines of the first :data:`COUNT_LINES_BYTES` (decompressed) bytes are counted;
+    a longer file's rows are extrapolated from the share of the file those bytes took.
+    gzip, bz2 and xz files are read through their decompressor; other compressed
+    formats give ``None``. A quoted field spanning lines counts each line (an upper
+    bound).
+    """
+    p = Path(path)
+    if p.suffix.lower() in _OTHER_COMPRESSED:
+        return None
+    opener = _OPENERS.get(p.suffix.lower())
+    lines, seen, last = 0, 0, b"\n"
+    with open(p, "rb") as raw:
+        stream = raw if opener is None else opener(fileobj=raw)
+        while seen < COUNT_LINES_BYTES:
+            block = stream.read(1 << 20)
+            if not block:
+                return max(0, lines + (last != b"\n") - 1)  # the header is no row
+            lines, seen, last = lines + block.count(b"\n"), seen + len(block), block[-1:]
+        share = raw.tell() / max(1, p.stat().st_size)
+    return max(0, round(lines / share) - 1)
+
+
+def outline_table(path: str | os.PathLike[str], *, sample: int = OUTLINE_ROWS) -> TableOutline:
+    """The :class:`TableOutline` of a CSV or Parquet file, from its head and size.
+
+    A Parquet file's rows and types come from its metadata (pyarrow); its strings are
+    not sampled (``text_bytes`` 0).
+
+    Raises what reading the file raises (a missing file, not UTF-8, ...); a caller that
+    only estimates should treat an error as "unknown" and let the loader report it.
+    """
+    p = Path(path)
+    if _is_parquet(p):
+        import pyarrow.parquet as pq  # lazy: an optional dependency
+
+        meta = pq.ParquetFile(p)
+        head = meta.schema_arrow.empty_table().to_pandas()
+        rows: int | None = meta.metadata.num_rows
+    else:
+        head = pd.read_csv(p, nrows=sample, skipinitialspace=True)
+        rows = count_rows(p)
+    if rows is None:
+        raise ValueError(f"cannot count the rows of {str(p)!r}")
+    numeric = tuple(
+        str(c)
+        for c in head.columns
+        if pd.api.types.is_numeric_dtype(head[c]) or pd.api.types.is_bool_dtype(head[c])
+    )
+    text = tuple(str(c) for c in head.columns if str(c) not in numeric)
+    per_row = 0.0
+    for c in text:
+        values = head[c].dropna().astype(str)
+        if len(values):
+            distinct = values.nunique() / len(head)
+            per_row += distinct * (STR_OBJECT_BYTES + values.str.len().mean())
+    columns = tuple(map(str, head.columns))
+    return TableOutline(rows, columns, numeric, text, round(per_row * rows))
+
+
 def _row_ref(frame: pd.DataFrame, i: int, source: str | None) -> str:
-    """Human pointer to positional row ``i``: data row (and file line for a CSV)."""
+    """Human pointer to positional row ``i``: data row (and file line for a CSV).
+
+    A frame read from a file keeps the file's row numbers as its index through row
+    selections (the training rows of a split), so an integer index gives the row.
+    """
+    if pd.api.types.is_integer_dtype(frame.index.dtype):
+        i = int(frame.index[i])
     if source is not None and not _is_parquet(Path(source)):
         return f"data row {i} (line {i + 2} of {source!r})"
     return f"data row {i}"
@@ -170,20 +289,40 @@ def encode_labels(
     return y, (neg, pos)
 
 
+#: A text column whose non-missing cells are numbers except at most this fraction of them
+#: (at least one cell, and fewer than half) is a numeric column with a typo: an error.
+TYPO_FRACTION = 0.01
+
+
 def infer_columns(
     frame: pd.DataFrame,
     *,
     label: str,
     categorical: Sequence[str] | None = None,
     drop: Sequence[str] = (),
+    source: str | None = None,
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Split the feature columns (all but ``label`` and ``drop``) into numeric and categorical.
 
     Numeric: int/float/bool dtypes not listed in ``categorical``. Categorical: everything
-    else (strings, ``category``, mixed objects) plus the ``categorical`` list.
+    else (strings, ``category``, mixed objects) plus the ``categorical`` list — except a
+    text column whose non-missing cells are numbers but for a few: at most
+    :data:`TYPO_FRACTION` of them (at least one) and fewer than half. One stray word in a
+    column of numbers is a typo, and hashing the column would silently turn its numbers
+    into categories; it is an error naming the column, the row and the value. ``source``
+    names the file in messages.
+
+    >>> frame = pd.DataFrame({"x": ["1.5", "2", "abc", "4"], "y": [0, 1, 0, 1]})
+    >>> infer_columns(frame, label="y")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: column 'x' is numeric except at data row 2: 'abc' (1 of 4 ...
+    >>> infer_columns(frame.assign(x=["a", "b", "c", "4"]), label="y")   # mostly text
+    ((), ('x',))
 
     Raises:
-        ConfigError: the label column, a listed column or every feature is missing.
+        ConfigError: the label column, a listed column or every feature is missing; a
+            numeric column with a few cells that are not numbers.
 
     """
     if label not in frame.columns:
@@ -206,7 +345,31 @@ def infer_columns(
         and (pd.api.types.is_numeric_dtype(frame[c]) or pd.api.types.is_bool_dtype(frame[c]))
     )
     cat = tuple(c for c in features if c not in numeric)
+    for c in cat:
+        if c not in cats:
+            _reject_stray_text(frame, c, source)
     return numeric, cat
+
+
+def _reject_stray_text(frame: pd.DataFrame, column: str, source: str | None) -> None:
+    """Raise if text column ``column`` holds numbers but for a few cells (see infer_columns)."""
+    values = frame[column]
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        return
+    present = values.notna().to_numpy()
+    n = int(present.sum())
+    text = present & np.isnan(pd.to_numeric(values, errors="coerce").to_numpy(dtype=float))
+    bad = int(text.sum())
+    if bad == 0 or bad > max(1, TYPO_FRACTION * n) or 2 * bad >= n:
+        return
+    i = int(np.flatnonzero(text)[0])
+    row = _row_ref(frame, i, source)
+    where = "" if source is None or repr(source) in row else f" of {source!r}"
+    raise ConfigError(
+        f"column {column!r}{where} is numeric except at {row}: "
+        f"{values.iloc[i]!r} ({bad} of {n} cells); fix the cell, or list the column as "
+        "categorical to hash it"
+    )
 
 
 def check_finite(
@@ -359,7 +522,9 @@ def load_tabular(
         frame = frame.iloc[: check_int("rows", rows, lo=1)]
     if len(frame) == 0:
         raise ConfigError("the table has no rows")
-    numeric, cat = infer_columns(frame, label=label, categorical=categorical, drop=drop)
+    numeric, cat = infer_columns(
+        frame, label=label, categorical=categorical, drop=drop, source=source
+    )
     y, _ = encode_labels(frame[label], name=label, positive=positive, source=source)
     enc = TabularEncoder.fit(
         frame,

@@ -42,7 +42,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
-from pgfl.param import Rule
+from pgfl.param import Rule, check_changed_first
 from pgfl.params import PARAMS, dp_link, section_params
 from pgfl.privacy import mechanisms
 from pgfl.validation import ConfigError
@@ -70,15 +70,19 @@ def _default(name: str) -> Any:
 class _Section:
     """A table of settings; every field is checked against :data:`pgfl.params.PARAMS`.
 
-    Bounds that refer to settings of the same table are applied here (in table order);
-    bounds that refer to other tables are applied by :class:`CurveConfig`.
+    Bounds that refer to settings of the same table are applied here (each changed
+    setting against those left at their defaults first, :func:`~pgfl.param.check_changed_first`,
+    then in table order); bounds that refer to other tables are applied by
+    :class:`CurveConfig`.
     """
 
     SECTION: ClassVar[str]
 
     def __post_init__(self) -> None:
+        params = section_params(self.SECTION)
+        check_changed_first(params, {p.name: getattr(self, p.key) for p in params})
         checked: dict[str, Any] = {}
-        for p in section_params(self.SECTION):
+        for p in params:
             value = p.check(getattr(self, p.key), checked)
             object.__setattr__(self, p.key, value)
             checked[p.name] = value
@@ -259,7 +263,7 @@ PER_CURVE = {s: {p.key for p in section_params(s) if p.batched} for s in SECTION
 
 
 def _cross_section(p: Any) -> bool:
-    refs = [r for r in (p.lo_ref, p.hi_ref) if r is not None]
+    refs = [r for side in p.refs.values() for r in side]
     return any(n.rpartition(".")[0] != p.section for r in refs for n in r.needs)
 
 
@@ -284,9 +288,13 @@ class CurveConfig:
 
     def __post_init__(self) -> None:
         ctx = self.values()
-        for p in _CROSS:
-            if p.applies is None or p.applies.test(ctx):
-                p.check(ctx[p.name], ctx)
+        cross = [p for p in _CROSS if p.applies is None or p.applies.test(ctx)]
+        for section in SECTIONS:  # a conflict with a default of its table names the change
+            group = [p for p in cross if p.section == section]
+            others = {k: v for k, v in ctx.items() if k not in {p.name for p in group}}
+            check_changed_first(group, ctx, others)
+        for p in cross:
+            p.check(ctx[p.name], ctx)
         _curve_rules(self)
 
     def values(self) -> dict[str, Any]:

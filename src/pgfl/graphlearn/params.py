@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pgfl.graphlearn.privacy import MECHANISMS
-from pgfl.param import Param, ParamTable, When, kind_is
+from pgfl.param import Param, ParamTable, Ref, When, kind_is
 from pgfl.validation import ConfigError, check_int
 
 __all__ = ["PARAMS", "SECTIONS", "TITLES"]
@@ -58,6 +58,19 @@ def _check_files(p: Param, value: Any, c: Mapping[str, Any]) -> tuple[str, ...]:
         raise ConfigError(f"{p.name} must be a non-empty list of paths; got {value!r}")
     return tuple(value)
 
+
+def _epsilon_limit(c: Mapping[str, Any]) -> int | None:
+    """``algorithm.rounds`` for ``last_step`` (ε̄/T < 1), else no limit (``None``)."""
+    return c["algorithm.rounds"] if c["privacy.mechanism"] == "last_step" else None
+
+
+#: ``last_step`` calibrates each round by the classic Gaussian mechanism (Dwork & Roth,
+#: Theorem A.1), whose guarantee holds only for a per-round ε_t = ε̄/T below 1.
+PER_ROUND_BELOW_ONE = Ref(
+    'algorithm.rounds (ε̄/T < 1 with privacy.mechanism = "last_step")',
+    ("algorithm.rounds", "privacy.mechanism"),
+    _epsilon_limit,
+)
 
 _SYNTHETIC = kind_is("data", "synthetic")
 _FIXED = When('algorithm.local_solver = "fixed"', lambda c: c["algorithm.local_solver"] == "fixed")
@@ -100,7 +113,10 @@ PARAMS = ParamTable((
     Param("privacy.mechanism", "choice", "statistic", "`statistic`: noisy z̄ once per round, "
           "ε covers the graphs; `last_step`: the paper's Theorem 3 (ε does not cover the "
           "released graph).", choices=MECHANISMS),
-    Param("privacy.epsilon", "real", 1.0, "Total ε̄ over the rounds.", lo=0, lo_open=True),
+    Param("privacy.epsilon", "real", 1.0, "Total ε̄ over the rounds (`last_step`: ε̄/T < 1, "
+          "the classic Gaussian bound of Theorem 3).", lo=0, lo_open=True, hi_open=True,
+          hi_ref=PER_ROUND_BELOW_ONE,
+          allowed_doc='(0, inf); (0, algorithm.rounds) with `privacy.mechanism = "last_step"`'),
     Param("privacy.delta", "real", 1e-5, "δ̄ of (ε̄, δ̄)-DP.", lo=0, hi=1, lo_open=True,
           hi_open=True),
     Param("privacy.clip", "real", 25.0, "Clipping norm C of each z_{i,n} (eq. 58).", lo=0,

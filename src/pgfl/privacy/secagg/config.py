@@ -11,13 +11,14 @@ The settings' ranges are declared once here, as :class:`~pgfl.param.Param` (the
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from pgfl.param import Param, Ref, When, ref
+from pgfl.param import Param, Ref, When, check_changed_first, ref
 from pgfl.privacy.secagg import shamir
 from pgfl.validation import check_int
 
@@ -26,6 +27,8 @@ __all__ = [
     "SecAggAbort",
     "SecAggConfig",
     "SecAggProtocolError",
+    "clip_limit",
+    "frac_bits_limit",
     "max_code",
     "modulus_bits_needed",
     "neighbourhood_size",
@@ -65,6 +68,61 @@ def modulus_bits_needed(c: Mapping[str, Any]) -> int:
     return (c["training.L"] * code).bit_length() + 1
 
 
+def _fits(c: Mapping[str, Any], clip: float, frac_bits: int) -> bool:
+    """Whether L codes ``rint(clip · 2^f)`` sum below ``2^(k−1)`` (the capacity bound)."""
+    limit = 2 ** (c["privacy.secagg_modulus_bits"] - 1)
+    return c["training.L"] * max_code(clip, frac_bits) < limit
+
+
+def frac_bits_limit(c: Mapping[str, Any]) -> int:
+    """Largest f in [0, 62] with ``L · rint(clip · 2^f) < 2^(k−1)`` (−1 if none fits).
+
+    The capacity bound read as a bound on ``privacy.secagg_frac_bits``: a user who sets
+    only f too large for the (default) modulus is told about f.
+
+    >>> frac_bits_limit({"training.L": 10, "privacy.secagg_clip": 4.0,
+    ...                  "privacy.secagg_modulus_bits": 16})   # 10 · rint(4 · 2^9) < 2^15
+    9
+    """
+    clip = c["privacy.secagg_clip"]
+    return max((f for f in range(63) if _fits(c, clip, f)), default=-1)
+
+
+def clip_limit(c: Mapping[str, Any]) -> float:
+    """Smallest clip whose L codes ``rint(clip · 2^f)`` reach ``2^(k−1)`` (an open bound).
+
+    The capacity bound read as a bound on ``privacy.secagg_clip``; exact in floating
+    point (clip · 2^f is an exact scaling, and the code grows with the clip).
+
+    >>> clip_limit({"training.L": 7, "privacy.secagg_frac_bits": 8,
+    ...             "privacy.secagg_modulus_bits": 16})   # codes ≤ 4681; rint(4681.5) = 4682
+    18.287109375
+    """
+    f = c["privacy.secagg_frac_bits"]
+    codes = (2 ** (c["privacy.secagg_modulus_bits"] - 1) - 1) // c["training.L"]
+    t = (codes + 0.5) * 2.0**-f
+    while _fits(c, t, f):
+        t = math.nextafter(t, math.inf)
+    while t > 0 and not _fits(c, math.nextafter(t, 0.0), f):
+        t = math.nextafter(t, 0.0)
+    return t
+
+
+_CAPACITY_NEEDS = ("training.L", "privacy.secagg_modulus_bits")
+#: The capacity bound on the fractional bits (the modulus's bound, read the other way).
+FRAC_BITS_CAPACITY = Ref(
+    "max f with training.L·rint(privacy.secagg_clip·2^f) < 2^(privacy.secagg_modulus_bits-1)",
+    (*_CAPACITY_NEEDS, "privacy.secagg_clip"),
+    frac_bits_limit,
+)
+#: The capacity bound on the clip (the modulus's bound, read the other way).
+CLIP_CAPACITY = Ref(
+    "clip where training.L·rint(clip·2^privacy.secagg_frac_bits) reaches "
+    "2^(privacy.secagg_modulus_bits-1)",
+    (*_CAPACITY_NEEDS, "privacy.secagg_frac_bits"),
+    clip_limit,
+)
+
 #: Where the secure-aggregation settings have an effect.
 SECURE_AGGREGATION = When(
     'privacy.client_noise = "secure_aggregation"',
@@ -87,13 +145,14 @@ PARAMS = (
           allowed_doc="[max(8, 1+bit_length(L·rint(clip·2^f))), 64]"),
     Param("privacy.secagg_frac_bits", "int", 24, "f: fixed-point fractional bits "
           "(quantization step 2^−f).", lo=0, hi=62, batched=True, applies=SECURE_AGGREGATION,
-          hi_ref=ref("privacy.secagg_modulus_bits", -2)),
+          hi_ref=(ref("privacy.secagg_modulus_bits", -2), FRAC_BITS_CAPACITY),
+          allowed_doc="[0, k−2], with L·rint(clip·2^f) < 2^(k−1)"),
     Param("privacy.secagg_clip", "real", 1024.0, "Values are clipped to [−clip, clip] before "
-          "encoding (clip·2^f must round to ≥ 1).", lo=0, lo_open=True, batched=True,
-          applies=SECURE_AGGREGATION,
+          "encoding (clip·2^f must round to ≥ 1).", lo=0, lo_open=True, hi_open=True,
+          batched=True, applies=SECURE_AGGREGATION,
           lo_ref=Ref("2^-(privacy.secagg_frac_bits+1)", ("privacy.secagg_frac_bits",),
                      lambda c: 2.0 ** -(c["privacy.secagg_frac_bits"] + 1)),
-          allowed_doc="(2^-(f+1), inf)"),
+          hi_ref=CLIP_CAPACITY, allowed_doc="(2^-(f+1), inf), with L·rint(clip·2^f) < 2^(k−1)"),
     Param("privacy.secagg_threshold", "int", None, "t: shares needed to rebuild a secret, "
           "within a neighbourhood of L clients, or secagg_neighbours+1 (unset: a majority).",
           lo=1, batched=True, applies=SECURE_AGGREGATION,
@@ -170,7 +229,14 @@ class SecAggConfig:
     graph_seed: int = 0
 
     def __post_init__(self) -> None:
-        # the capacity bound is checked for one client here and for L in check_clients
+        # the capacity bound is checked for one client here and for L in check_clients;
+        # a setting given alone is named when it conflicts with the others' defaults
+        given = {
+            "privacy.secagg_modulus_bits": self.modulus_bits,
+            "privacy.secagg_frac_bits": self.frac_bits,
+            "privacy.secagg_clip": self.clip,
+        }
+        check_changed_first([_P[n] for n in given], given, {"training.L": 1})
         k = _P["privacy.secagg_modulus_bits"].check(self.modulus_bits)
         ctx: dict[str, Any] = {"privacy.secagg_modulus_bits": k}
         ctx["privacy.secagg_frac_bits"] = _P["privacy.secagg_frac_bits"].check(self.frac_bits, ctx)
