@@ -69,6 +69,19 @@ def cli_json(capsys, *args: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+# ------------------------------------------------ 4. graphlearn run: --out default
+def test_graphlearn_run_writes_into_runs_name_by_default(tmp_path, monkeypatch, capsys):
+    (tmp_path / "small-graphs.toml").write_text(
+        "[data]\nnodes = 8\nclients = 2\nn_samples = 30\nrepetitions = 1\n"
+        "[algorithm]\nrounds = 2\nlocal_steps = 5\n",
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(tmp_path)
+    main(["graphlearn", "run", "small-graphs.toml"])
+    assert (tmp_path / "runs" / "small-graphs" / "summary.json").is_file()
+    assert not (tmp_path / "results").exists()
+
+
 # ----------------------------------------------------------- 7. the summary table
 def _printed(summary: dict, width: int = 200) -> str:
     console = Console(width=width, file=None, record=True, force_terminal=False)
