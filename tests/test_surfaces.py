@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,9 @@ from rich.console import Console
 from pgfl.cli import main
 from pgfl.commands import printing
 from pgfl.experiments.frontier import frontier_configs, run_frontier
+from pgfl.experiments.loader import parse_config
+from pgfl.param import SettingWarning
+from pgfl.validation import ConfigError
 
 TINY = """name = "tiny"
 iterations = 12
@@ -190,3 +194,61 @@ def test_the_frontier_tables_are_narrow(tmp_path):
     shown = [f"{100 * e:.1f}" for e in c["test_error"] if e is not None]
     row = next(line for line in text.splitlines()[::-1] if line.startswith(f"│ {c['label']} "))
     assert all(s in row for s in shown)
+
+
+# ------------------------------------------------- 9. settings without effect warn
+NO_SERVER_NOISE = {
+    "name": "quiet",
+    "iterations": 8,
+    "topology": {"kind": "ring", "P": 3},
+    "data": {"K": 5, "N": 6},
+    "training": {"L": 2},
+    "privacy": {"server_variance": 0.1},
+    "curves": [{"label": "a"}, {"label": "b", "training": {"mu": 0.3}}],
+}
+
+
+def test_a_setting_without_effect_warns_and_the_run_goes_on():
+    with pytest.warns(SettingWarning) as caught:
+        cfg = parse_config(NO_SERVER_NOISE)
+    (w,) = [w for w in caught if w.category is SettingWarning]
+    message = str(w.message)
+    assert message.startswith("privacy.server_variance = 0.1 has no effect: no curve has ")
+    assert 'privacy.server_noise other than "none"' in message
+    assert [c.label for c in cfg.curves] == ["a", "b"]
+
+
+def test_a_per_curve_setting_without_effect_names_the_curve():
+    raw = {**NO_SERVER_NOISE, "privacy": {}}
+    raw["curves"] = [{"label": "a"}, {"label": "b", "privacy": {"dropout": 0.2}}]
+    with pytest.warns(SettingWarning, match=r"^curves\[1\]\.privacy\.dropout = 0\.2 has no "
+                      r"effect: curve 'b' does not have privacy\.client_noise"):  # fmt: skip
+        parse_config(raw)
+
+
+def test_a_wrong_value_is_still_an_error_where_the_setting_has_no_effect():
+    raw = {**NO_SERVER_NOISE, "privacy": {"server_variance": -1.0}}
+    with pytest.raises(ConfigError, match=r"^privacy.server_variance must be"):
+        parse_config(raw)
+
+
+def test_a_default_value_never_warns():
+    raw = {**NO_SERVER_NOISE, "privacy": {"server_distribution": "laplace"}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SettingWarning)
+        parse_config(raw)
+
+
+def test_the_cli_prints_a_setting_without_effect_as_one_warning_line(tmp_path):
+    text = TINY + "[privacy]\nserver_variance = 0.1\n"
+    (tmp_path / "q.toml").write_text(text, encoding="utf-8")
+    result = pgfl("run", "q.toml", "--out", "o", "--workers", "2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert (
+        "warning: privacy.server_variance = 0.1 has no effect: no curve has "
+        'privacy.server_noise other than "none"'
+    ) in "\n".join(lines)
+    assert any(line.startswith("warning: --workers = 2 has no effect") for line in lines)
+    assert all(line.startswith("warning: ") for line in lines)
+    assert (tmp_path / "o" / "summary.json").is_file()

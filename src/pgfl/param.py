@@ -24,6 +24,7 @@ pgfl.validation.ConfigError: training.L must be an integer in [1, data.K=100]; g
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -71,6 +72,7 @@ __all__ = [
     "ParamTable",
     "Ref",
     "Rule",
+    "SettingWarning",
     "When",
     "folder_name",
     "kind_is",
@@ -104,6 +106,14 @@ def ref(name: str, offset: int = 0) -> Ref:
     """
     label = name if offset == 0 else f"{name}{offset:+d}"
     return Ref(label, (name,), lambda c: c[name] + offset)
+
+
+class SettingWarning(UserWarning):
+    """A setting given where it has no effect: the run goes on without it.
+
+    The command line prints it as one line ``warning: ...``; a wrong value is still a
+    :class:`~pgfl.validation.ConfigError`.
+    """
 
 
 @dataclass(frozen=True)
@@ -203,6 +213,42 @@ class Param:
     def options(self) -> tuple[str, ...]:
         """The allowed strings now (a callable ``choices`` is asked each time)."""
         return tuple(self.choices() if callable(self.choices) else self.choices)
+
+    def warn_without_effect(
+        self,
+        value: Any,
+        contexts: Iterable[Mapping[str, Any]],
+        *,
+        name: str | None = None,
+        who: str = "no curve has",
+        hint: str = "",
+    ) -> bool:
+        """Warn (:class:`SettingWarning`) if ``value`` is given where it has no effect.
+
+        It has none when it differs from the default and ``applies`` holds in none of
+        ``contexts`` (the settings of each curve, by dotted name). ``name`` is how the
+        setting reads in the message (``curves[1].privacy.dropout``), ``who`` the subject
+        of the condition, ``hint`` what to do (in parentheses). Returns whether it warned.
+
+        >>> p = Param("run.workers", "int", None, "", applies=When('run.backend = "ray"',
+        ...           lambda c: c["run.backend"] == "ray"))
+        >>> with warnings.catch_warnings(record=True) as w:
+        ...     warnings.simplefilter("always")
+        ...     p.warn_without_effect(2, [{"run.backend": "local"}], who="it needs")
+        True
+        >>> str(w[0].message)
+        'run.workers = 2 has no effect: it needs run.backend = "ray"'
+        """
+        if self.applies is None or value == self.default:
+            return False
+        if any(self.applies.test(c) for c in contexts):
+            return False
+        shown = list(value) if isinstance(value, tuple) else value
+        message = f"{name or self.name} = {shown!r} has no effect: {who} {self.applies.text}"
+        if hint:
+            message += f" ({hint})"
+        warnings.warn(message, SettingWarning, stacklevel=3)
+        return True
 
     def named(self, name: str) -> Param:
         """The same setting under another name (a Python argument that mirrors it)."""

@@ -21,7 +21,6 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from pgfl.commands.printing import print_summary
 from pgfl.files import jsonable, read_toml, reading
 from pgfl.params import PARAMS
-from pgfl.validation import ConfigError
 
 __all__ = [
     "checked",
@@ -107,18 +106,18 @@ def with_run_options(cfg: Any, **options: Any) -> Any:
     for key, value in given.items():
         given[key] = replace(PARAMS[f"run.{key}"], name=f"--{key}").check(value)
     merged = {**{k: getattr(cfg.run, k) for k in ("backend", "mode", "address")}, **given}
-    for key in given:
-        rule = PARAMS[f"run.{key}"].applies
-        ctx = {f"run.{k}": v for k, v in merged.items()}
-        if rule is not None and not rule.test(ctx):
-            needs = {"actors": "--mode actors", "workers": "--backend ray, no --address"}.get(
-                key, "--backend ray"
-            )
-            raise ConfigError(
-                f"--{key} has no effect: it applies only with {rule.text} (give {needs})"
-            )
+    ctx = {f"run.{k}": v for k, v in merged.items()}
+    for key in list(given):
+        needs = {"actors": "--mode actors", "workers": "--backend ray, no --address"}.get(
+            key, "--backend ray"
+        )
+        param = PARAMS[f"run.{key}"]
+        if param.warn_without_effect(
+            given[key], [ctx], name=f"--{key}", who="it needs", hint=f"give {needs}"
+        ):
+            del given[key]
     if merged["backend"] != "ray":  # --backend local: the file's Ray settings do not apply
-        return replace(cfg, run=type(cfg.run)())
+        return replace(cfg, run=type(cfg.run)(**given))
     return replace(cfg, run=replace(cfg.run, **given))
 
 

@@ -238,9 +238,9 @@ def check(name: str, value: Any, **context: Any) -> Any:
 #: (:data:`pgfl.experiments.config.CURVE_RULES`, the mechanisms' ``rules_doc``,
 #: :data:`pgfl.experiments.loader.EXPERIMENT_RULES`).
 GENERAL_RULES = (
-    "A setting given where it has no effect is rejected (column *only with*): in a "
-    "curve, when that curve does not meet the condition; in a shared table, when no curve does. "
-    "A value equal to the default is always accepted.",
+    "A setting given where it has no effect (column *only with*) is ignored with a one-line "
+    "warning: in a curve, when that curve does not meet the condition; in a shared table, "
+    "when no curve does. A value equal to the default never warns.",
     "Unknown keys are rejected everywhere, including inside `[quick]` (with or without `--quick`).",
     "Secure aggregation: `privacy.secagg_threshold` ≤ the neighbourhood size (L, or "
     "`secagg_neighbours + 1` for SecAgg+), and `2^(k−1) > L · rint(secagg_clip · 2^f)` "
