@@ -24,6 +24,9 @@ from pgfl.cli import main
 from pgfl.commands import printing
 from pgfl.experiments.frontier import frontier_configs, run_frontier
 from pgfl.experiments.loader import parse_config
+from pgfl.experiments.partial import remove_partial
+from pgfl.experiments.plan import prepare_experiment
+from pgfl.experiments.runner import run_experiment, run_plan
 from pgfl.param import SettingWarning
 from pgfl.validation import ConfigError
 
@@ -84,6 +87,169 @@ def test_graphlearn_run_writes_into_runs_name_by_default(tmp_path, monkeypatch, 
     main(["graphlearn", "run", "small-graphs.toml"])
     assert (tmp_path / "runs" / "small-graphs" / "summary.json").is_file()
     assert not (tmp_path / "results").exists()
+
+
+# ------------------------------------------------------ 5. which backend ran
+class _Described:
+    """The local engine under another description (what a cluster backend would say)."""
+
+    def __init__(self, text: str | None) -> None:
+        from pgfl.backends import LocalBackend
+
+        self.inner, self.text = LocalBackend(), text
+        if text is not None:
+            self.describe = lambda: self.text
+
+    def trajectories(self, plan, progress=None):
+        return self.inner.trajectories(plan, progress)
+
+
+def test_run_log_and_summary_name_the_backend(tmp_path):
+    cfg = parse_config(RAW)
+    local = run_experiment(cfg, tmp_path / "local")
+    assert local["engine"]["backend"] == "local"
+    assert "engine: backend=local" in (tmp_path / "local" / "run.log").read_text().splitlines()
+    other = run_plan(prepare_experiment(cfg, tmp_path / "o"), backend=_Described("ray (x, 3)"))
+    assert other["engine"]["backend"] == "ray (x, 3)"
+    on_disk = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert on_disk["engine"]["backend"] == "ray (x, 3)"
+    assert "engine: backend=ray (x, 3)" in (tmp_path / "o" / "run.log").read_text()
+    assert other["curves"] == local["curves"]  # the same numbers
+    nameless = run_plan(prepare_experiment(cfg, tmp_path / "n"), backend=_Described(None))
+    assert nameless["engine"]["backend"] == "_Described"
+
+
+def test_a_resumed_run_names_the_backend_that_computed_its_curves(tmp_path):
+    cfg = parse_config({**RAW, "run": {"keep_partial": True}})
+    run_plan(prepare_experiment(cfg, tmp_path), backend=_Described("first"))
+    again = run_plan(prepare_experiment(cfg, tmp_path, resume=True), backend=_Described("second"))
+    assert again["engine"]["backend"] == "first"  # every curve came from the partial files
+
+
+def test_ray_backends_describe_what_ran_without_starting_ray():
+    from pgfl.backends.ray_actors import RayActors
+    from pgfl.backends.ray_sweeps import RaySweeps
+
+    sweeps = RaySweeps(workers=4)
+    assert sweeps.describe() == "ray (tasks)"  # nothing ran yet
+    sweeps.cluster_cpus = 4
+    assert sweeps.describe() == "ray (tasks, 4 workers)"
+    assert RaySweeps(address="h:6379").describe() == "ray (tasks at h:6379)"
+    actors = RayActors(actors=3)
+    actors.blocks = 3
+    assert actors.describe() == "ray (actors, 3 actors)"
+
+
+# ------------------------------------------------------------ 6. partial/ after a run
+def _partial(folder: Path) -> list[str]:
+    return sorted(p.name for p in (folder / "partial").glob("*")) if folder.exists() else []
+
+
+def test_a_finished_run_removes_partial_unless_asked_to_keep_it(tmp_path):
+    run_experiment(parse_config(RAW), tmp_path / "done")
+    assert (tmp_path / "done" / "summary.json").is_file()
+    assert not (tmp_path / "done" / "partial").exists()
+    run_experiment(parse_config({**RAW, "run": {"keep_partial": True}}), tmp_path / "kept")
+    assert _partial(tmp_path / "kept") == [f"curve-{i:03d}.npz" for i in range(3)]
+
+
+def test_keep_partial_must_be_a_boolean():
+    with pytest.raises(ConfigError, match=r"^run.keep_partial must be true or false; got 1$"):
+        parse_config({**RAW, "run": {"keep_partial": 1}})
+
+
+def test_an_interrupted_run_keeps_partial_and_resume_finishes_and_removes_it(tmp_path):
+    cfg = parse_config(RAW)
+    full = run_experiment(cfg, tmp_path / "full")
+    seen: set[str] = set()
+
+    def interrupt_second_batch(labels, done, total):
+        seen.add(labels)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(cfg, tmp_path / "part", on_progress=interrupt_second_batch)
+    kept = _partial(tmp_path / "part")
+    assert kept and len(kept) < len(RAW["curves"])  # the finished batch, not the other
+    assert not (tmp_path / "part" / "summary.json").exists()
+    resumed = run_experiment(cfg, tmp_path / "part", resume=True)
+    assert resumed["curves"] == full["curves"]
+    assert not (tmp_path / "part" / "partial").exists()
+
+
+def test_cli_keep_partial(tmp_path, capsys):
+    (tmp_path / "a.toml").write_text(TINY, encoding="utf-8")
+    cli_json(capsys, "run", str(tmp_path / "a.toml"), "--out", str(tmp_path / "gone"))
+    cli_json(capsys, "run", str(tmp_path / "a.toml"), "--out", str(tmp_path / "kept"),
+             "--keep-partial")  # fmt: skip
+    assert not (tmp_path / "gone" / "partial").exists()
+    assert _partial(tmp_path / "kept") == ["curve-000.npz"]
+    # a local run keeps the file's run.keep_partial when --backend local drops its Ray settings
+    (tmp_path / "b.toml").write_text(
+        TINY + '[run]\nbackend = "ray"\nworkers = 2\nkeep_partial = true\n', encoding="utf-8"
+    )
+    cli_json(capsys, "run", str(tmp_path / "b.toml"), "--out", str(tmp_path / "file"),
+             "--backend", "local")  # fmt: skip
+    assert _partial(tmp_path / "file") == ["curve-000.npz"]
+
+
+def test_remove_partial_leaves_files_it_did_not_write(tmp_path):
+    (tmp_path / "partial").mkdir()
+    for name in ("curve-000.npz", "task-000-0000-0002.npz", ".curve-001.npz.12.tmp.npz"):
+        (tmp_path / "partial" / name).write_bytes(b"x")
+    (tmp_path / "partial" / "notes.txt").write_text("mine")
+    remove_partial(tmp_path)
+    assert _partial(tmp_path) == ["notes.txt"]
+    (tmp_path / "partial" / "notes.txt").unlink()
+    remove_partial(tmp_path)
+    assert not (tmp_path / "partial").exists()
+
+
+def _frontier_configs(**run):
+    configs = frontier_configs(setups=("regression",), iterations=(2, 3), epsilons=(1.0,),
+                               schemes=("random",), repetitions=1)  # fmt: skip
+    if run:
+        from dataclasses import replace
+
+        configs = {k: replace(c, run=replace(c.run, **run)) for k, c in configs.items()}
+    return configs
+
+
+def test_a_finished_frontier_removes_its_sub_runs_partial_folders(tmp_path):
+    run_frontier(tmp_path / "gone", configs=_frontier_configs())
+    subs = sorted(p for p in (tmp_path / "gone").iterdir() if p.is_dir())
+    assert [p.name for p in subs] == ["regression-T2", "regression-T3"]
+    assert all((p / "summary.json").is_file() and not (p / "partial").exists() for p in subs)
+    run_frontier(tmp_path / "kept", configs=_frontier_configs(keep_partial=True))
+    assert _partial(tmp_path / "kept" / "regression-T2")
+
+
+def test_an_interrupted_frontier_keeps_its_finished_sub_runs_for_resume(tmp_path):
+    configs = _frontier_configs()
+    calls = []
+
+    def run(plan):
+        calls.append(plan.out.name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return run_plan(plan)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_frontier(tmp_path, configs=configs, run=run)
+    assert _partial(tmp_path / calls[0])  # the finished sub-run, kept for --resume
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / calls[0] / "partial").iterdir()}
+    seen = []
+
+    def watch(plan):
+        seen.append((plan.out.name, len(plan.batches)))
+        return run_plan(plan)
+
+    resumed = run_frontier(tmp_path, configs=configs, resume=True, run=watch)
+    assert dict(seen)[calls[0]] == 0  # nothing of the finished sub-run ran again
+    assert all(p.stat().st_mtime_ns == s for p, s in stamps.items() if p.exists())
+    assert resumed == run_frontier(tmp_path / "fresh", configs=configs)
+    assert not (tmp_path / calls[0] / "partial").exists()
 
 
 # ----------------------------------------------------------- 7. the summary table

@@ -33,6 +33,7 @@ from pgfl.validation import ConfigError, check_choice, check_int, check_real, ch
 
 #: How each kind of setting reads in the reference's "type" column.
 TYPES = {
+    "bool": "boolean",
     "int": "integer",
     "real": "real",
     "choice": "string",
@@ -57,6 +58,8 @@ def toml_value(value: Any) -> str:
     """
     if value is None:
         return "unset"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
     if isinstance(value, str):
         return f'`"{value}"`'
     if isinstance(value, tuple):
@@ -158,7 +161,7 @@ class Param:
 
     Attributes:
         name: dotted name (``section.key``; top-level settings have no dot).
-        kind: ``int``, ``real``, ``choice``, ``choices`` (a list), ``string``,
+        kind: ``bool``, ``int``, ``real``, ``choice``, ``choices`` (a list), ``string``,
             ``int_pair``/``real_pair`` (a number or a ``[low, high]`` pair), ``ints`` (a
             list of integers), ``reals`` (a list of reals), or a custom kind checked by
             ``checker`` (``edges``, ``matrix``, ``paths``).
@@ -297,6 +300,8 @@ class Param:
         """Allowed values, one phrase for the reference."""
         if self.allowed_doc:
             return self.allowed_doc
+        if self.kind == "bool":
+            return "`true`, `false`"
         if self.kind in ("choice", "choices"):
             return ", ".join(f'`"{c}"`' for c in self.options)
         if self.kind == "string":
@@ -317,6 +322,19 @@ def _num(x: float) -> str:
 
 
 # ------------------------------------------------------------------------ checkers
+def _check_bool(p: Param, value: Any, c: Mapping[str, Any]) -> bool:
+    """``true`` or ``false`` (TOML booleans; not 0/1 or strings).
+
+    >>> _check_bool(Param("run.keep_partial", "bool", False, ""), "yes", {})
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: run.keep_partial must be true or false; got 'yes'
+    """
+    if not isinstance(value, bool):
+        raise ConfigError(f"{p.name} must be true or false; got {value!r}")
+    return value
+
+
 def _check_int(p: Param, value: Any, c: Mapping[str, Any]) -> int:
     return check_int(p.name, value, even=p.even, **p.bounds(c))
 
@@ -389,6 +407,7 @@ def _check_list(p: Param, value: Any, c: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 _CHECKERS: dict[str, Callable[[Param, Any, Mapping[str, Any]], Any]] = {
+    "bool": _check_bool,
     "int": _check_int,
     "real": _check_real,
     "choice": _check_choice,

@@ -91,14 +91,23 @@ ModeOpt = Annotated[
     typer.Option("--mode", help="Ray: tasks (curves x repetition blocks) or actors (units)."),
 ]
 ActorsOpt = Annotated[int | None, typer.Option("--actors", help="Ray actors (--mode actors).")]
+KeepPartialOpt = Annotated[
+    bool,
+    typer.Option(
+        "--keep-partial",
+        help="Keep OUT/partial/ after the run finishes (run.keep_partial; an interrupted run "
+        "always keeps it for --resume).",
+    ),
+]
 
 
 def with_run_options(cfg: Any, **options: Any) -> Any:
     """``cfg`` with its ``[run]`` table overridden by the command-line options given.
 
-    Each value is checked against its setting's range under the option's name; an option
-    that has no effect (``--workers`` without ``--backend ray`` or ``run.backend = "ray"``)
-    is refused in one line.
+    Each value is checked against its setting's range under the option's name (a wrong
+    value: one line, exit 2); an option that has no effect (``--workers`` without
+    ``--backend ray`` or ``run.backend = "ray"``) is ignored with a one-line
+    :class:`~pgfl.param.SettingWarning` naming what it needs.
     """
     given = {k: v for k, v in options.items() if v is not None}
     if not given:
@@ -117,7 +126,7 @@ def with_run_options(cfg: Any, **options: Any) -> Any:
         ):
             del given[key]
     if merged["backend"] != "ray":  # --backend local: the file's Ray settings do not apply
-        return replace(cfg, run=type(cfg.run)(**given))
+        return replace(cfg, run=type(cfg.run)(**{"keep_partial": cfg.run.keep_partial, **given}))
     return replace(cfg, run=replace(cfg.run, **given))
 
 

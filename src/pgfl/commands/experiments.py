@@ -15,6 +15,7 @@ from pgfl.commands.common import (
     AddressOpt,
     BackendOpt,
     JsonOpt,
+    KeepPartialOpt,
     ModeOpt,
     OutOpt,
     ResumeOpt,
@@ -47,6 +48,7 @@ def run(
     workers: WorkersOpt = None,
     mode: ModeOpt = None,
     actors: ActorsOpt = None,
+    keep_partial: KeepPartialOpt = False,
 ) -> None:
     """Run the experiment described by CONFIG (TOML)."""
     from pgfl.experiments.loader import parse_config  # lazy: the experiments' modules
@@ -55,8 +57,9 @@ def run(
         raw = read_toml(config)
     cfg = parse_config(raw, quick=quick)
     cfg = with_run_options(
-        cfg, backend=backend, address=address, workers=workers, mode=mode, actors=actors
-    )
+        cfg, backend=backend, address=address, workers=workers, mode=mode, actors=actors,
+        keep_partial=keep_partial or None,
+    )  # fmt: skip
     run_experiment_command(cfg, out_dir or Path("runs") / cfg.name, resume=resume, as_json=as_json)
 
 
@@ -87,6 +90,7 @@ def reproduce(
     workers: WorkersOpt = None,
     mode: ModeOpt = None,
     actors: ActorsOpt = None,
+    keep_partial: KeepPartialOpt = False,
 ) -> None:
     """Reproduce a figure of the papers with the papers' parameters."""
     from pgfl.experiments.frontier import PRESETS as FRONTIER  # lazy: the experiments
@@ -114,6 +118,7 @@ def reproduce(
             "--workers": workers,
             "--mode": mode,
             "--actors": actors,
+            "--keep-partial": keep_partial,
         }
         unused = [opt for opt, value in given.items() if value not in (None, False)]
         if unused:
@@ -128,7 +133,7 @@ def reproduce(
         return
     run_options = {
         "backend": backend, "address": address, "workers": workers, "mode": mode,
-        "actors": actors,
+        "actors": actors, "keep_partial": keep_partial or None,
     }  # fmt: skip
     if name in FRONTIER:
         given = {"--print-config": print_config, "--data": data, "--rows": rows}

@@ -224,6 +224,7 @@ class RunConfig(_Section):
     mode: str = _default("run.mode")
     actors: int | None = _default("run.actors")
     checkpoint_every: int = _default("run.checkpoint_every")
+    keep_partial: bool = _default("run.keep_partial")
 
     def __post_init__(self) -> None:
         super().__post_init__()

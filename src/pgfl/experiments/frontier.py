@@ -48,12 +48,13 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from pgfl.experiments.config import ExperimentConfig
 from pgfl.experiments.loader import parse_config
+from pgfl.experiments.partial import remove_partial
 from pgfl.experiments.plan import prepare_experiment
 from pgfl.experiments.presets import preset_text
 from pgfl.experiments.runner import run_plan
@@ -384,10 +385,15 @@ def run_frontier(
     calibrated before anything is written (:func:`pgfl.experiments.plan.prepare_experiment`
     into ``out/<key>``); ``run(plan)`` runs one prepared plan (default
     :func:`pgfl.experiments.runner.run_plan`). With ``resume``, the curves an interrupted
-    run saved in a sub-folder are kept. Returns the frontier summary.
+    run saved in a sub-folder are kept. The sub-runs keep their ``partial/`` folders until
+    the whole frontier is written (an interrupted frontier resumes every finished
+    sub-run), then they go unless a configuration's ``run.keep_partial`` is set. Returns
+    the frontier summary.
     """
     out = Path(out)
     configs = dict(configs or frontier_configs(quick=quick, seed=seed))
+    keep = {key: cfg.run.keep_partial for key, cfg in configs.items()}
+    configs = {k: replace(c, run=replace(c.run, keep_partial=True)) for k, c in configs.items()}
     plans = {key: prepare_experiment(cfg, out / key, resume=resume) for key, cfg in configs.items()}
     run = run or run_plan
     with output_lock(out):
@@ -398,6 +404,9 @@ def run_frontier(
         write_json(out / "summary.json", summary)
         write_csv(out / "frontier.csv", _csv_rows(summary))
         plot_frontier(summary, out / "frontier.png")
+    for key in plans:  # finished: --resume has nothing left to continue
+        if not keep[key]:
+            remove_partial(out / key)
     return summary
 
 

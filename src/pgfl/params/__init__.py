@@ -191,6 +191,9 @@ _RUN = (
     Param("run.checkpoint_every", "int", 16, "Rounds between checkpoints of each actor's "
           "block state (a restarted actor replays from the last one).", lo=1,
           applies=ACTORS),
+    Param("run.keep_partial", "bool", False, "Keep `OUT/partial/` (each curve's saved "
+          "metrics, Ray's task files) after the run finishes; an interrupted run always "
+          "keeps it for `--resume` (the CLI's `--keep-partial`)."),
 )  # fmt: skip
 
 
@@ -261,7 +264,7 @@ _TITLES = {
     "model": "`[model]`: a built-in multi-class model instead of the closed-form loss",
     "training": "`[training]`: local training and aggregation",
     "privacy": "`[privacy]`: noise, secure aggregation and accounting",
-    "run": "`[run]`: where the simulation runs (overridden by `--backend` etc.)",
+    "run": "`[run]`: where the simulation runs, what it keeps (overridden by `--backend` etc.)",
 }
 
 
