@@ -245,8 +245,8 @@ CASES = [
     ("epsilon-rows-too-small", [*EPS, "--rows", "1"], ["--rows", "[2, inf]", "got 1"]),
     (
         "option-not-for-graphlearn-presets",
-        ["reproduce", "graphlearn-weights", "--print-config"],
-        ["--print-config", "graphlearn-weights"],
+        ["reproduce", "graphlearn-weights", "--resume"],
+        ["--resume", "graphlearn-weights"],
     ),
 ]
 

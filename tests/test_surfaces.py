@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 import warnings
 from pathlib import Path
 
@@ -22,11 +23,16 @@ from rich.console import Console
 
 from pgfl.cli import main
 from pgfl.commands import printing
+from pgfl.experiments.frontier import PRESETS as FRONTIER
 from pgfl.experiments.frontier import frontier_configs, run_frontier
 from pgfl.experiments.loader import parse_config
 from pgfl.experiments.partial import remove_partial
 from pgfl.experiments.plan import prepare_experiment
+from pgfl.experiments.presets import preset_names, preset_text
 from pgfl.experiments.runner import run_experiment, run_plan
+from pgfl.graphlearn.config import parse_config as parse_graphlearn
+from pgfl.graphlearn.presets import PRESETS as GRAPHLEARN
+from pgfl.graphlearn.presets import SWEEPS
 from pgfl.param import SettingWarning
 from pgfl.validation import ConfigError
 
@@ -74,6 +80,91 @@ def cli_json(capsys, *args: str) -> dict:
     capsys.readouterr()
     main([*args, "--json"])
     return json.loads(capsys.readouterr().out)
+
+
+# ------------------------------------------------------------------ 1. pgfl run --seed
+def test_run_seed_overrides_the_files_seed(tmp_path, capsys):
+    (tmp_path / "a.toml").write_text(TINY, encoding="utf-8")
+    (tmp_path / "b.toml").write_text("seed = 7\n" + TINY, encoding="utf-8")
+    by_option = cli_json(capsys, "run", str(tmp_path / "a.toml"), "--seed", "7",
+                         "--out", str(tmp_path / "o1"))  # fmt: skip
+    by_file = cli_json(capsys, "run", str(tmp_path / "b.toml"), "--out", str(tmp_path / "o2"))
+    default = cli_json(capsys, "run", str(tmp_path / "a.toml"), "--out", str(tmp_path / "o3"))
+    assert by_option["seed"] == by_file["seed"] == 7 != default["seed"]
+    assert by_option["curves"] == by_file["curves"]
+    assert by_option["curves"][0]["centroid_msd_db"] != default["curves"][0]["centroid_msd_db"]
+    # the file's seed is overridden as well
+    again = cli_json(capsys, "run", str(tmp_path / "b.toml"), "--seed", "0",
+                     "--out", str(tmp_path / "o4"))  # fmt: skip
+    assert again["curves"] == default["curves"]
+
+
+def test_run_seed_is_checked_as_the_seed_setting(tmp_path, capsys):
+    (tmp_path / "a.toml").write_text(TINY, encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", str(tmp_path / "a.toml"), "--seed", "-1", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1
+    assert "seed (--seed) must be an integer in [0, inf]; got -1" in err
+    assert not (tmp_path / "o").exists()
+
+
+# --------------------------------------------------------------- 2. reproduce --list
+def _listing(columns: int) -> str:
+    result = pgfl("reproduce", "--list", columns=columns)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_list_names_every_preset_with_a_description_aligned_at_any_width():
+    text = _listing(40)
+    assert text == _listing(300)  # nothing depends on the terminal's width
+    lines = text.splitlines()
+    names = preset_names() + sorted(FRONTIER) + sorted(GRAPHLEARN)
+    assert [line.split()[0] for line in lines] == names
+    starts = set()
+    for name, line in zip(names, lines, strict=True):
+        description = line[len(name) :].strip()
+        assert description, line
+        starts.add(line.index(description, len(name)))
+        if name in preset_names():  # the preset file's own title
+            assert description == tomllib.loads(preset_text(name))["title"]
+    assert len(starts) == 1  # one column for every description
+
+
+# ------------------------------------------- 3. --print-config of graph-learning presets
+@pytest.mark.parametrize("name", sorted(GRAPHLEARN))
+def test_print_config_of_a_graph_learning_preset(name):
+    full = pgfl("reproduce", name, "--print-config")
+    quick = pgfl("reproduce", name, "--print-config", "--quick", "--seed", "5")
+    assert full.returncode == 0 and quick.returncode == 0, full.stderr + quick.stderr
+    raw = tomllib.loads(quick.stdout)  # valid TOML
+    assert raw["seed"] == 5
+    assert full.stdout.startswith(f"# {name}: ")
+    if name == "graphlearn-digits":  # its data are built in: settings for reading
+        assert raw["classes"] and "cannot name" in quick.stdout
+        return
+    cfg = parse_graphlearn(raw)  # a `pgfl graphlearn run` configuration
+    assert cfg.seed == 5 and cfg.kind == "synthetic"
+    assert cfg.repetitions < parse_graphlearn(tomllib.loads(full.stdout)).repetitions
+    if name == "graphlearn-heterogeneity":
+        full_sweep, quick_sweep = SWEEPS["heterogeneity"]
+        assert str(list(quick_sweep)) in quick.stdout and str(list(full_sweep)) in full.stdout
+        assert cfg.q == quick_sweep[-1]
+
+
+def test_a_printed_graph_learning_config_runs(tmp_path):
+    printed = pgfl("reproduce", "graphlearn-imbalance", "--print-config", "--quick")
+    (tmp_path / "imbalance.toml").write_text(printed.stdout, encoding="utf-8")
+    result = pgfl("graphlearn", "run", "imbalance.toml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "runs" / "imbalance" / "summary.json").read_text())
+    assert summary["config"]["n_samples"] == list(SWEEPS["imbalance"][1])
+
+
+def test_options_that_graph_learning_presets_do_not_take_are_still_refused():
+    result = pgfl("reproduce", "graphlearn-weights", "--keep-partial")
+    assert result.returncode == 2 and "--keep-partial" in result.stderr
 
 
 # ------------------------------------------------ 4. graphlearn run: --out default

@@ -67,6 +67,7 @@ __all__ = [
     "EPSILONS",
     "PRESETS",
     "SCHEMES",
+    "TITLES",
     "SETUPS",
     "Scheme",
     "frontier_config",
@@ -416,3 +417,8 @@ FRONTIER_FILES = ("summary.json", "frontier.csv", "frontier.png")
 
 #: ``pgfl reproduce`` presets that are not a single experiment.
 PRESETS = {"frontier": run_frontier}
+#: Their one-line descriptions (``pgfl reproduce --list``).
+TITLES = {
+    "frontier": "Privacy-utility frontier: every scheme calibrated to a target ε, MSD and "
+    "test error vs ε"
+}

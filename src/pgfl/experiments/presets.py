@@ -31,6 +31,15 @@ def preset_text(name: str) -> str:
     )
 
 
+def preset_title(name: str) -> str:
+    """The one-line description of preset ``name``: its TOML's ``title`` (else its name).
+
+    >>> preset_title("fig2")
+    'Fig. 2: GFL with no, graph-homomorphic and random perturbations'
+    """
+    return str(tomllib.loads(preset_text(name)).get("title") or name)
+
+
 def load_preset(
     name: str,
     *,
