@@ -28,7 +28,7 @@ from pgfl.experiments.frontier import frontier_configs, run_frontier
 from pgfl.experiments.loader import parse_config
 from pgfl.experiments.partial import remove_partial
 from pgfl.experiments.plan import prepare_experiment
-from pgfl.experiments.presets import preset_names, preset_text
+from pgfl.experiments.presets import MIN_PER_CLIENT, preset_names, preset_text
 from pgfl.experiments.runner import run_experiment, run_plan
 from pgfl.graphlearn.config import parse_config as parse_graphlearn
 from pgfl.graphlearn.presets import PRESETS as GRAPHLEARN
@@ -451,6 +451,63 @@ def test_the_frontier_tables_are_narrow(tmp_path):
     shown = [f"{100 * e:.1f}" for e in c["test_error"] if e is not None]
     row = next(line for line in text.splitlines()[::-1] if line.startswith(f"│ {c['label']} "))
     assert all(s in row for s in shown)
+
+
+# ------------------------------------------ 8. fig7 on a small CSV (--data without --rows)
+def _csv(path: Path, rows: int, seed: int = 0) -> str:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(rows, 5))
+    y = (X @ rng.normal(size=5) + 0.5 * rng.normal(size=rows) > 0).astype(int)
+    lines = ["a,b,c,d,e,label"] + [",".join([*(f"{v:.4f}" for v in x), str(t)])
+                                   for x, t in zip(X, y, strict=True)]  # fmt: skip
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return f"csv:{path}:label"
+
+
+def _fig7_clients() -> int:
+    raw = tomllib.loads(preset_text("fig7"))
+    return raw["topology"]["P"] * raw["data"]["K"]
+
+
+def test_fig7_fits_its_split_to_a_small_csv(tmp_path):
+    source = _csv(tmp_path / "small.csv", 569)
+    result = pgfl("reproduce", "fig7", "--quick", "--data", source, "--out", "o", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 1 and "569 rows" in notes[0]
+    data = json.loads((tmp_path / "o" / "config.json").read_text())["config"]["data"]
+    assert data["rows"] + data["test_size"] == 569
+    assert data["rows"] >= _fig7_clients() * MIN_PER_CLIENT
+    preset = tomllib.loads(preset_text("fig7"))["data"]
+    assert 0 < data["test_size"] <= preset["test_size"]
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert all(c["test_accuracy"] is not None for c in summary["curves"])
+
+
+def test_fig7_on_too_small_a_csv_names_what_to_change(tmp_path):
+    too_small = _fig7_clients() * MIN_PER_CLIENT  # no room left for a test set
+    source = _csv(tmp_path / "tiny.csv", too_small)
+    result = pgfl("reproduce", "fig7", "--quick", "--data", source, "--out", "o", cwd=tmp_path)
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: ") and f"has {too_small} rows" in line
+    assert "topology.P" in line and "data.K" in line
+    assert not (tmp_path / "o").exists()
+    # --rows that leave too few test rows: one line naming --rows
+    source = _csv(tmp_path / "small.csv", 569)
+    result = pgfl("reproduce", "fig7", "--data", source, "--rows", "565", "--out", "o",
+                  cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2 and "--rows" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_fig7_keeps_the_papers_split_when_the_data_hold_it(tmp_path):
+    from pgfl.experiments.presets import fit_split
+
+    preset = tomllib.loads(preset_text("fig7"))["data"]
+    source = _csv(tmp_path / "big.csv", preset["rows"] + preset["test_size"])
+    overrides, note = fit_split("fig7", source)
+    assert overrides == {"source": source} and note == ""
 
 
 # ------------------------------------------------- 9. settings without effect warn

@@ -102,7 +102,7 @@ def reproduce(
     """Reproduce a figure of the papers with the papers' parameters."""
     from pgfl.experiments.frontier import PRESETS as FRONTIER  # lazy: the experiments
     from pgfl.experiments.frontier import frontier_configs
-    from pgfl.experiments.presets import load_preset, preset_names, preset_text
+    from pgfl.experiments.presets import fit_split, load_preset, preset_names, preset_text
     from pgfl.files import check_output_folder, writing
     from pgfl.graphlearn.presets import PRESETS as GRAPHLEARN
     from pgfl.graphlearn.presets import preset_config
@@ -163,13 +163,17 @@ def reproduce(
         sys.stdout.write(preset_text(name))
         return
     overrides: dict[str, object] = {}
-    if data is not None:
-        overrides["source"] = data
     if rows is not None:
         overrides["rows"] = rows
-    cfg = load_preset(name, quick=quick, seed=seed, data=overrides)
-    if overrides and cfg.curves[0].data.kind != "classification":
+    if (data is not None or rows is not None) and load_preset(name).curves[0].data.kind != (
+        "classification"
+    ):
         raise ConfigError(f"--data/--rows apply to real-data presets (fig7); got preset {name!r}")
+    if data is not None:  # a split that fits the data (a small CSV: fewer test rows)
+        overrides, note = fit_split(name, data, rows)
+        if note:
+            print(f"note: {note}", file=sys.stderr)
+    cfg = load_preset(name, quick=quick, seed=seed, data=overrides)
     cfg = with_run_options(cfg, **run_options)
     run_experiment_command(cfg, folder, resume=resume, as_json=as_json)
 
