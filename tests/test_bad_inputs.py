@@ -245,8 +245,8 @@ CASES = [
     ("epsilon-rows-too-small", [*EPS, "--rows", "1"], ["--rows", "[2, inf]", "got 1"]),
     (
         "option-not-for-graphlearn-presets",
-        ["reproduce", "graphlearn-weights", "--print-config"],
-        ["--print-config", "graphlearn-weights"],
+        ["reproduce", "graphlearn-weights", "--resume"],
+        ["--resume", "graphlearn-weights"],
     ),
 ]
 
@@ -265,10 +265,10 @@ WRITERS = {
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> Path:
-    """An earlier good run's results folder (with its partial files)."""
+    """An earlier good run's results folder (with its partial files: --keep-partial)."""
     folder = tmp_path_factory.mktemp("good")
     (folder / "good.toml").write_text(GOOD, encoding="utf-8")
-    done = run_cli("run", "good.toml", "--out", "out", cwd=folder)
+    done = run_cli("run", "good.toml", "--out", "out", "--keep-partial", cwd=folder)
     assert done.returncode == 0, done.stderr
     assert len(list((folder / "out" / "partial").iterdir())) == 3
     return folder / "out"
@@ -453,7 +453,8 @@ def test_resume_recomputes_a_truncated_partial_file(tmp_path, results):
     damaged = tmp_path / "out" / "partial" / "curve-001.npz"
     damaged.write_bytes(damaged.read_bytes()[:300])
     intact = results / "partial" / "curve-000.npz"
-    resumed = run_cli("run", "good.toml", "--out", "out", "--resume", "--json", cwd=tmp_path)
+    resumed = run_cli("run", "good.toml", "--out", "out", "--resume", "--json", "--keep-partial",
+                      cwd=tmp_path)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     warning = resumed.stderr.splitlines()
     assert len(warning) == 1 and warning[0].startswith("warning: "), resumed.stderr
@@ -474,7 +475,7 @@ def test_a_stale_partial_file_of_another_configuration_is_not_resumed(tmp_path, 
     shutil.copytree(results, tmp_path / "out")
     other = tmp_path / "other"
     (tmp_path / "other.toml").write_text(GOOD.replace('name = "cli"', 'name = "cli"\nseed = 9'))
-    done = run_cli("run", "other.toml", "--out", "other", cwd=tmp_path)
+    done = run_cli("run", "other.toml", "--out", "other", "--keep-partial", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     # plant the other configuration's curve 0 in the first run's folder, then resume it
     shutil.copy(other / "partial" / "curve-000.npz", tmp_path / "out" / "partial")

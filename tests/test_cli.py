@@ -118,14 +118,17 @@ def test_reproduce_a_graph_learning_preset_prints_the_sweep(tmp_path):
 SINGLE_UNIT = GOOD.replace("P = 3", "P = 1")
 
 
-def test_a_single_unit_shows_no_disagreement_as_a_dash(tmp_path):
-    """P = 1: the disagreement is exactly 0, whose dB value -inf the table shows as —."""
+def test_a_single_unit_shows_no_disagreement_column(tmp_path):
+    """P = 1: the disagreement is exactly 0 (-inf dB) in every curve: no column for it."""
     (tmp_path / "one.toml").write_text(SINGLE_UNIT, encoding="utf-8")
     result = pgfl("run", "one.toml", "--out", "o", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    row = next(line for line in result.stdout.splitlines() if line.startswith("│ cli "))
+    lines = result.stdout.splitlines()
+    header = next(line for line in lines if "curve" in line)
+    assert "centroid" in header and "disagr" not in header
+    row = next(line for line in lines if line.startswith("│ cli "))
     cells = [c.strip() for c in row.strip("│").split("│")]
-    assert cells[0] == "cli" and cells[3] == "—", cells
+    assert cells[0] == "cli" and len(cells) == len(header.strip("┃").split("┃")), cells
     assert "inf" not in result.stdout
     on_disk = json.loads((tmp_path / "o" / "summary.json").read_text(encoding="utf-8"))
     assert on_disk["curves"][0]["disagreement_db"] == "-inf"

@@ -8,6 +8,7 @@ import pytest
 from pgfl.experiments.build import curve_mechanisms
 from pgfl.experiments.loader import load_config, parse_config, validate_experiment
 from pgfl.experiments.presets import load_preset, preset_names
+from pgfl.param import SettingWarning
 from pgfl.validation import ConfigError
 
 
@@ -167,29 +168,6 @@ def logistic(**kw):
             r"quick.iterations must be an integer in \[1, inf\]; got 0",
         ),
         (base(quick=[5]), r"quick must be a table of settings; got \[5\]"),
-        # settings that would have no effect
-        (
-            privacy(dropout=0.1),
-            r"privacy.dropout = 0.1 has no effect: it applies only with "
-            r'privacy.client_noise = "secure_aggregation", which no curve does; remove it',
-        ),
-        (
-            base(
-                curves=[
-                    {"label": "s", "privacy": SECAGG},
-                    {"label": "b", "privacy": {"dropout": 0.1}},
-                ]
-            ),
-            r"curves\[1\].privacy.dropout = 0.1 has no effect: .*this curve does not; "
-            r"remove it \(curve 'b'\)",
-        ),
-        (topology(probability=0.9), "topology.probability = 0.9 has no effect"),
-        (base(data={"K": 10, "N": 8, "test_size": 50}), "data.test_size = 50 has no effect"),
-        (base(data={"K": 10, "kind": "classification", "M": 5}), "data.M = 5 has no effect"),
-        (privacy(secagg_threshold=2), "privacy.secagg_threshold = 2 has no effect"),
-        (privacy(delta=1e-6), "privacy.delta = 1e-06 has no effect"),
-        (privacy(accountants=["rdp"]), r"privacy.accountants = \['rdp'\] has no effect"),
-        (privacy(server_distribution="gaussian"), "privacy.server_distribution = 'gaussian'"),
         # empty panels
         (base(plot=["test_error"]), "plot 'test_error' needs a test set"),
         (logistic(plot="server_test_error_mean"), "plot 'server_test_error_mean' needs a test set"),
@@ -274,6 +252,42 @@ def test_rules_across_settings_are_checked_at_load(raw, message):
     for quick in (False, True):
         with pytest.raises(ConfigError, match=message):
             parse_config(raw, quick=quick)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (
+            privacy(dropout=0.1),
+            r"^privacy.dropout = 0.1 has no effect: no curve has "
+            r'privacy.client_noise = "secure_aggregation"$',
+        ),
+        (
+            base(
+                curves=[
+                    {"label": "s", "privacy": SECAGG},
+                    {"label": "b", "privacy": {"dropout": 0.1}},
+                ]
+            ),
+            r"^curves\[1\].privacy.dropout = 0.1 has no effect: curve 'b' does not have "
+            r'privacy.client_noise = "secure_aggregation"$',
+        ),
+        (topology(probability=0.9), "topology.probability = 0.9 has no effect"),
+        (base(data={"K": 10, "N": 8, "test_size": 50}), "data.test_size = 50 has no effect"),
+        (base(data={"K": 10, "kind": "classification", "M": 5}), "data.M = 5 has no effect"),
+        (privacy(secagg_threshold=2), "privacy.secagg_threshold = 2 has no effect"),
+        (privacy(delta=1e-6), "privacy.delta = 1e-06 has no effect"),
+        (privacy(accountants=["rdp"]), r"privacy.accountants = \['rdp'\] has no effect"),
+        (privacy(server_distribution="gaussian"), "privacy.server_distribution = 'gaussian'"),
+    ],
+)
+def test_settings_without_effect_warn_and_are_ignored(raw, message):
+    """A setting given where it has no effect: a one-line SettingWarning, the config loads."""
+    for quick in (False, True):
+        with pytest.warns(SettingWarning, match=message) as caught:
+            cfg = parse_config(raw, quick=quick)
+        assert all("\n" not in str(w.message) for w in caught)
+        assert cfg.curves
 
 
 def test_a_shared_setting_used_by_some_curve_and_explicit_defaults_are_accepted():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -131,8 +132,10 @@ def test_utility_and_privacy_trade_off_where_the_papers_predict(frontier):
 def test_resume_keeps_the_saved_curves(tmp_path):
     configs = frontier_configs(setups=("regression",), iterations=(2,), epsilons=(1.0, 5.0),
                                schemes=("random",), repetitions=1)  # fmt: skip
+    configs = {k: replace(c, run=replace(c.run, keep_partial=True)) for k, c in configs.items()}
     first = run_frontier(tmp_path, configs=configs)
     partial = sorted((tmp_path / "regression-T2" / "partial").glob("curve-*.npz"))
+    assert partial  # run.keep_partial: kept after the frontier finished
     stamps = [p.stat().st_mtime_ns for p in partial]
     second = run_frontier(tmp_path, configs=configs, resume=True)
     assert [p.stat().st_mtime_ns for p in partial] == stamps  # nothing recomputed

@@ -78,6 +78,15 @@ def test_interrupted_run_keeps_finished_curves_and_resume_is_identical(tmp_path)
     assert set(seen) == {"small_L, blowup"}  # only the unfinished batch ran again
     for a, b in zip(full["curves"], resumed["curves"], strict=True):
         assert a == b
+    # finished: --resume has nothing left to continue, the partial files are gone
+    assert not (tmp_path / "part" / "partial").exists()
+    assert not (tmp_path / "full" / "partial").exists()
+
+
+def test_keep_partial_keeps_the_partial_files_of_a_finished_run(tmp_path):
+    run_experiment(parse_config(dict(RAW, run={"keep_partial": True})), tmp_path)
+    saved = sorted(p.name for p in (tmp_path / "partial").glob("curve-*.npz"))
+    assert saved == [f"curve-{i:03d}.npz" for i in range(len(RAW["curves"]))]
 
 
 def test_resume_refuses_a_different_configuration(tmp_path):
@@ -99,7 +108,7 @@ def _snapshot(folder):
     ],
 )
 def test_a_failed_start_leaves_an_existing_results_folder_untouched(tmp_path, privacy, needle):
-    run_experiment(parse_config(RAW), tmp_path)
+    run_experiment(parse_config(dict(RAW, run={"keep_partial": True})), tmp_path)
     before = _snapshot(tmp_path)
     assert any(name.startswith("partial") for name in before)
     bad = dict(RAW, privacy={**RAW["privacy"], **privacy})
@@ -118,7 +127,7 @@ def test_a_failed_start_creates_no_folder(tmp_path):
 def test_partial_files_of_another_configuration_are_recomputed_not_resumed(tmp_path):
     """A rerun keeps the old partial files until its own batches replace them; a resume
     of the new configuration ignores those of the old one (their fingerprint differs)."""
-    run_experiment(parse_config(RAW), tmp_path / "run")
+    run_experiment(parse_config(dict(RAW, run={"keep_partial": True})), tmp_path / "run")
     other = parse_config(dict(RAW, seed=4))
     expected = run_experiment(other, tmp_path / "reference")
 

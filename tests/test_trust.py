@@ -217,7 +217,7 @@ def test_the_printed_summary_counts_divergences_aborts_and_clipping(capsys):
 
 
 def test_a_resumed_run_keeps_iota2_and_the_local_phase(tmp_path):
-    cfg = parse_config(SMALL)
+    cfg = parse_config({**SMALL, "run": {"keep_partial": True}})
     first = run_experiment(cfg, tmp_path)
     again = run_experiment(cfg, tmp_path, resume=True)  # every curve from partial files
     assert first["iota2"] and again["iota2"] == first["iota2"]

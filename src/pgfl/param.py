@@ -24,6 +24,7 @@ pgfl.validation.ConfigError: training.L must be an integer in [1, data.K=100]; g
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -32,6 +33,7 @@ from pgfl.validation import ConfigError, check_choice, check_int, check_real, ch
 
 #: How each kind of setting reads in the reference's "type" column.
 TYPES = {
+    "bool": "boolean",
     "int": "integer",
     "real": "real",
     "choice": "string",
@@ -56,6 +58,8 @@ def toml_value(value: Any) -> str:
     """
     if value is None:
         return "unset"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
     if isinstance(value, str):
         return f'`"{value}"`'
     if isinstance(value, tuple):
@@ -71,6 +75,7 @@ __all__ = [
     "ParamTable",
     "Ref",
     "Rule",
+    "SettingWarning",
     "When",
     "check_changed_first",
     "folder_name",
@@ -106,6 +111,14 @@ def ref(name: str, offset: int = 0) -> Ref:
     """
     label = name if offset == 0 else f"{name}{offset:+d}"
     return Ref(label, (name,), lambda c: c[name] + offset)
+
+
+class SettingWarning(UserWarning):
+    """A setting given where it has no effect: the run goes on without it.
+
+    The command line prints it as one line ``warning: ...``; a wrong value is still a
+    :class:`~pgfl.validation.ConfigError`.
+    """
 
 
 @dataclass(frozen=True)
@@ -150,7 +163,7 @@ class Param:
 
     Attributes:
         name: dotted name (``section.key``; top-level settings have no dot).
-        kind: ``int``, ``real``, ``choice``, ``choices`` (a list), ``string``,
+        kind: ``bool``, ``int``, ``real``, ``choice``, ``choices`` (a list), ``string``,
             ``int_pair``/``real_pair`` (a number or a ``[low, high]`` pair), ``ints`` (a
             list of integers), ``reals`` (a list of reals), or a custom kind checked by
             ``checker`` (``edges``, ``matrix``, ``paths``).
@@ -206,6 +219,42 @@ class Param:
     def options(self) -> tuple[str, ...]:
         """The allowed strings now (a callable ``choices`` is asked each time)."""
         return tuple(self.choices() if callable(self.choices) else self.choices)
+
+    def warn_without_effect(
+        self,
+        value: Any,
+        contexts: Iterable[Mapping[str, Any]],
+        *,
+        name: str | None = None,
+        who: str = "no curve has",
+        hint: str = "",
+    ) -> bool:
+        """Warn (:class:`SettingWarning`) if ``value`` is given where it has no effect.
+
+        It has none when it differs from the default and ``applies`` holds in none of
+        ``contexts`` (the settings of each curve, by dotted name). ``name`` is how the
+        setting reads in the message (``curves[1].privacy.dropout``), ``who`` the subject
+        of the condition, ``hint`` what to do (in parentheses). Returns whether it warned.
+
+        >>> p = Param("run.workers", "int", None, "", applies=When('run.backend = "ray"',
+        ...           lambda c: c["run.backend"] == "ray"))
+        >>> with warnings.catch_warnings(record=True) as w:
+        ...     warnings.simplefilter("always")
+        ...     p.warn_without_effect(2, [{"run.backend": "local"}], who="it needs")
+        True
+        >>> str(w[0].message)
+        'run.workers = 2 has no effect: it needs run.backend = "ray"'
+        """
+        if self.applies is None or value == self.default:
+            return False
+        if any(self.applies.test(c) for c in contexts):
+            return False
+        shown = list(value) if isinstance(value, tuple) else value
+        message = f"{name or self.name} = {shown!r} has no effect: {who} {self.applies.text}"
+        if hint:
+            message += f" ({hint})"
+        warnings.warn(message, SettingWarning, stacklevel=3)
+        return True
 
     def named(self, name: str) -> Param:
         """The same setting under another name (a Python argument that mirrors it)."""
@@ -269,6 +318,8 @@ class Param:
         """Allowed values, one phrase for the reference."""
         if self.allowed_doc:
             return self.allowed_doc
+        if self.kind == "bool":
+            return "`true`, `false`"
         if self.kind in ("choice", "choices"):
             return ", ".join(f'`"{c}"`' for c in self.options)
         if self.kind == "string":
@@ -289,6 +340,19 @@ def _num(x: float) -> str:
 
 
 # ------------------------------------------------------------------------ checkers
+def _check_bool(p: Param, value: Any, c: Mapping[str, Any]) -> bool:
+    """``true`` or ``false`` (TOML booleans; not 0/1 or strings).
+
+    >>> _check_bool(Param("run.keep_partial", "bool", False, ""), "yes", {})
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: run.keep_partial must be true or false; got 'yes'
+    """
+    if not isinstance(value, bool):
+        raise ConfigError(f"{p.name} must be true or false; got {value!r}")
+    return value
+
+
 def _check_int(p: Param, value: Any, c: Mapping[str, Any]) -> int:
     return check_int(p.name, value, even=p.even, **p.bounds(c))
 
@@ -361,6 +425,7 @@ def _check_list(p: Param, value: Any, c: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 _CHECKERS: dict[str, Callable[[Param, Any, Mapping[str, Any]], Any]] = {
+    "bool": _check_bool,
     "int": _check_int,
     "real": _check_real,
     "choice": _check_choice,

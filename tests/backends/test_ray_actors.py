@@ -333,6 +333,8 @@ def test_a_run_whose_actors_keep_dying_stops_in_one_line_and_resumes(ray_local, 
         for key in ("centroid_msd_db", "individual_msd_db", "disagreement_db"):
             assert a[key] == pytest.approx(b[key], rel=1e-12, abs=1e-12), key
     assert read_json(out / "summary.json")["curves"][0]["label"] == "ring"
+    assert resumed["engine"]["backend"] == "ray (actors, 2 actors)"  # both runs' curves
+    assert local["engine"]["backend"] == "local"
 
 
 @pytest.mark.ray

@@ -187,9 +187,15 @@ def test_every_scheme_gives_the_local_bits_and_the_same_files(ray_local, tmp_pat
         > 0
     )  # fmt: skip  (the abort logs were joined)
     assert read_csv(tmp_path / "local" / "curves.csv") == read_csv(tmp_path / "ray" / "curves.csv")
-    assert (tmp_path / "local" / "run.log").read_text() == (
-        tmp_path / "ray" / "run.log"
-    ).read_text()
+    local_log = (tmp_path / "local" / "run.log").read_text().splitlines()
+    ray_log = (tmp_path / "ray" / "run.log").read_text().splitlines()
+    assert local_log[0] == "engine: backend=local"  # which backend ran; the rest is the same
+    assert ray_log[0].startswith("engine: backend=ray (tasks, ") and ray_log[0].endswith(
+        " workers)"
+    )
+    assert local_log[1:] == ray_log[1:]
+    assert ray["engine"]["backend"] == ray_log[0].partition("=")[2]
+    assert not (tmp_path / "ray" / "partial").exists()  # finished: task files removed
 
 
 @pytest.mark.ray
@@ -218,7 +224,9 @@ def test_without_retries_the_run_stops_keeps_finished_tasks_and_resume_is_identi
     stamp = saved[0].stat().st_mtime_ns
     assert not (out / "summary.json").exists()
 
-    resumed = run_plan(_tiny_plan(out, resume=True), backend=RaySweeps())
+    resumed = run_plan(
+        _tiny_plan(out, resume=True, run={"keep_partial": True}), backend=RaySweeps()
+    )
     assert saved[0].stat().st_mtime_ns == stamp  # reused, not recomputed
     # the lost repetitions were re-split over the 2 workers; together they cover 0..4 once
     ranges = sorted(
@@ -243,15 +251,20 @@ def test_cli_runs_on_ray_and_matches_local(ray_local, tmp_path, capsys):
         'name = "tiny"\niterations = 20\nrepetitions = 4\n[topology]\nkind = "ring"\nP = 3\n'
         '[data]\nK = 5\nN = 8\n[training]\nL = 2\n[run]\nbackend = "ray"\nworkers = 2\n'
     )
-    main(["run", str(config), "--out", str(tmp_path / "ray"), "--json"])
+    main(["run", str(config), "--out", str(tmp_path / "ray"), "--json", "--keep-partial"])
     main(["run", str(config), "--out", str(tmp_path / "local"), "--backend", "local", "--json"])
+    main(["run", str(config), "--out", str(tmp_path / "gone"), "--json"])
     capsys.readouterr()
     assert read_csv(tmp_path / "ray" / "curves.csv") == read_csv(tmp_path / "local" / "curves.csv")
     assert sorted(p.name for p in (tmp_path / "ray" / "partial").glob("task-*")) == [
         "task-000-0000-0002.npz",
         "task-000-0002-0004.npz",
     ]
-    assert not list((tmp_path / "local" / "partial").glob("task-*"))
+    assert not (tmp_path / "local" / "partial").exists()
+    assert not (tmp_path / "gone" / "partial").exists()  # Ray's task files go too
+    engine = read_json(tmp_path / "ray" / "summary.json")["engine"]
+    assert engine["backend"] == "ray (tasks, 2 workers)"
+    assert "engine: backend=ray (tasks, 2 workers)" in (tmp_path / "ray" / "run.log").read_text()
     assert os.environ.get(FAULT_ENV) is None
 
 

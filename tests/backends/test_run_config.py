@@ -7,10 +7,12 @@ import pytest
 
 from pgfl.backends import LocalBackend, make_backend
 from pgfl.cli import main
+from pgfl.commands.common import with_run_options
 from pgfl.experiments.config import RunConfig
 from pgfl.experiments.loader import parse_config
 from pgfl.experiments.plan import prepare_experiment
 from pgfl.extras import MissingExtra
+from pgfl.param import SettingWarning
 from pgfl.validation import ConfigError
 
 BASE = {"name": "x", "iterations": 5, "topology": {"kind": "ring", "P": 3},
@@ -35,9 +37,6 @@ def test_run_table_is_parsed_and_left_out_of_the_fingerprint(tmp_path):
         ({"backend": "ray", "workers": 0}, "run.workers must be an integer in [1, inf]; got 0"),
         ({"backend": "ray", "mode": "threads"}, "run.mode must be one of"),
         ({"backend": "ray", "cores": 2}, "unknown setting run.cores"),
-        ({"workers": 2}, 'run.workers = 2 has no effect: it applies only with run.backend = "ray"'),
-        ({"backend": "ray", "actors": 4}, "run.actors = 4 has no effect"),
-        ({"backend": "ray", "address": "auto", "workers": 2}, "run.workers = 2 has no effect"),
         ({"backend": "ray", "address": ""}, "run.address"),
         ({"backend": "ray", "mode": "actors", "checkpoint_every": 0}, "run.checkpoint_every"),
     ],
@@ -46,6 +45,21 @@ def test_bad_run_settings_name_the_setting(run, message):
     with pytest.raises(ConfigError) as err:
         parse_config({**BASE, "run": run})
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("run", "message"),
+    [
+        ({"workers": 2}, 'run.workers = 2 has no effect: it needs run.backend = "ray"'),
+        ({"backend": "ray", "actors": 4}, "run.actors = 4 has no effect"),
+        ({"backend": "ray", "address": "auto", "workers": 2}, "run.workers = 2 has no effect"),
+    ],
+)
+def test_run_settings_without_effect_are_warnings(run, message):
+    with pytest.warns(SettingWarning) as caught:
+        cfg = parse_config({**BASE, "run": run})
+    assert any(message in str(w.message) for w in caught), [str(w.message) for w in caught]
+    assert cfg.run.backend == run.get("backend", "local")
 
 
 def _toml(tmp_path, run=""):
@@ -62,9 +76,6 @@ def _toml(tmp_path, run=""):
     [
         (["--backend", "gpu"], "--backend must be one of"),
         (["--backend", "ray", "--workers", "0"], "--workers must be an integer in [1, inf]; got 0"),
-        (["--workers", "2"], "--workers has no effect"),
-        (["--backend", "ray", "--address", "auto", "--workers", "2"], "no --address"),
-        (["--backend", "ray", "--actors", "2"], "--actors has no effect"),
         (["--backend", "ray", "--mode", "threads"], "--mode must be one of"),
     ],
 )
@@ -75,6 +86,31 @@ def test_bad_cli_options_give_one_line_and_exit_2(tmp_path, capsys, args, needle
     assert exit_.value.code == 2
     assert err.count("\n") == 1 and needle in err
     assert not (tmp_path / "o").exists()
+
+
+def test_an_option_without_effect_is_one_warning_line_and_the_run_goes_on(tmp_path, capsys):
+    main(["run", _toml(tmp_path), "--out", str(tmp_path / "o"), "--workers", "2", "--json"])
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        'warning: --workers = 2 has no effect: it needs run.backend = "ray" without '
+        "run.address (give --backend ray, no --address)"
+    ]
+    assert (tmp_path / "o" / "summary.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("options", "needle"),
+    [
+        ({"backend": "ray", "address": "auto", "workers": 2}, "(give --backend ray, no --address)"),
+        ({"backend": "ray", "actors": 2}, "--actors = 2 has no effect"),
+    ],
+)
+def test_ray_options_without_effect_warn_and_are_dropped(options, needle):
+    cfg = parse_config(BASE)
+    with pytest.warns(SettingWarning) as caught:
+        got = with_run_options(cfg, **options)
+    assert any(needle in str(w.message) for w in caught)
+    assert got.run.backend == "ray" and got.run.workers is None and got.run.actors is None
 
 
 def test_backend_local_overrides_the_file_and_its_ray_settings(tmp_path, capsys):

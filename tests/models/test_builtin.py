@@ -9,6 +9,7 @@ from pgfl.data.digits import digits_federated_data, load_digits_arrays  # noqa: 
 from pgfl.experiments.build import build_network  # noqa: E402
 from pgfl.experiments.loader import parse_config  # noqa: E402
 from pgfl.models.builtin import build_model, init_params, model_dim  # noqa: E402
+from pgfl.param import SettingWarning  # noqa: E402
 from pgfl.validation import ConfigError  # noqa: E402
 
 
@@ -123,10 +124,6 @@ def _raw(**over):
         ),
         ({"model": {"kind": "mlp", "hidden": []}}, "model.hidden must be a non-empty list"),
         ({"model": {"kind": "mlp", "hidden": [0]}}, r"model.hidden\[0\] must be an integer"),
-        (
-            {"model": {"kind": "softmax", "hidden": [8]}},
-            'model.hidden = .* has no effect: it applies only with model.kind = "mlp"',
-        ),
         ({"model": {"kind": "rnn"}}, "model.kind must be one of"),
     ],
 )
@@ -134,6 +131,13 @@ def test_bad_model_configs_are_one_line_errors(over, message):
     with pytest.raises(ConfigError, match=message) as info:
         parse_config(_raw(**over))
     assert "\n" not in str(info.value)
+
+
+def test_a_model_setting_without_effect_is_a_warning():
+    with pytest.warns(SettingWarning, match='model.hidden = .* has no effect: no curve has '
+                      'model.kind = "mlp"'):  # fmt: skip
+        cfg = parse_config(_raw(model={"kind": "softmax", "hidden": [8]}))
+    assert cfg.curves[0].model.kind == "softmax"
 
 
 def test_cnn_on_tabular_data_stops_at_build_time():

@@ -19,7 +19,14 @@ for ``--resume``. Ray itself is imported only when a Ray backend starts.
 
 from __future__ import annotations
 
-from pgfl.backends.local import Backend, LocalBackend, Progress, RunStopped, batch_progress
+from pgfl.backends.local import (
+    Backend,
+    LocalBackend,
+    Progress,
+    RunStopped,
+    batch_progress,
+    describe,
+)
 from pgfl.backends.ray_actors import RayActors
 from pgfl.backends.ray_sweeps import RaySweeps
 from pgfl.backends.session import ray_session
@@ -32,6 +39,7 @@ __all__ = [
     "Progress",
     "RunStopped",
     "batch_progress",
+    "describe",
     "make_backend",
     "ray_session",
 ]

@@ -15,7 +15,7 @@ from typing import Protocol
 from pgfl.engine import Trajectory, simulate
 from pgfl.experiments.plan import Batch, Plan
 
-__all__ = ["Backend", "LocalBackend", "Progress", "RunStopped", "batch_progress"]
+__all__ = ["Backend", "LocalBackend", "Progress", "RunStopped", "batch_progress", "describe"]
 
 #: ``progress(batch, done_iterations)``: called as a batch advances.
 Progress = Callable[[Batch, int], None]
@@ -25,7 +25,9 @@ class Backend(Protocol):
     """Simulates the batches of a plan; yields each ``(batch, trajectory)`` as it finishes.
 
     A backend may also have ``start()``, which the runner calls before it writes
-    anything (e.g. joining a cluster, so that a bad address leaves the output untouched).
+    anything (e.g. joining a cluster, so that a bad address leaves the output untouched),
+    and ``describe()``, one line saying what ran (``engine.backend`` of ``summary.json``,
+    e.g. ``"ray (tasks, 4 workers)"``; :func:`describe`).
     """
 
     def trajectories(
@@ -40,10 +42,26 @@ def batch_progress(progress: Progress | None, batch: Batch) -> Callable[[int], N
     return None if progress is None else (lambda done: progress(batch, done))
 
 
+def describe(backend: Backend) -> str:
+    """One line saying which backend ran: its ``describe()``, else its ``name`` or class.
+
+    >>> describe(LocalBackend())
+    'local'
+    """
+    method = getattr(backend, "describe", None)
+    if method is not None:
+        return str(method())
+    return str(getattr(backend, "name", type(backend).__name__))
+
+
 class LocalBackend:
     """Every batch in this process, one after the other (the single-process engine)."""
 
     name = "local"
+
+    def describe(self) -> str:
+        """What ``run.log`` and ``summary.json`` say ran (``engine.backend``)."""
+        return "local"
 
     def trajectories(
         self, plan: Plan, progress: Progress | None = None

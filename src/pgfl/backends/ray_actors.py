@@ -380,6 +380,15 @@ class RayActors:
         self.submit_seconds = 0.0
         #: ``memory_limit``: each actor's peak allocations in bytes (last run).
         self.peak_memory: list[int] = []
+        #: Actors (blocks of units) of the last run (``None``: none ran yet).
+        self.blocks: int | None = None
+
+    def describe(self) -> str:
+        """``"ray (actors, N actors)"`` (``at ADDRESS`` when a cluster was joined)."""
+        at = f" at {self.address}" if self.address else ""
+        if self.blocks is None:
+            return f"ray (actors{at})"
+        return f"ray (actors, {self.blocks} actors{at})"
 
     def start(self) -> None:
         """Start or join the Ray cluster (:func:`~pgfl.backends.ray_session`); idempotent."""
@@ -431,6 +440,7 @@ class RayActors:
         P, K = net.A.shape[0], net.epochs.shape[1]
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         plans = plan_blocks(net.links, min(self.actors or cpus, P))
+        self.blocks = len(plans)
         per_actor = self.cpus_per_actor or min(1.0, cpus / len(plans))
         remote = ray.remote(BlockActor).options(  # blocks spread over the nodes (memory)
             num_cpus=per_actor, max_restarts=0, scheduling_strategy="SPREAD"

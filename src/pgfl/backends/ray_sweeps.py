@@ -277,6 +277,15 @@ class RaySweeps:
         self.max_retries = max_retries
         self.blocks_per_worker = blocks_per_worker
         self.runtime_env = runtime_env
+        #: CPUs of the cluster the last run's tasks ran on (``None``: none ran yet).
+        self.cluster_cpus: int | None = None
+
+    def describe(self) -> str:
+        """``"ray (tasks, N workers)"`` (``at ADDRESS`` when a cluster was joined)."""
+        at = f" at {self.address}" if self.address else ""
+        if self.cluster_cpus is None:
+            return f"ray (tasks{at})"
+        return f"ray (tasks, {self.cluster_cpus} workers{at})"
 
     def start(self) -> None:
         """Start or join the Ray cluster (:func:`~pgfl.backends.ray_session`); idempotent."""
@@ -312,6 +321,7 @@ class RaySweeps:
             return iter(())
         ray = ray_session(self.address, self.workers)
         workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self.cluster_cpus = workers
         done = [
             _saved_blocks(plan.out, b.indices[0], b.indices, plan.fingerprint, plan.cfg.repetitions)
             if plan.resume

@@ -20,7 +20,6 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from pgfl.commands.printing import print_summary
 from pgfl.files import jsonable, read_toml, reading
-from pgfl.validation import ConfigError
 
 __all__ = [
     "checked",
@@ -93,14 +92,23 @@ ModeOpt = Annotated[
     typer.Option("--mode", help="Ray: tasks (curves x repetition blocks) or actors (units)."),
 ]
 ActorsOpt = Annotated[int | None, typer.Option("--actors", help="Ray actors (--mode actors).")]
+KeepPartialOpt = Annotated[
+    bool,
+    typer.Option(
+        "--keep-partial",
+        help="Keep OUT/partial/ after the run finishes (run.keep_partial; an interrupted run "
+        "always keeps it for --resume).",
+    ),
+]
 
 
 def with_run_options(cfg: Any, **options: Any) -> Any:
     """``cfg`` with its ``[run]`` table overridden by the command-line options given.
 
-    Each value is checked against its setting's range under the option's name; an option
-    that has no effect (``--workers`` without ``--backend ray`` or ``run.backend = "ray"``)
-    is refused in one line.
+    Each value is checked against its setting's range under the option's name (a wrong
+    value: one line, exit 2); an option that has no effect (``--workers`` without
+    ``--backend ray`` or ``run.backend = "ray"``) is ignored with a one-line
+    :class:`~pgfl.param.SettingWarning` naming what it needs.
     """
     from pgfl.params import PARAMS  # lazy: the mechanisms' registry, dp_accounting
 
@@ -110,18 +118,18 @@ def with_run_options(cfg: Any, **options: Any) -> Any:
     for key, value in given.items():
         given[key] = replace(PARAMS[f"run.{key}"], name=f"--{key}").check(value)
     merged = {**{k: getattr(cfg.run, k) for k in ("backend", "mode", "address")}, **given}
-    for key in given:
-        rule = PARAMS[f"run.{key}"].applies
-        ctx = {f"run.{k}": v for k, v in merged.items()}
-        if rule is not None and not rule.test(ctx):
-            needs = {"actors": "--mode actors", "workers": "--backend ray, no --address"}.get(
-                key, "--backend ray"
-            )
-            raise ConfigError(
-                f"--{key} has no effect: it applies only with {rule.text} (give {needs})"
-            )
+    ctx = {f"run.{k}": v for k, v in merged.items()}
+    for key in list(given):
+        needs = {"actors": "--mode actors", "workers": "--backend ray, no --address"}.get(
+            key, "--backend ray"
+        )
+        param = PARAMS[f"run.{key}"]
+        if param.warn_without_effect(
+            given[key], [ctx], name=f"--{key}", who="it needs", hint=f"give {needs}"
+        ):
+            del given[key]
     if merged["backend"] != "ray":  # --backend local: the file's Ray settings do not apply
-        return replace(cfg, run=type(cfg.run)())
+        return replace(cfg, run=type(cfg.run)(**{"keep_partial": cfg.run.keep_partial, **given}))
     return replace(cfg, run=replace(cfg.run, **given))
 
 

@@ -15,6 +15,7 @@ from pgfl.commands.common import (
     AddressOpt,
     BackendOpt,
     JsonOpt,
+    KeepPartialOpt,
     ModeOpt,
     OutOpt,
     ResumeOpt,
@@ -22,7 +23,6 @@ from pgfl.commands.common import (
     checked,
     err,
     out,
-    plain,
     report,
     run_experiment_command,
     run_frontier_command,
@@ -33,6 +33,10 @@ from pgfl.validation import ConfigError, check_real
 
 __all__ = ["bench", "reproduce", "run"]
 
+SeedOpt = Annotated[
+    int | None, typer.Option("--seed", help="Root seed >= 0 (overrides the file's seed).")
+]
+
 
 def run(
     config: Annotated[Path, typer.Argument(help="Experiment TOML file.")],
@@ -40,6 +44,7 @@ def run(
     quick: Annotated[
         bool, typer.Option("--quick", help="Apply the file's \\[quick] table.")
     ] = False,
+    seed: SeedOpt = None,
     resume: ResumeOpt = False,
     as_json: JsonOpt = False,
     backend: BackendOpt = None,
@@ -47,16 +52,21 @@ def run(
     workers: WorkersOpt = None,
     mode: ModeOpt = None,
     actors: ActorsOpt = None,
+    keep_partial: KeepPartialOpt = False,
 ) -> None:
     """Run the experiment described by CONFIG (TOML)."""
     from pgfl.experiments.loader import parse_config  # lazy: the experiments' modules
 
+    seed = checked("seed", seed, "--seed")
     with reading(config, what="config file"):  # not UTF-8, unreadable: one line
         raw = read_toml(config)
+    if seed is not None:
+        raw["seed"] = seed
     cfg = parse_config(raw, quick=quick, base=config.parent)
     cfg = with_run_options(
-        cfg, backend=backend, address=address, workers=workers, mode=mode, actors=actors
-    )
+        cfg, backend=backend, address=address, workers=workers, mode=mode, actors=actors,
+        keep_partial=keep_partial or None,
+    )  # fmt: skip
     run_experiment_command(cfg, out_dir or Path("runs") / cfg.name, resume=resume, as_json=as_json)
 
 
@@ -87,24 +97,28 @@ def reproduce(
     workers: WorkersOpt = None,
     mode: ModeOpt = None,
     actors: ActorsOpt = None,
+    keep_partial: KeepPartialOpt = False,
 ) -> None:
     """Reproduce a figure of the papers with the papers' parameters."""
     from pgfl.experiments.frontier import PRESETS as FRONTIER  # lazy: the experiments
-    from pgfl.experiments.presets import load_preset, preset_names, preset_text
+    from pgfl.experiments.presets import fit_split, load_preset, preset_names, preset_text
     from pgfl.files import check_output_folder, writing
     from pgfl.graphlearn.presets import PRESETS as GRAPHLEARN
+    from pgfl.graphlearn.presets import preset_config
 
     names = preset_names() + sorted(FRONTIER) + sorted(GRAPHLEARN)
     if list_ or not name:
-        plain("\n".join(names))
+        sys.stdout.write(_preset_list(names))
         return
     if name not in names:
         raise ConfigError(f"preset must be one of {', '.join(names)}; got {name!r}")
     seed = checked("seed", seed, "--seed")
     folder = out_dir or Path("runs") / name
+    if name in GRAPHLEARN and print_config:
+        sys.stdout.write(preset_config(name, quick=quick, seed=0 if seed is None else seed))
+        return
     if name in GRAPHLEARN:
         given = {
-            "--print-config": print_config,
             "--resume": resume,
             "--data": data,
             "--rows": rows,
@@ -113,6 +127,7 @@ def reproduce(
             "--workers": workers,
             "--mode": mode,
             "--actors": actors,
+            "--keep-partial": keep_partial,
         }
         unused = [opt for opt, value in given.items() if value not in (None, False)]
         if unused:
@@ -127,7 +142,7 @@ def reproduce(
         return
     run_options = {
         "backend": backend, "address": address, "workers": workers, "mode": mode,
-        "actors": actors,
+        "actors": actors, "keep_partial": keep_partial or None,
     }  # fmt: skip
     if name in FRONTIER:
         given = {"--print-config": print_config, "--data": data, "--rows": rows}
@@ -147,15 +162,32 @@ def reproduce(
         sys.stdout.write(preset_text(name))
         return
     overrides: dict[str, object] = {}
-    if data is not None:
-        overrides["source"] = data
     if rows is not None:
         overrides["rows"] = rows
-    cfg = load_preset(name, quick=quick, seed=seed, data=overrides)
-    if overrides and cfg.curves[0].data.kind != "classification":
+    if (data is not None or rows is not None) and load_preset(name).curves[0].data.kind != (
+        "classification"
+    ):
         raise ConfigError(f"--data/--rows apply to real-data presets (fig7); got preset {name!r}")
+    if data is not None:  # a split that fits the data (a small CSV: fewer test rows)
+        overrides, note = fit_split(name, data, rows)
+        if note:
+            print(f"note: {note}", file=sys.stderr)
+    cfg = load_preset(name, quick=quick, seed=seed, data=overrides)
     cfg = with_run_options(cfg, **run_options)
     run_experiment_command(cfg, folder, resume=resume, as_json=as_json)
+
+
+def _preset_list(names: list[str]) -> str:
+    """One line per preset: its name, padded to the longest, and its description."""
+    from pgfl.experiments.frontier import TITLES as FRONTIER  # lazy: the experiments
+    from pgfl.experiments.presets import preset_names, preset_title
+    from pgfl.graphlearn.presets import TITLES as GRAPHLEARN
+
+    gfl = set(preset_names())
+    width = max(map(len, names))
+    titles = {**FRONTIER, **GRAPHLEARN}
+    rows = [(n, preset_title(n) if n in gfl else titles.get(n, "")) for n in names]
+    return "".join(f"{n:<{width}}  {title}".rstrip() + "\n" for n, title in rows)
 
 
 def bench(

@@ -16,9 +16,12 @@ app = typer.Typer(
 @app.command("run")
 def run(
     config: Annotated[Path, typer.Argument(help="TOML config (schema: docs/config.md).")],
-    out: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path(
-        "runs/graphlearn-run"
-    ),
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", help="Output folder (default: runs/NAME, NAME the file's name without .toml)."
+        ),
+    ] = None,
     seed: Annotated[
         int | None, typer.Option("--seed", help="Root seed >= 0 (overrides the config's).")
     ] = None,
@@ -30,6 +33,7 @@ def run(
     if seed is not None:
         seed = PARAMS["seed"].named("seed (--seed)").check(seed)
     cfg = load_config(config)
+    out = out or Path("runs") / config.stem
     if seed is not None:
         cfg = replace(cfg, seed=seed)
     summary = run_config(cfg, out)  # checks --out and reads every file before writing

@@ -1,8 +1,16 @@
-"""Tables of results printed by the commands (the files hold the full numbers)."""
+"""Tables of results printed by the commands (the files hold the full numbers).
+
+The summary table is kept narrow (about 100 columns for the shipped presets): short
+lower-case headers with their unit, a column only where some curve has a value (no
+disagreement for a single unit, no MSD for a neural network), test accuracy in % with one
+decimal (a 0.1-point difference shows), ε in a compact form; what went wrong (divergence,
+aborts, clipping) is told in lines below it.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from itertools import groupby
 from typing import Any
 
@@ -20,15 +28,6 @@ if not out.is_terminal:  # pipes and CI logs: wide enough for the summary table
 def _plain(text: str) -> None:
     """Print a line as is: no markup (paths may hold brackets), never wrapped."""
     out.print(text, markup=False, highlight=False, soft_wrap=True)
-
-
-_HEADERS = {
-    "centroid_msd_db": "centroid MSD dB",
-    "individual_msd_db": "indiv. MSD dB",
-    "disagreement_db": "disagree. dB",
-    "test_error": "test error",
-    "test_log_loss": "test log-loss",
-}
 
 
 def _fmt(value: Any, digits: int = 2) -> str:
@@ -64,31 +63,50 @@ def print_sweep(summary: dict[str, Any]) -> None:
         _plain(f"claim {claim}: {'holds' if holds else 'does NOT hold'}")
 
 
+def _percent(value: Any) -> str:
+    """A fraction as a percentage with one decimal (``0.9123`` → ``91.2``); ``—`` if none."""
+    if value is None or not math.isfinite(value):
+        return "—"
+    return f"{100 * value:.1f}"
+
+
+#: The frontier's tables per set-up and T: (summary key, what it is, cell format).
+_FRONTIER_METRICS = (
+    ("centroid_msd_db", "centroid MSD dB", lambda v: _fmt(v, 1)),
+    ("test_error", "test error %", _percent),
+)
+
+
 def print_frontier(summary: dict[str, Any]) -> None:
-    """The privacy-utility frontier: per set-up and T, centroid MSD (dB) per target ε."""
+    """The privacy-utility frontier: per set-up and T, centroid MSD (dB) per target ε.
+
+    A set-up with a test set gets a second table: the centroid's test error in %.
+    """
     curves = summary["curves"]
     key = lambda c: (c["setup"], c["iterations"])  # noqa: E731
     for (setup, T), group in groupby(curves, key=key):
         group = list(group)
-        has_test = "test_error" in group[0]
-        what = "centroid MSD dB (test error)" if has_test else "centroid MSD dB"
-        table = Table(title=f"{setup}, T={T}: {what} at target ε")
-        table.add_column("scheme")
-        for x in group[0]["x"]:
-            table.add_column(f"ε={x:g}", justify="right")
-        for c in group:
-            errors = c.get("test_error", [None] * len(c["x"]))
-            cells = [
-                _fmt(m, 1) + (f" ({e:.3f})" if e is not None else "")
-                for m, e in zip(c["centroid_msd_db"], errors, strict=True)
-            ]
-            table.add_row(escape(c["label"]), *cells)
-        for b in summary.get("baselines", []):
-            if (b["setup"], b["iterations"]) == (setup, T):
-                err_ = f" ({b['test_error']:.3f})" if b.get("test_error") is not None else ""
-                cell = _fmt(b["centroid_msd_db"], 1) + err_
+        baseline = next(
+            (
+                b
+                for b in summary.get("baselines", [])
+                if (b["setup"], b["iterations"]) == (setup, T)
+            ),
+            None,
+        )
+        for metric, what, fmt in _FRONTIER_METRICS:
+            if metric not in group[0]:
+                continue
+            table = Table(title=f"{setup}, T={T}: {what} at target ε")
+            table.add_column("scheme")
+            for x in group[0]["x"]:
+                table.add_column(f"ε={x:g}", justify="right")
+            for c in group:
+                table.add_row(escape(c["label"]), *(fmt(v) for v in c[metric]))
+            if baseline is not None:
+                cell = fmt(baseline.get(metric))
                 table.add_row("no privacy", *([cell] * len(group[0]["x"])))
-        out.print(table)
+            out.print(table)
     best = summary.get("best", [])
     if best:
         table = Table(title="best scheme per adversary and target ε (centroid MSD dB)")
@@ -103,9 +121,9 @@ def print_frontier(summary: dict[str, Any]) -> None:
         out.print(table)
     _plain(
         f"noise calibrated with the {summary['accountant']} accountant at delta = "
-        f"{summary['delta']:g}; what each epsilon covers: summary.json (scope) and "
-        "docs/privacy.md (— = diverged)"
+        f"{summary['delta']:g} (— = diverged)"
     )
+    _plain("what each epsilon covers: summary.json (scope) and docs/privacy.md")
 
 
 def print_scores(summary: dict[str, Any]) -> None:
@@ -133,45 +151,18 @@ def print_summary(summary: dict[str, Any]) -> None:
     if not curves and isinstance(summary.get("table"), dict):
         print_scores(summary)
         return
-    keys: list[str] = []
-    for c in curves:
-        for k, v in c.items():
-            skip = k in (
-                "label",
-                "settings",
-                "diverged_at",
-                "diverged_repetitions",
-                "delta",
-                "noise_variance",
-            )
-            if k not in keys and not skip and not isinstance(v, (dict, list, str)):
-                keys.append(k)
-    accountants: list[str] = []
-    for c in curves:
-        accountants += [a for a in c.get("epsilon", {}) if a not in accountants]
+    columns = _summary_columns(curves)
     table = Table(title=escape(str(summary.get("experiment", ""))))
     table.add_column("curve")
-    for k in keys:
-        table.add_column(_HEADERS.get(k, k), justify="right")
-    for a in accountants:
-        table.add_column(f"ε {a}", justify="right")
-    for c in curves:
-        cells = [
-            f"at {c.get('diverged_at')}"
-            if k == "diverged" and c.get("diverged")
-            else _fmt(c.get(k))
-            for k in keys
-        ]
-        eps = c.get("epsilon", {})
-        cells += [_fmt_eps(eps.get(a)) for a in accountants]
+    for header, _ in columns:
+        table.add_column(header, justify="right")
+    for c, cells in zip(curves, _summary_cells(curves, columns), strict=True):
         table.add_row(escape(c["label"]), *cells)
     out.print(table)
     deltas = {c["delta"] for c in curves if "delta" in c}
     if deltas:
-        out.print(
-            f"ε after the last iteration at δ = {', '.join(f'{d:g}' for d in sorted(deltas))}; "
-            "what each ε covers: summary.json (epsilon_scope) and docs/privacy.md"
-        )
+        _plain(f"ε after the last iteration at δ = {', '.join(f'{d:g}' for d in sorted(deltas))}")
+        _plain("what each ε covers: summary.json (epsilon_scope) and docs/privacy.md")
     for c in curves:
         print_adversaries(c)
     for c in curves:
@@ -193,6 +184,46 @@ def print_adversaries(c: dict[str, Any]) -> None:
     if exposed:
         line += f"; NOT protected against {', '.join(exposed)}"
     _plain(line)
+
+
+#: The summary table's columns: (header, the value of a curve's entry, cell format).
+_SUMMARY_COLUMNS: tuple[tuple[str, Callable[[dict[str, Any]], Any], Callable[[Any], str]], ...] = (
+    ("centroid dB", lambda c: c.get("centroid_msd_db"), _fmt),
+    ("indiv. dB", lambda c: c.get("individual_msd_db"), _fmt),
+    ("disagr. dB", lambda c: c.get("disagreement_db"), _fmt),
+    ("acc %", lambda c: c.get("test_accuracy"), _percent),
+    ("log-loss", lambda c: c.get("test_log_loss"), lambda v: _fmt(v, 3)),
+    ("ε target", lambda c: c.get("target_epsilon"), lambda v: _fmt_eps(v)),
+)
+
+
+def _summary_columns(
+    curves: list[dict[str, Any]],
+) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
+    """(header, cell of a curve) of every column some curve has a value in.
+
+    A column every curve leaves empty (``—``: the disagreement of a single unit, the MSDs
+    of a model without a closed-form optimum) is left out; so is ``diverged``, which the
+    lines below the table tell. One ``ε NAME`` column per accountant any curve reports.
+    """
+    columns = []
+    for header, value, fmt in _SUMMARY_COLUMNS:
+        cell = lambda c, value=value, fmt=fmt: fmt(value(c))  # noqa: E731
+        if any(cell(c) != "—" for c in curves):
+            columns.append((header, cell))
+    accountants: list[str] = []
+    for c in curves:
+        accountants += [a for a in c.get("epsilon", {}) if a not in accountants]
+    for a in accountants:
+        columns.append((f"ε {a}", lambda c, a=a: _fmt_eps(c.get("epsilon", {}).get(a))))
+    return columns
+
+
+def _summary_cells(
+    curves: list[dict[str, Any]], columns: list[tuple[str, Callable[[dict[str, Any]], str]]]
+) -> list[list[str]]:
+    """Each curve's cells, column by column."""
+    return [[cell(c) for _, cell in columns] for c in curves]
 
 
 def _print_faults(c: dict[str, Any], repetitions: int) -> None:
@@ -220,8 +251,16 @@ def _print_faults(c: dict[str, Any], repetitions: int) -> None:
 
 
 def _fmt_eps(value: Any) -> str:
+    """An ε in at most 6 characters: 3 significant digits, a short exponent above 9999.
+
+    >>> [_fmt_eps(v) for v in (0.5, 291.4, 2000.0, 1.4213e6, 1e6, float("inf"), None)]
+    ['0.5', '291', '2000', '1.42e6', '1e6', '∞', '—']
+    """
     if value is None:
         return "—"
     if isinstance(value, str) or value == float("inf"):
         return "∞"
-    return f"{value:.3g}"
+    if value < 1e4:
+        return f"{value:.3g}" if value < 1e3 else f"{value:.0f}"
+    mantissa, exponent = f"{value:.2e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"

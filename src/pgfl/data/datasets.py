@@ -221,8 +221,8 @@ def outline_source(source: str, hash_dim: int | None = None) -> SourceOutline | 
     """
     try:
         return _outline(source, hash_dim)
-    except (OSError, ValueError, ImportError, UnicodeDecodeError, pd.errors.ParserError):
-        return None  # a missing, empty or unreadable file: the loader says why
+    except (OSError, EOFError, ValueError, ImportError, UnicodeDecodeError, pd.errors.ParserError):
+        return None  # a missing, empty, truncated or unreadable file: the loader says why
 
 
 def _outline(source: str, hash_dim: int | None) -> SourceOutline | None:

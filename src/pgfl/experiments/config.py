@@ -28,9 +28,9 @@ An experiment has shared sections and a list of curves that override them::
 Every setting's type, range, default and the condition under which it has an effect
 are in one table, :data:`pgfl.params.PARAMS` (rendered as ``docs/config.md``); the
 dataclasses below take their defaults and checks from it. Unknown keys, wrong types,
-out-of-range values, settings given where they have no effect and sizes that cannot fit
-in memory raise :class:`ConfigError` naming the key
-(``training.L must be an integer in [1, data.K=100]; got 120``). Noise is given by its
+out-of-range values and sizes that cannot fit in memory raise :class:`ConfigError` naming
+the key (``training.L must be an integer in [1, data.K=100]; got 120``); a setting given
+where it has no effect is a :class:`~pgfl.param.SettingWarning`. Noise is given by its
 *variance* (the papers' ``sigma_g^2``). Reading a file and the checks that need the
 whole configuration are in :mod:`pgfl.experiments.loader`; turning a curve into what the
 engine runs in :mod:`pgfl.experiments.build`.
@@ -220,15 +220,11 @@ class RunConfig(_Section):
 
     Not part of the results: every backend gives the same bits, so the table is left out
     of the configuration's fingerprint and a run can resume on another backend. A
-    setting given where it has no effect (``workers`` without ``backend = "ray"``) is
-    rejected.
+    setting given where it has no effect (``workers`` without ``backend = "ray"``) is a
+    :class:`~pgfl.param.SettingWarning`.
 
     >>> RunConfig(backend="ray", workers=2).mode
     'tasks'
-    >>> RunConfig(workers=2)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    pgfl.validation.ConfigError: run.workers = 2 has no effect: it applies only with ...
     """
 
     SECTION: ClassVar[str] = "run"
@@ -238,17 +234,13 @@ class RunConfig(_Section):
     mode: str = _default("run.mode")
     actors: int | None = _default("run.actors")
     checkpoint_every: int = _default("run.checkpoint_every")
+    keep_partial: bool = _default("run.keep_partial")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         ctx = self.values()
         for p in section_params(self.SECTION):
-            value = ctx[p.name]
-            if p.applies is not None and value != p.default and not p.applies.test(ctx):
-                raise ConfigError(
-                    f"{p.name} = {value!r} has no effect: it applies only with "
-                    f"{p.applies.text}; remove it"
-                )
+            p.warn_without_effect(ctx[p.name], [ctx], who="it needs")
 
 
 SECTIONS: dict[str, type] = {

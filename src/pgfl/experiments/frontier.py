@@ -48,12 +48,13 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pgfl.experiments.config import ExperimentConfig
 from pgfl.experiments.loader import parse_config
+from pgfl.experiments.partial import remove_partial
 from pgfl.experiments.plan import prepare_experiment
 from pgfl.experiments.presets import preset_text
 from pgfl.experiments.runner import run_plan
@@ -67,6 +68,7 @@ __all__ = [
     "EPSILONS",
     "PRESETS",
     "SCHEMES",
+    "TITLES",
     "SETUPS",
     "Scheme",
     "frontier_config",
@@ -437,10 +439,15 @@ def run_frontier(
     calibrated before anything is written (:func:`pgfl.experiments.plan.prepare_experiment`
     into ``out/<key>``); ``run(plan)`` runs one prepared plan (default
     :func:`pgfl.experiments.runner.run_plan`). With ``resume``, the curves an interrupted
-    run saved in a sub-folder are kept. Returns the frontier summary.
+    run saved in a sub-folder are kept. The sub-runs keep their ``partial/`` folders until
+    the whole frontier is written (an interrupted frontier resumes every finished
+    sub-run), then they go unless a configuration's ``run.keep_partial`` is set. Returns
+    the frontier summary.
     """
     out = Path(out)
     configs = dict(configs or frontier_configs(quick=quick, seed=seed))
+    keep = {key: cfg.run.keep_partial for key, cfg in configs.items()}
+    configs = {k: replace(c, run=replace(c.run, keep_partial=True)) for k, c in configs.items()}
     plans = {key: prepare_experiment(cfg, out / key, resume=resume) for key, cfg in configs.items()}
     run = run or run_plan
     with output_lock(out):
@@ -465,6 +472,9 @@ def run_frontier(
                 "baselines": [b for b in summary["baselines"] if b["setup"] == a],
             }
             plot_frontier(mine, out / f"frontier-{a}.png")
+    for key in plans:  # finished: --resume has nothing left to continue
+        if not keep[key]:
+            remove_partial(out / key)
     return summary
 
 
@@ -533,3 +543,10 @@ def best_schemes(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 PRESETS["frontier-adversary"] = adversary_configs
+#: Their one-line descriptions (``pgfl reproduce --list``).
+TITLES = {
+    "frontier": "Privacy-utility frontier: every scheme calibrated to a target ε, MSD and "
+    "test error vs ε",
+    "frontier-adversary": "Privacy-utility frontier per adversary (record-level, with "
+    "amplification): the best scheme per ε, with and without a trusted aggregator",
+}

@@ -2,10 +2,10 @@
 
 :func:`load_config` reads a file, :func:`parse_config` validates a mapping into an
 :class:`~pgfl.experiments.config.ExperimentConfig`: unknown keys, wrong types and
-out-of-range values (each checked against :data:`pgfl.params.PARAMS`), a setting given
-where it has no effect, and the checks that need the whole configuration
-(:func:`validate_experiment`: plotted metrics that would be empty, the memory the run
-needs) each stop with one line naming the setting.
+out-of-range values (each checked against :data:`pgfl.params.PARAMS`) and the checks that
+need the whole configuration (:func:`validate_experiment`: plotted metrics that would be
+empty, the memory the run needs) each stop with one line naming the setting; a setting
+given where it has no effect is a one-line :class:`~pgfl.param.SettingWarning`.
 
 Paths in a configuration (``model.source``, a file in ``data.source``) are relative to the
 configuration file's folder (``base``; the current directory for a mapping given without
@@ -59,38 +59,28 @@ def _section(name: str, values: Any, base: Any = None) -> Any:
 TOP_LEVEL = {p.name for p in section_params("")} | {"curves", "quick", "run", *SECTIONS}
 
 
-def _no_effect(name: str, value: Any, ctxs: list[dict[str, Any]], where: str) -> str | None:
-    """A message if setting ``name`` (given, not its default) has no effect in any ``ctxs``."""
-    p = PARAMS[name]
-    if p.applies is None or value == p.default or any(p.applies.test(c) for c in ctxs):
-        return None
-    scope = "this curve does not" if where else "no curve does"
-    shown = list(value) if isinstance(value, tuple) else value
-    return (
-        f"{where}{name} = {shown!r} has no effect: it applies only with {p.applies.text}, "
-        f"which {scope}; remove it"
-    )
-
-
-def _reject_settings_without_effect(
+def _warn_settings_without_effect(
     raw: Mapping[str, Any],
     base: Mapping[str, Any],
     specs: list[Mapping[str, Any]],
     curves: list[CurveConfig],
 ) -> None:
-    """Reject a setting given where it has no effect (shared: in no curve; per curve: there)."""
+    """Warn of a setting given where it has no effect (shared: in no curve; per curve: there).
+
+    A :class:`~pgfl.param.SettingWarning` (:meth:`~pgfl.param.Param.warn_without_effect`);
+    the run goes on without it.
+    """
     ctxs = [c.values() for c in curves]
     for s, section in base.items():
         for key in raw.get(s, {}):
-            message = _no_effect(f"{s}.{key}", getattr(section, key), ctxs, "")
-            if message:
-                raise ConfigError(message)
+            PARAMS[f"{s}.{key}"].warn_without_effect(getattr(section, key), ctxs)
     for i, (spec, ctx) in enumerate(zip(specs, ctxs, strict=True)):
         for s in SECTIONS:
             for key in spec.get(s, {}):
-                message = _no_effect(f"{s}.{key}", ctx[f"{s}.{key}"], [ctx], f"curves[{i}].")
-                if message:
-                    raise ConfigError(f"{message} (curve {curves[i].label!r})")
+                PARAMS[f"{s}.{key}"].warn_without_effect(
+                    ctx[f"{s}.{key}"], [ctx], name=f"curves[{i}].{s}.{key}",
+                    who=f"curve {curves[i].label!r} does not have",
+                )  # fmt: skip
 
 
 def _plotted_panels_have_data(cfg: ExperimentConfig) -> str | None:
@@ -217,7 +207,7 @@ def parse_config(
             raise ConfigError(f"curves[{i}].label must be a non-empty string; got {label!r}")
         sections = {s: _section(s, spec.get(s, {}), base[s]) for s in SECTIONS}
         curves.append(CurveConfig(label=label, **sections))
-    _reject_settings_without_effect(raw, base, curve_specs, curves)
+    _warn_settings_without_effect(raw, base, curve_specs, curves)
     top = {p.key: raw[p.key] for p in section_params("") if p.key in raw}
     cfg = ExperimentConfig(
         curves=tuple(curves), source=_thaw(raw), run=run_config, **{**top, "name": name}

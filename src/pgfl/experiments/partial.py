@@ -6,7 +6,8 @@ After each batch, every curve's per-iteration metrics are saved in
 of any user model's source file). An interrupted run keeps them, and a rerun with
 ``--resume`` uses the files whose fingerprint matches; a stale or unreadable file is
 recomputed (never deleted up front), an unreadable one with a
-:class:`PartialResultWarning` naming it.
+:class:`PartialResultWarning` naming it. A run that finishes removes the folder
+(:func:`remove_partial`) unless ``run.keep_partial`` (``--keep-partial``) asks to keep it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "config_fingerprint",
     "load_curve",
     "read_partial",
+    "remove_partial",
     "save_curve",
     "saved_curves",
     "write_partial",
@@ -93,6 +95,31 @@ def load_curve(out: Path, index: int, label: str, fingerprint: str) -> dict[str,
 
 class PartialResultWarning(UserWarning):
     """A saved partial result could not be used and its curve is computed again."""
+
+
+def remove_partial(out: Path) -> None:
+    """Remove ``out/partial`` of a finished run: its curves' and Ray tasks' files.
+
+    Only the files pgfl writes there (``*.npz``, temporary files of an interrupted write)
+    are removed, then the folder if it is empty; a file that cannot be removed is left
+    with a :class:`PartialResultWarning` (the run's results are written either way).
+    """
+    folder = Path(out) / "partial"
+    if not folder.is_dir():
+        return
+    try:
+        for path in folder.iterdir():
+            if path.is_file() and (path.suffix == ".npz" or path.name.endswith(".tmp")):
+                path.unlink(missing_ok=True)
+        if not any(folder.iterdir()):
+            folder.rmdir()
+    except OSError as exc:
+        warnings.warn(
+            f"could not remove {folder} after the run ({exc.strerror or exc}); its files are "
+            "no longer needed",
+            PartialResultWarning,
+            stacklevel=2,
+        )
 
 
 def saved_curves(cfg: ExperimentConfig, out: str | Path) -> int:

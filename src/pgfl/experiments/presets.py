@@ -7,12 +7,23 @@ iterations and repetitions, same qualitative result).
 
 from __future__ import annotations
 
+import inspect
 import tomllib
 from importlib import resources
+from typing import Any
 
+from pgfl.data.datasets import classification_federated_data, load_dataset
 from pgfl.experiments.config import ExperimentConfig
 from pgfl.experiments.loader import parse_config
+from pgfl.params import PARAMS
 from pgfl.validation import ConfigError
+
+#: Training rows every client gets at least (the real-data loader's rule).
+MIN_PER_CLIENT: int = (
+    inspect.signature(classification_federated_data).parameters["min_per_client"].default
+)
+#: The smallest test set a preset's split is shrunk to for a small data set.
+MIN_TEST_ROWS = 20
 
 
 def preset_names() -> list[str]:
@@ -29,6 +40,60 @@ def preset_text(name: str) -> str:
     return (
         resources.files("pgfl.experiments").joinpath("presets", f"{name}.toml").read_text("utf-8")
     )
+
+
+def preset_title(name: str) -> str:
+    """The one-line description of preset ``name``: its TOML's ``title`` (else its name).
+
+    >>> preset_title("fig2")
+    'Fig. 2: GFL with no, graph-homomorphic and random perturbations'
+    """
+    return str(tomllib.loads(preset_text(name)).get("title") or name)
+
+
+def fit_split(name: str, source: str, rows: int | None = None) -> tuple[dict[str, Any], str]:
+    """``[data]`` overrides that fit real-data preset ``name``'s split into ``source``.
+
+    The preset's ``rows`` training rows and ``test_size`` test rows are kept when the data
+    hold them; a smaller data set keeps every client's :data:`MIN_PER_CLIENT` rows and
+    gives the test set what is left, up to the preset's ``test_size`` (at least
+    :data:`MIN_TEST_ROWS`), then trains on the rest (or on ``rows``, if given). Returns
+    the overrides and a one-line note saying what changed (``""``: nothing); a data set
+    too small for the preset's clients is one :class:`ConfigError` line naming what to
+    change.
+    """
+    raw = tomllib.loads(preset_text(name))
+    table = raw.get("data", {})
+    P = raw.get("topology", {}).get("P", PARAMS["topology.P"].default)
+    K = table.get("K", PARAMS["data.K"].default)
+    want_rows = table.get("rows", PARAMS["data.rows"].default) if rows is None else rows
+    want_test = table.get("test_size") or 256  # the loader's meaning of 0
+    overrides: dict[str, Any] = {"source": source} | ({} if rows is None else {"rows": rows})
+    n = len(load_dataset(source, rows=want_rows + want_test)[1])  # at most what is needed
+    if n >= want_rows + want_test:
+        return overrides, ""
+    least = P * K * MIN_PER_CLIENT
+    test = min(want_test, n - (least if rows is None else rows))
+    if test < MIN_TEST_ROWS:
+        if rows is not None and rows >= least:
+            raise ConfigError(
+                f"--data {source} has {n} rows: --rows {rows} leaves {n - rows} for the test "
+                f"set, which needs at least {MIN_TEST_ROWS}; give --rows at most "
+                f"{n - MIN_TEST_ROWS} (or leave --rows out)"
+            )
+        raise ConfigError(
+            f"--data {source} has {n} rows; preset {name!r} needs at least {least} training "
+            f"rows (topology.P*data.K = {P}*{K} clients, {MIN_PER_CLIENT} each) plus "
+            f"{MIN_TEST_ROWS} test rows: use more data, or fewer clients (topology.P, "
+            f"data.K) and data.source in a config ('pgfl reproduce {name} --print-config > "
+            "my.toml', then 'pgfl run my.toml')"
+        )
+    fitted = {"rows": n - test if rows is None else rows, "test_size": test}
+    note = (
+        f"{source} has {n} rows: {name} trains on data.rows = {fitted['rows']} and tests on "
+        f"data.test_size = {test} (the preset's {want_rows} + {want_test} do not fit)"
+    )
+    return overrides | fitted, note
 
 
 def load_preset(

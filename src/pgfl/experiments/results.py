@@ -133,8 +133,9 @@ def write_results(
 ) -> dict[str, Any]:
     """Write ``summary.json``, ``curves.csv`` and ``figure.png``; return the summary.
 
-    ``engine`` (e.g. ``{"local_phase": "compiled"}``, which local-phase implementation ran)
-    goes into the summary and the first line of ``run.log``.
+    ``engine`` (e.g. ``{"backend": "local", "local_phase": "compiled"}``: which backend
+    simulated, which local-phase implementation ran) goes into the summary and the first
+    lines of ``run.log``.
     """
     curves = [summarize_curve(c.label, metrics[i]) for i, c in enumerate(cfg.curves)]
     for i, (entry, c) in enumerate(zip(curves, cfg.curves, strict=True)):

@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from pgfl.backends import Backend, make_backend
+from pgfl.backends import Backend, describe, make_backend
 from pgfl.engine.compiled import local_phase_kind
 from pgfl.experiments.config import ExperimentConfig
-from pgfl.experiments.partial import save_curve
+from pgfl.experiments.partial import remove_partial, save_curve
 from pgfl.experiments.plan import Batch, Plan, prepare_experiment
 from pgfl.experiments.privacy import curve_epsilon, resolved_variances, secagg_entry
 from pgfl.experiments.results import clear_results, curve_metrics, write_results
@@ -58,9 +58,16 @@ def _accounting(plan: Plan) -> dict[int, tuple[dict[str, np.ndarray], dict[str, 
 
 
 def _curve_results(
-    batch: Batch, c: int, traj: Any, accounted: tuple[dict[str, np.ndarray], dict[str, Any]]
+    batch: Batch,
+    c: int,
+    traj: Any,
+    accounted: tuple[dict[str, np.ndarray], dict[str, Any]],
+    backend: str,
 ) -> dict[str, np.ndarray]:
-    """What is saved of curve ``c`` of a batch: metrics, ε(i), privacy entry, noise run."""
+    """What is saved of curve ``c`` of a batch: metrics, ε(i), privacy, noise run, engine.
+
+    ``backend`` says which backend simulated the batch (:func:`pgfl.backends.describe`).
+    """
     settings = batch.settings[c]
     metrics = curve_metrics(traj, c)
     eps, entry = accounted
@@ -69,25 +76,34 @@ def _curve_results(
         entry["secure_aggregation"] = secagg_entry(settings.client, traj, c, batch.net.L)
     metrics["privacy"] = np.array(json.dumps(jsonable(entry)))
     metrics["resolved"] = np.array(json.dumps(jsonable(resolved_variances(settings))))
-    engine = {"local_phase": local_phase_kind(batch.net.problem), "iota2": batch.net.iota2}
+    engine = {
+        "backend": backend,
+        "local_phase": local_phase_kind(batch.net.problem),
+        "iota2": batch.net.iota2,
+    }
     metrics["engine"] = np.array(json.dumps(jsonable(engine)))
     return metrics
 
 
 def _engine(cfg: ExperimentConfig, metrics: dict[int, dict[str, np.ndarray]]) -> tuple:
-    """``iota2`` per topology kind and the local phases that ran, from the saved curves.
+    """``iota2`` per topology kind, the backends and local phases that ran, from the curves.
 
     Read from every curve's saved metrics, so a run resumed from partial files reports
-    what the interrupted one computed (curves saved by an older pgfl lack them).
+    what the interrupted one computed (curves saved by an older pgfl lack them); a run
+    whose curves were simulated by different backends (resumed on another) names each.
     """
     iota: dict[str, float] = {}
-    kinds: set[str] = set()
+    facts_seen: dict[str, set[str]] = {"backend": set(), "local_phase": set()}
     for i in sorted(metrics):
         if "engine" in metrics[i]:
             facts = json.loads(str(metrics[i]["engine"]))
             iota.setdefault(cfg.curves[i].topology.kind, facts["iota2"])
-            kinds.add(facts["local_phase"])
-    return iota, {"local_phase": "+".join(sorted(kinds)) or "unknown (resumed)"}
+            for key, seen in facts_seen.items():
+                if key in facts:
+                    seen.add(facts[key])
+    join = {"backend": " + ", "local_phase": "+"}
+    engine = {k: join[k].join(sorted(v)) or "unknown (resumed)" for k, v in facts_seen.items()}
+    return iota, engine
 
 
 def run_plan(
@@ -103,6 +119,8 @@ def run_plan(
     (:func:`~pgfl.experiments.results.clear_results`) and writes ``config.json``; a
     partial file from an earlier run is replaced only when its curve finishes again, so an
     interrupted rerun never loses results and never leaves another run's beside its own.
+    A run that finishes removes ``out/partial`` unless ``run.keep_partial`` is set; an
+    interrupted one (Ctrl-C, a stopped backend) keeps it for ``--resume``.
     ``backend`` simulates the batches (default: the one the configuration's ``[run]``
     table names, :func:`~pgfl.backends.make_backend`; without it this process); every
     backend gives the same bits. The privacy accounting of the curves (which does not
@@ -139,8 +157,9 @@ def _run(
         pending = pool.submit(_accounting, plan)
         for batch, traj in results:
             accounted = pending.result()
+            ran = describe(backend)  # after the batch: what it ran on (Ray's workers, actors)
             for c, i in enumerate(batch.indices):
-                metrics[i] = _curve_results(batch, c, traj, accounted[i])
+                metrics[i] = _curve_results(batch, c, traj, accounted[i], ran)
                 with writing(out):
                     save_curve(out, i, cfg.curves[i].label, plan.fingerprint, metrics[i])
         pending.result()  # an accounting error surfaces even when every curve was resumed
@@ -152,7 +171,10 @@ def _run(
     iota, engine = _engine(cfg, metrics)
     with writing(out):
         elapsed = time.perf_counter() - started
-        return write_results(cfg, out, metrics, elapsed=elapsed, iota2=iota, engine=engine)
+        summary = write_results(cfg, out, metrics, elapsed=elapsed, iota2=iota, engine=engine)
+    if not cfg.run.keep_partial:  # finished: --resume has nothing left to continue
+        remove_partial(out)
+    return summary
 
 
 def run_experiment(

@@ -39,6 +39,14 @@ __all__ = ["CLASSES", "communities", "digits_clients", "run_digits", "score_part
 CLASSES = (1, 4, 7, 9)
 PER_CLASS = 12
 N_CLIENTS = 3
+#: Tuning grids of β, ρ, λ and the number of tuning draws: (full run, ``--quick``).
+GRIDS = {
+    False: {"beta": (0.1, 0.3, 1.0, 3.0, 10.0), "rho": (0.1, 0.3, 1.0, 3.0),
+            "lambda": (0.0, 0.02, 0.1), "draws": 3},
+    True: {"beta": (0.3, 1.0, 3.0), "rho": (0.3, 1.0), "lambda": (0.0, 0.05), "draws": 2},
+}  # fmt: skip
+#: ε̄ of the DP runs, at δ̄ = 1e-5, clipping C = 25, T = 8 rounds.
+EPSILONS = (0.5, 1.0)
 
 
 def digits_clients(seed: int, name: str = "digits") -> tuple[list[np.ndarray], np.ndarray]:
@@ -95,10 +103,8 @@ def _methods(Z, counts, params, dp_sigma=None, rng=None) -> dict[str, np.ndarray
 
 def run_digits(quick: bool, out: Path, seed: int) -> dict[str, Any]:
     """Table II on the digits stand-in; writes ``summary.json``, ``curves.csv``, figures."""
-    betas = (0.3, 1.0, 3.0) if quick else (0.1, 0.3, 1.0, 3.0, 10.0)
-    rhos = (0.3, 1.0) if quick else (0.1, 0.3, 1.0, 3.0)
-    lams = (0.0, 0.05) if quick else (0.0, 0.02, 0.1)
-    tune_draws = 2 if quick else 3
+    grid = GRIDS[quick]
+    betas, rhos, lams, tune_draws = grid["beta"], grid["rho"], grid["lambda"], grid["draws"]
     # tuning on separate draws: mean NMI per method and grid point
     Zt, lab_t = [], []
     for r in range(tune_draws):
@@ -140,7 +146,7 @@ def run_digits(quick: bool, out: Path, seed: int) -> dict[str, Any]:
     graphs = _methods(Z, counts, params)
     Zc, _ = client_distances(signals, clip=25.0)
     privacy = {}
-    for k, eps in enumerate((0.5, 1.0)):
+    for k, eps in enumerate(EPSILONS):
         cal = calibrate_noise(eps, 1e-5, 8, counts, 25.0)
         graphs[f"fedgl_dp@{eps:g}"] = federated_graph_learning(
             Zc,

@@ -2,7 +2,10 @@
 
 ``PRESETS`` maps a preset name (``graphlearn-...``) to a function
 ``run(quick: bool, out: pathlib.Path, seed: int) -> dict`` that writes ``summary.json``,
-``curves.csv`` and figures into ``out`` and returns the summary.
+``curves.csv`` and figures into ``out`` and returns the summary; ``TITLES`` gives each a
+one-line description (``pgfl reproduce --list``) and :func:`preset_config` its settings as
+TOML (``pgfl reproduce NAME --print-config``): one point of its sweep as a
+``pgfl graphlearn run`` configuration, the sweep and the tuning in comments.
 
 ``summary.json`` holds ``{"experiment", "quick", "seed", "curves": [...], ...}``; each
 curve is ``{"label", "x", "mcc", "relative_error", ...}`` with lists aligned with ``x``
@@ -19,6 +22,8 @@ setting on separate draws (see :mod:`pgfl.graphlearn.experiments`; the paper's
 
 from __future__ import annotations
 
+import json
+import textwrap
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -27,17 +32,34 @@ from typing import Any
 import numpy as np
 
 from pgfl.files import write_csv, write_json
-from pgfl.graphlearn import plots
+from pgfl.graphlearn import digits, plots
 from pgfl.graphlearn.experiments import Params, draw_setting, evaluate, tune
 from pgfl.graphlearn.federated import federated_graph_learning, independent_graph_learning
 from pgfl.graphlearn.metrics import mcc, relative_error
+from pgfl.graphlearn.params import PARAMS
 
-__all__ = ["PRESETS"]
+__all__ = ["PRESETS", "TITLES", "preset_config"]
 
 METHODS = ("igl", "fedavg", "fedgl_local", "fedgl_consensus")
 N_CLIENTS = 5
 DELTA_BAR = 1e-5
 CLIP = 25.0
+
+#: The swept values of each preset: name → (full run, ``--quick``).
+SWEEPS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
+    "datasize": ((10, 20, 40, 60, 80, 100), (20, 50, 100)),
+    "imbalance": ((20, 40, 60, 80, 100), (20, 40, 60, 80, 100)),
+    "heterogeneity": ((0.2, 0.35, 0.5, 0.65, 0.8), (0.2, 0.5, 0.8)),
+    "sensitivity-lambda": ((0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0), (0.01, 0.05, 0.2, 1.0)),
+    "sensitivity-rho": ((0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 50.0), (0.1, 1.0, 10.0, 50.0)),
+    "dp": ((50, 100, 200, 500, 1000), (50, 200, 1000)),
+    "dp-epsilon": ((0.3, 0.5, 1.0, 2.0), (0.3, 1.0)),
+}
+
+
+def _swept(name: str, quick: bool) -> list[Any]:
+    """The values preset sweep ``name`` runs (``--quick``: fewer)."""
+    return list(SWEEPS[name][quick])
 
 
 def _reps(quick: bool) -> tuple[int, int]:
@@ -143,7 +165,7 @@ def _claims(r: dict[str, Any]) -> dict[str, bool]:
 
 def run_datasize(quick: bool, out: Path, seed: int) -> dict[str, Any]:
     """Fig. 2 (a)–(b): equal data sizes ``N_i = N`` swept, ``q = 0.5``."""
-    xs = [20, 50, 100] if quick else [10, 20, 40, 60, 80, 100]
+    xs = _swept("datasize", quick)
     rt, re_ = _reps(quick)
     out.mkdir(parents=True, exist_ok=True)
     results, params = [], {}
@@ -175,7 +197,7 @@ def run_datasize(quick: bool, out: Path, seed: int) -> dict[str, Any]:
 
 def run_imbalance(quick: bool, out: Path, seed: int) -> dict[str, Any]:
     """Fig. 2 (c)–(d): ``N_i = 20, 40, 60, 80, 100``; metrics per client."""
-    counts = [20, 40, 60, 80, 100]
+    counts = _swept("imbalance", quick)
     rt, re_ = _reps(quick)
     p = tune(draw_setting(seed, "imbalance/tune", rt, counts), quick=quick)
     d = draw_setting(seed, "imbalance/eval", re_, counts)
@@ -213,7 +235,7 @@ def run_imbalance(quick: bool, out: Path, seed: int) -> dict[str, Any]:
 
 def run_heterogeneity(quick: bool, out: Path, seed: int) -> dict[str, Any]:
     """Fig. 3: ``N_i = 50``, consensus fraction ``q`` swept (heterogeneity ``1 − q``)."""
-    xs = [0.2, 0.5, 0.8] if quick else [0.2, 0.35, 0.5, 0.65, 0.8]
+    xs = _swept("heterogeneity", quick)
     rt, re_ = _reps(quick)
     out.mkdir(parents=True, exist_ok=True)
     results, params = [], {}
@@ -328,8 +350,8 @@ def run_sensitivity(quick: bool, out: Path, seed: int) -> dict[str, Any]:
     rt, re_ = _reps(quick)
     p = tune(draw_setting(seed, "sensitivity/tune", rt, [100] * N_CLIENTS), quick=quick)
     d = draw_setting(seed, "sensitivity/eval", re_, [100] * N_CLIENTS)
-    lams = np.array([0.01, 0.05, 0.2, 1.0] if quick else [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0])
-    rhos = np.array([0.1, 1.0, 10.0, 50.0] if quick else [0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 50.0])
+    lams = np.array(_swept("sensitivity-lambda", quick))
+    rhos = np.array(_swept("sensitivity-rho", quick))
     igl = independent_graph_learning(d.zbar, alpha=p.alpha, beta=p.beta_igl, tol=1e-6)
     curves: list[dict[str, Any]] = []
     for name, grid, rho, lam in (("lambda", lams, p.rho, lams), ("rho", rhos, rhos, p.lam)):
@@ -400,8 +422,8 @@ def run_dp(quick: bool, out: Path, seed: int) -> dict[str, Any]:
     released graph) and the rigorous one, a once-privatized statistic ``z̄_i`` (its ε
     covers everything). ``mcc_at_equal_epsilon`` puts their MCC side by side.
     """
-    xs = [50, 200, 1000] if quick else [50, 100, 200, 500, 1000]
-    epsilons = [0.3, 1.0] if quick else [0.3, 0.5, 1.0, 2.0]
+    xs = _swept("dp", quick)
+    epsilons = _swept("dp-epsilon", quick)
     mechanisms = ("last_step", "statistic")
     rt, re_ = _reps(quick)
     p = tune(draw_setting(seed, "dp/tune", rt, [100] * N_CLIENTS), quick=quick)
@@ -459,9 +481,7 @@ def run_dp(quick: bool, out: Path, seed: int) -> dict[str, Any]:
 
 
 def _digits(quick: bool, out: Path, seed: int) -> dict[str, Any]:
-    from pgfl.graphlearn.digits import run_digits
-
-    return run_digits(quick, out, seed)
+    return digits.run_digits(quick, out, seed)
 
 
 PRESETS: dict[str, Callable[[bool, Path, int], dict[str, Any]]] = {
@@ -473,3 +493,156 @@ PRESETS: dict[str, Callable[[bool, Path, int], dict[str, Any]]] = {
     "graphlearn-dp": run_dp,
     "graphlearn-digits": _digits,
 }
+
+#: One line per preset (``pgfl reproduce --list``).
+TITLES = {
+    "graphlearn-datasize": "Graph learning, Fig. 2(a-b): MCC and relative error vs data size N_i",
+    "graphlearn-imbalance": "Graph learning, Fig. 2(c-d): per-client MCC and relative error, "
+    "N_i = 20..100",
+    "graphlearn-heterogeneity": "Graph learning, Fig. 3: MCC and relative error vs consensus "
+    "fraction q",
+    "graphlearn-weights": "Graph learning, Table I: adaptive weights vs data size and similarity",
+    "graphlearn-sensitivity": "Graph learning, Fig. 5: sensitivity to lambda and rho",
+    "graphlearn-dp": "Graph learning, Fig. 6: DP (last-step noise vs noisy statistic) vs N_i",
+    "graphlearn-digits": "Graph learning, Table II: communities of digit images (COIL-20 stand-in)",
+}
+
+
+def _last(sweep: str) -> Callable[[bool], Any]:
+    return lambda quick: _swept(sweep, quick)[-1]
+
+
+def _every(sweep: str) -> Callable[[bool], Any]:
+    return lambda quick: _swept(sweep, quick)
+
+
+#: Per synthetic preset: the point of its sweep its printed configuration holds (settings
+#: of ``pgfl graphlearn run``; a callable takes ``quick``), and what it runs, in words.
+_POINTS: dict[str, tuple[dict[str, Any], str]] = {
+    "graphlearn-datasize": (
+        {"data.n_samples": _last("datasize")},
+        "sweeps data.n_samples (equal N_i) over {datasize}"),
+    "graphlearn-imbalance": (
+        {"data.n_samples": _every("imbalance")},
+        "runs one setting, N_i = {imbalance}, and reports each client's metrics"),
+    "graphlearn-heterogeneity": (
+        {"data.n_samples": 50, "data.q": _last("heterogeneity")},
+        "sweeps data.q over {heterogeneity}"),
+    "graphlearn-weights": (
+        {"data.n_samples": _every("imbalance")},
+        "reports the adaptive weights for N_i = {imbalance}, then for clients derived from "
+        "client 1 (q = 1, 0.8, 0.6, 0.4, 0.2)"),
+    "graphlearn-sensitivity": (
+        {"data.n_samples": 100},
+        "sweeps model.lambda over {sensitivity-lambda}, then model.rho over "
+        "{sensitivity-rho}, the other one at its tuned value"),
+    "graphlearn-dp": (
+        {"data.n_samples": 100, "privacy.epsilon": 1.0},
+        "sweeps data.n_samples over {dp} and privacy.epsilon over {dp-epsilon}, with both "
+        "privacy.mechanism values"),
+}  # fmt: skip
+
+
+def _comment(text: str) -> list[str]:
+    """A paragraph as TOML comment lines of at most 90 characters."""
+    return ["# " + line for line in textwrap.wrap(text, 88)]
+
+
+def _toml(value: Any) -> str:
+    """A value in TOML syntax (strings quoted, lists bracketed)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return repr(value)
+
+
+def _tables(settings: dict[str, Any]) -> list[str]:
+    """TOML lines of dotted settings: the top level first, then one table per section."""
+    lines = [f"{k} = {_toml(v)}" for k, v in settings.items() if "." not in k]
+    sections = dict.fromkeys(k.partition(".")[0] for k in settings if "." in k)
+    for section in sections:
+        lines += ["", f"[{section}]"]
+        lines += [
+            f"{k.partition('.')[2]} = {_toml(v)}"
+            for k, v in settings.items()
+            if k.startswith(section + ".")
+        ]
+    return lines
+
+
+def _digits_config(quick: bool, seed: int) -> list[str]:
+    """The digits preset's settings, for reading (its data are built in)."""
+    grid = digits.GRIDS[quick]
+    return [
+        *_comment(
+            "A Python-defined preset (pgfl.graphlearn.digits) on scikit-learn's bundled "
+            "digits, which a `pgfl graphlearn run` configuration cannot name: these are the "
+            "settings it runs with, for reading. Every method gets the grid values that "
+            f"maximize its mean NMI over {grid['draws']} tuning draws distinct from the "
+            "evaluation draw."
+        ),
+        *_tables(
+            {
+                "seed": seed,
+                "classes": list(digits.CLASSES),
+                "clients": digits.N_CLIENTS,
+                "images_per_class_per_client": digits.PER_CLASS,
+                "tuning.beta": grid["beta"],
+                "tuning.rho": grid["rho"],
+                "tuning.lambda": grid["lambda"],
+                "tuning.draws": grid["draws"],
+                "algorithm.rounds": PARAMS["algorithm.rounds"].default,
+                "privacy.mechanism": "last_step",
+                "privacy.epsilon": list(digits.EPSILONS),
+                "privacy.delta": DELTA_BAR,
+                "privacy.clip": CLIP,
+            }
+        ),  # fmt: skip
+    ]
+
+
+def preset_config(name: str, *, quick: bool = False, seed: int = 0) -> str:
+    """Graph-learning preset ``name``'s settings as TOML (``pgfl reproduce NAME --print-config``).
+
+    The presets are Python: each sweeps a setting and tunes β, ρ, λ per point on
+    separate draws, which no single configuration expresses. A synthetic preset prints
+    one point of its sweep as a ``pgfl graphlearn run`` configuration (β, ρ, λ at the
+    table's defaults), with the sweep and the tuning in comments; the digits preset its
+    settings, for reading.
+
+    >>> text = preset_config("graphlearn-heterogeneity", quick=True)
+    >>> "q = 0.8" in text and "data.q over [0.2, 0.5, 0.8]" in text
+    True
+    """
+    lines = [f"# {name}: {TITLES[name]}"]
+    if name == "graphlearn-digits":
+        return "\n".join([*lines, *_digits_config(quick, seed)]) + "\n"
+    spec, what = _POINTS[name]
+    point = {k: v(quick) if callable(v) else v for k, v in spec.items()}
+    words = {k: str(_swept(k, quick)) for k in SWEEPS}
+    tune_reps, eval_reps = _reps(quick)
+    at = ", ".join(f"{k} = {_toml(v)}" for k, v in point.items())
+    lines += _comment(
+        f"A Python-defined preset (pgfl.graphlearn.presets): `pgfl reproduce {name}` "
+        f"{what.format(**words)}. For each setting, every method gets its own model.beta "
+        "(the federated model also model.rho and model.lambda) tuned on "
+        f"{tune_reps} separate draws, then runs {eval_reps} repetitions. Below, one "
+        f"setting ({at}) as a `pgfl graphlearn run` configuration, with model.beta, "
+        "model.rho and model.lambda at their defaults (the preset tunes them)."
+    )
+    settings: dict[str, Any] = {"seed": seed, "data.kind": "synthetic", "data.clients": N_CLIENTS}
+    for key in ("data.nodes", "data.n_samples", "data.q", "data.sigma_w"):
+        settings[key] = point.get(key, PARAMS[key].default)
+    settings["data.repetitions"] = eval_reps
+    for key in ("model.alpha", "model.beta", "model.rho", "model.lambda", "algorithm.rounds",
+                "algorithm.local_steps", "algorithm.local_solver"):  # fmt: skip
+        settings[key] = PARAMS[key].default
+    if "privacy.epsilon" in point:
+        settings.update({
+            "privacy.mechanism": "statistic", "privacy.epsilon": point["privacy.epsilon"],
+            "privacy.delta": DELTA_BAR, "privacy.clip": CLIP,
+        })  # fmt: skip
+    return "\n".join([*lines, *_tables(settings)]) + "\n"

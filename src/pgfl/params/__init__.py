@@ -205,6 +205,9 @@ _RUN = (
     Param("run.checkpoint_every", "int", 16, "Rounds between checkpoints of each actor's "
           "block state (a restarted actor replays from the last one).", lo=1,
           applies=ACTORS),
+    Param("run.keep_partial", "bool", False, "Keep `OUT/partial/` (each curve's saved "
+          "metrics, Ray's task files) after the run finishes; an interrupted run always "
+          "keeps it for `--resume` (the CLI's `--keep-partial`)."),
 )  # fmt: skip
 
 
@@ -252,9 +255,9 @@ def check(name: str, value: Any, **context: Any) -> Any:
 #: (:data:`pgfl.experiments.config.CURVE_RULES`, the mechanisms' ``rules_doc``,
 #: :data:`pgfl.experiments.loader.EXPERIMENT_RULES`).
 GENERAL_RULES = (
-    "A setting given where it has no effect is rejected (column *only with*): in a "
-    "curve, when that curve does not meet the condition; in a shared table, when no curve does. "
-    "A value equal to the default is always accepted.",
+    "A setting given where it has no effect (column *only with*) is ignored with a one-line "
+    "warning: in a curve, when that curve does not meet the condition; in a shared table, "
+    "when no curve does. A value equal to the default never warns.",
     "Unknown keys are rejected everywhere, including inside `[quick]` (with or without `--quick`).",
     "Secure aggregation: `privacy.secagg_threshold` ≤ the neighbourhood size (L, or "
     "`secagg_neighbours + 1` for SecAgg+), and `2^(k−1) > L · rint(secagg_clip · 2^f)` "
@@ -275,7 +278,7 @@ _TITLES = {
     "model": "`[model]`: a built-in multi-class model instead of the closed-form loss",
     "training": "`[training]`: local training and aggregation",
     "privacy": "`[privacy]`: noise, secure aggregation and accounting",
-    "run": "`[run]`: where the simulation runs (overridden by `--backend` etc.)",
+    "run": "`[run]`: where the simulation runs, what it keeps (overridden by `--backend` etc.)",
 }
 
 
