@@ -301,8 +301,9 @@ class CurveConfig:
             for f in fields(TrainingConfig)
             if f.name not in per_curve
         )
-        averages = mechanisms.SERVER[self.privacy.server_noise].averages  # an aggregator
-        return (self.topology, self.data, self.model, training, averages)
+        server = mechanisms.SERVER[self.privacy.server_noise]
+        combination = server.combination_key(self.values())  # an aggregator, gossip steps
+        return (self.topology, self.data, self.model, training, combination)
 
 
 def _model_needs_classes(c: CurveConfig) -> str | None:

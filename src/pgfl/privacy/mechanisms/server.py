@@ -334,7 +334,6 @@ class CentralNoise(RandomNoise):
 
     names: ClassVar[tuple[str, ...]] = ("central",)
     amplified: ClassVar[bool] = True
-    averages: ClassVar[bool] = True
     protects: ClassVar[tuple[str, ...]] = (
         "link_eavesdropper", "other_server", "neighbour_server", "unit_client",
     )  # fmt: skip
@@ -347,6 +346,17 @@ class CentralNoise(RandomNoise):
         "noise draw shared by every unit); adversary: anyone but the aggregator and a unit's "
         "own server, the units' uplinks to the aggregator being secure"
     )
+
+    @classmethod
+    def combination(cls, mixing: np.ndarray, s: Mapping[str, Any]) -> np.ndarray:
+        """``11ᵀ/P``: every unit receives the network average, whatever the topology."""
+        P = mixing.shape[0]
+        return np.full((P, P), 1.0 / P)
+
+    @classmethod
+    def combination_key(cls, s: Mapping[str, Any]) -> tuple:
+        """The average: the same for every central curve."""
+        return ("average",)
 
     def sensitivities(self, ctx: ReleaseContext, rule: str) -> np.ndarray:
         """``(2μB/(n r) + 2√M e)/P``: one unit's message sensitivity, averaged over P units.
