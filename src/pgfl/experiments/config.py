@@ -187,6 +187,8 @@ class PrivacyConfig(_Section):
     server_variance: float = _default("privacy.server_variance")
     server_distribution: str = _default("privacy.server_distribution")
     pairwise_variance: float = _default("privacy.pairwise_variance")
+    gossip_steps: int = _default("privacy.gossip_steps")
+    gossip_kind: str = _default("privacy.gossip_kind")
     target_epsilon: float | None = _default("privacy.target_epsilon")
     delta: float = _default("privacy.delta")
     neighbours: str = _default("privacy.neighbours")

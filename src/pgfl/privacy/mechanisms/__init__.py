@@ -14,7 +14,8 @@ Server level (:data:`SERVER`): ``none`` (:class:`NoServerNoise`), ``random``
 (:class:`RandomNoise`), ``graph_homomorphic`` (:class:`GraphHomomorphic`),
 ``random_per_link`` (:class:`PerLinkNoise`), ``central`` (:class:`CentralNoise`, the
 central-DP ceiling: a trusted aggregator), ``pairwise_cancelling``
-(:class:`PairwiseCancelling`, DECOR's correlated noise).
+(:class:`PairwiseCancelling`, DECOR's correlated noise), ``gossip`` (:class:`Gossip`, local
+noise then K gossip steps: Muffliato).
 
 >>> build("server", {"privacy.server_noise": "graph_homomorphic",
 ...                  "privacy.server_variance": 0.09, "privacy.server_distribution": "laplace"})
@@ -39,6 +40,7 @@ from pgfl.privacy.mechanisms.base import (
 )
 from pgfl.privacy.mechanisms.client import ClientNoise, Mean
 from pgfl.privacy.mechanisms.correlated import PairwiseCancelling
+from pgfl.privacy.mechanisms.gossip import Gossip
 from pgfl.privacy.mechanisms.secure_aggregation import SecureAggregationScheme
 from pgfl.privacy.mechanisms.server import (
     CentralNoise,
@@ -57,6 +59,7 @@ __all__ = [
     "ClientAggregation",
     "CentralNoise",
     "ClientNoise",
+    "Gossip",
     "GraphHomomorphic",
     "Mean",
     "Mechanism",
@@ -102,6 +105,7 @@ for _cls in (
     PerLinkNoise,
     CentralNoise,
     PairwiseCancelling,
+    Gossip,
 ):
     register(_cls)
 
@@ -109,8 +113,10 @@ for _cls in (
 def names(level: str) -> tuple[str, ...]:
     """The registered names of one level (``"client"`` or ``"server"``), ``"none"`` first.
 
-    >>> names("server")
-    ('none', 'random', 'graph_homomorphic', 'random_per_link', 'central', 'pairwise_cancelling')
+    >>> names("server")[:4]
+    ('none', 'random', 'graph_homomorphic', 'random_per_link')
+    >>> names("server")[4:]
+    ('central', 'pairwise_cancelling', 'gossip')
     """
     return tuple(CLIENT if level == "client" else SERVER)
 

@@ -58,12 +58,16 @@ SERVER_VARIANCE = Param(
                  lambda c: c["privacy.server_noise"] != "none"
                  and c["privacy.target_epsilon"] is None),
 )  # fmt: skip
+#: Server schemes whose noise is Gaussian whatever ``privacy.server_distribution`` (their
+#: accounting is a Gaussian mechanism's, with correlated or gossiped noise).
+GAUSSIAN_ONLY = ("none", "pairwise_cancelling", "gossip", "topology_optimized")
 #: ``privacy.server_distribution``: Laplace (the papers) or Gaussian server noise.
 SERVER_DISTRIBUTION = Param(
     "privacy.server_distribution", "choice", "laplace", "Distribution of the server noise.",
     choices=DISTRIBUTIONS, batched=True,
-    applies=When('privacy.server_noise other than "none" and "pairwise_cancelling" (Gaussian)',
-                 lambda c: c["privacy.server_noise"] not in ("none", "pairwise_cancelling")),
+    applies=When('privacy.server_noise other than "none" and the Gaussian-only schemes '
+                 '("pairwise_cancelling", "gossip", "topology_optimized")',
+                 lambda c: c["privacy.server_noise"] not in GAUSSIAN_ONLY),
 )  # fmt: skip
 
 
