@@ -15,7 +15,8 @@ Server level (:data:`SERVER`): ``none`` (:class:`NoServerNoise`), ``random``
 ``random_per_link`` (:class:`PerLinkNoise`), ``central`` (:class:`CentralNoise`, the
 central-DP ceiling: a trusted aggregator), ``pairwise_cancelling``
 (:class:`PairwiseCancelling`, DECOR's correlated noise), ``gossip`` (:class:`Gossip`, local
-noise then K gossip steps: Muffliato).
+noise then K gossip steps: Muffliato), ``topology_optimized`` (:class:`TopologyOptimized`,
+CorN's covariance optimised for the topology, drawn by a dealer).
 
 >>> build("server", {"privacy.server_noise": "graph_homomorphic",
 ...                  "privacy.server_variance": 0.09, "privacy.server_distribution": "laplace"})
@@ -41,6 +42,7 @@ from pgfl.privacy.mechanisms.base import (
 from pgfl.privacy.mechanisms.client import ClientNoise, Mean
 from pgfl.privacy.mechanisms.correlated import PairwiseCancelling
 from pgfl.privacy.mechanisms.gossip import Gossip
+from pgfl.privacy.mechanisms.optimized import TopologyOptimized
 from pgfl.privacy.mechanisms.secure_aggregation import SecureAggregationScheme
 from pgfl.privacy.mechanisms.server import (
     CentralNoise,
@@ -71,6 +73,7 @@ __all__ = [
     "RoundContext",
     "SecureAggregationScheme",
     "ServerNoise",
+    "TopologyOptimized",
     "build",
     "names",
     "params",
@@ -106,6 +109,7 @@ for _cls in (
     CentralNoise,
     PairwiseCancelling,
     Gossip,
+    TopologyOptimized,
 ):
     register(_cls)
 
@@ -116,7 +120,7 @@ def names(level: str) -> tuple[str, ...]:
     >>> names("server")[:4]
     ('none', 'random', 'graph_homomorphic', 'random_per_link')
     >>> names("server")[4:]
-    ('central', 'pairwise_cancelling', 'gossip')
+    ('central', 'pairwise_cancelling', 'gossip', 'topology_optimized')
     """
     return tuple(CLIENT if level == "client" else SERVER)
 
