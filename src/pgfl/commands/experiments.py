@@ -90,11 +90,12 @@ def reproduce(
 ) -> None:
     """Reproduce a figure of the papers with the papers' parameters."""
     from pgfl.experiments.frontier import PRESETS as FRONTIER  # lazy: the experiments
+    from pgfl.experiments.muffliato import PRESETS as ACCOUNTING
     from pgfl.experiments.presets import load_preset, preset_names, preset_text
     from pgfl.files import check_output_folder, writing
     from pgfl.graphlearn.presets import PRESETS as GRAPHLEARN
 
-    names = preset_names() + sorted(FRONTIER) + sorted(GRAPHLEARN)
+    names = preset_names() + sorted(FRONTIER) + sorted(ACCOUNTING) + sorted(GRAPHLEARN)
     if list_ or not name:
         plain("\n".join(names))
         return
@@ -102,7 +103,8 @@ def reproduce(
         raise ConfigError(f"preset must be one of {', '.join(names)}; got {name!r}")
     seed = checked("seed", seed, "--seed")
     folder = out_dir or Path("runs") / name
-    if name in GRAPHLEARN:
+    if name in GRAPHLEARN or name in ACCOUNTING:
+        what = "a graph-learning" if name in GRAPHLEARN else "an accounting-only"
         given = {
             "--print-config": print_config,
             "--resume": resume,
@@ -117,12 +119,13 @@ def reproduce(
         unused = [opt for opt, value in given.items() if value not in (None, False)]
         if unused:
             raise ConfigError(
-                f"{', '.join(unused)}: only for the GFL presets (fig2, ...); {name!r} is a "
-                "graph-learning preset"
+                f"{', '.join(unused)}: only for the GFL presets (fig2, ...); {name!r} is "
+                f"{what} preset"
             )
         check_output_folder(folder)
+        run = GRAPHLEARN[name] if name in GRAPHLEARN else ACCOUNTING[name]
         with writing(folder):
-            summary = GRAPHLEARN[name](quick, folder, 0 if seed is None else seed)
+            summary = run(quick, folder, 0 if seed is None else seed)
         report(summary, folder, as_json)
         return
     run_options = {
