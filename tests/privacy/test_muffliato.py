@@ -56,6 +56,20 @@ def test_ring_k1_exact_view_and_the_papers_sum_by_hand(quick):
     np.testing.assert_allclose(paper["max"][:3], want, rtol=1e-6)
     assert paper["max"][1] < 0.6  # the sum under-reports u two hops away by almost half
     assert exact["count"][:2] == [32, 32]  # ordered pairs at distance 1 and 2 on a ring of 16
+    assert f"{paper['max'][0]:.2f} {paper['max'][1]:.2f}" == "1.17 0.55"  # README, privacy.md
+
+
+def test_ring_k4_five_hops_by_hand(quick):
+    """K = 4: only the t = 4 row of the neighbour four hops from u involves u; W⁴'s row is the
+    trinomial (1, 4, 10, 16, 19, 16, 10, 4, 1)/81, so the sum charges 1/1107 of local DP."""
+    summary, _, _ = quick
+    mu = 1.0 / summary["sigma"]
+    exact, paper = (_profile(summary, "ring", "plain", 4, v) for v in ("exact", "sum"))
+    row = np.array([1, 4, 10, 16, 19, 16, 10, 4, 1])
+    assert np.sum(row**2) == 1107
+    assert paper["max"][4] == pytest.approx(gdp_epsilon(mu / math.sqrt(1107)), rel=1e-6)
+    np.testing.assert_allclose(exact["max"][:5], 1.0, atol=1e-9)  # peeled off step by step
+    assert exact["max"][5] == 0.0 and f"{paper['max'][4]:.2f}" == "0.02"
 
 
 def test_the_sum_under_reports_on_every_graph_and_the_exact_view_never_exceeds_local_dp(quick):
