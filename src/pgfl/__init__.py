@@ -19,14 +19,45 @@ Docstrings cite the papers by these short names, with their section and equation
 ['none', 'graph_homomorphic', 'random']
 """
 
-from pgfl.data.federated import FederatedData
-from pgfl.engine import CurveSettings, Network, Trajectory, simulate
-from pgfl.experiments.loader import load_config, parse_config
-from pgfl.experiments.presets import load_preset, preset_names
-from pgfl.experiments.runner import run_experiment
-from pgfl.problems import LeastSquares, Logistic
-from pgfl.topology import build_graph, check_combination_matrix, combination_matrix, iota2
-from pgfl.validation import ConfigError
+import importlib
+from typing import Any
+
+#: The public names and the modules that define them, imported on first use, so that
+#: ``import pgfl`` (and ``pgfl --help``) does not pay for numba, dp_accounting, scipy and
+#: pandas until something needs them.
+_LAZY = {
+    "FederatedData": "pgfl.data.federated",
+    "CurveSettings": "pgfl.engine",
+    "Network": "pgfl.engine",
+    "Trajectory": "pgfl.engine",
+    "simulate": "pgfl.engine",
+    "load_config": "pgfl.experiments.loader",
+    "parse_config": "pgfl.experiments.loader",
+    "load_preset": "pgfl.experiments.presets",
+    "preset_names": "pgfl.experiments.presets",
+    "run_experiment": "pgfl.experiments.runner",
+    "LeastSquares": "pgfl.problems",
+    "Logistic": "pgfl.problems",
+    "build_graph": "pgfl.topology",
+    "check_combination_matrix": "pgfl.topology",
+    "combination_matrix": "pgfl.topology",
+    "iota2": "pgfl.topology",
+    "ConfigError": "pgfl.validation",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use (PEP 562)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'pgfl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
 
 __version__ = "0.1.0"
 

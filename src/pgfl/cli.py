@@ -6,7 +6,11 @@ file, its allowed range or problem and the value given (a :class:`ConfigError`, 
 error (a bug: one line with a hint to report it; the traceback with ``pgfl --debug`` or
 ``PGFL_DEBUG=1``) or a run stopped by its backend (``run stopped: ...``, e.g. a Ray worker
 lost for good; the finished work is saved and ``--resume`` continues); 130 interrupted
-(Ctrl-C keeps every finished curve on disk; ``--resume`` continues). Warnings are one
+(Ctrl-C keeps every finished curve on disk; ``--resume`` continues). An exception raised
+by the user's own code (a ``model.source`` file) is the user's, not a bug in pgfl: one line
+naming the file, the exception and the line in the file (a
+:class:`~pgfl.validation.UserCodeError`), exit code 1, since it may come in the middle
+of a run, after files were written (the traceback with ``--debug``). Warnings are one
 line ``warning: ...``. The commands themselves are in :mod:`pgfl.commands`.
 """
 
@@ -24,7 +28,7 @@ from pgfl.commands import experiments
 from pgfl.commands.common import state
 from pgfl.commands.graphlearn import app as graphlearn_app
 from pgfl.commands.privacy import app as privacy_app
-from pgfl.validation import ConfigError
+from pgfl.validation import ConfigError, UserCodeError
 
 app = typer.Typer(
     name="pgfl",
@@ -100,6 +104,8 @@ def _exit_for(exc: BaseException) -> SystemExit:
         hint = ""
     else:
         hint = f" (rerun as 'pgfl --debug ...' or with {DEBUG_ENV}=1 for the traceback)"
+    if isinstance(exc, UserCodeError):  # the user's model file raised: not pgfl's bug
+        return _fail(1, str(exc))
     if isinstance(exc, MemoryError):
         return _fail(1, f"out of memory: {exc}{hint}")
     if isinstance(exc, OSError):

@@ -57,6 +57,7 @@ __all__ = [
     "read_json",
     "read_toml",
     "reading",
+    "resolve_path",
     "write_atomic",
     "write_csv",
     "write_json",
@@ -129,6 +130,19 @@ def writing(path: str | os.PathLike[str]) -> Iterator[None]:
         where = exc.filename if exc.filename is not None else path
         reason = exc.strerror or str(exc)
         raise FileError(f"cannot write {where}: {reason}") from exc
+
+
+def resolve_path(path: str, base: str | os.PathLike[str]) -> str:
+    """``path`` as an absolute path, a relative one taken relative to the folder ``base``.
+
+    A configuration file's paths are relative to its folder (``base``); a path given on
+    the command line to the current directory (``base = "."``). ``~`` is the home folder.
+
+    >>> resolve_path("data.csv", "/runs/cfg"), resolve_path("/x/data.csv", "/runs/cfg")
+    ('/runs/cfg/data.csv', '/x/data.csv')
+    """
+    p = Path(path).expanduser()
+    return os.path.abspath(p if p.is_absolute() else Path(base) / p)
 
 
 def check_input_file(path: str | os.PathLike[str], what: str = "data file") -> Path:

@@ -2,7 +2,8 @@
 
 Every public entry point validates its input with these helpers and raises
 :class:`ConfigError` (a ``ValueError``). The CLI turns any ``ConfigError`` into one
-line on stderr and exit code 2.
+line on stderr and exit code 2. An exception raised by the user's own code (a
+``model.source`` file) becomes a :class:`UserCodeError` naming the file and line.
 
 >>> check_int("L", 120, lo=1, hi=100, hi_name="K")
 Traceback (most recent call last):
@@ -13,12 +14,66 @@ pgfl.validation.ConfigError: L must be an integer in [1, K=100]; got 120
 from __future__ import annotations
 
 import math
+import os
+import traceback
 from collections.abc import Iterable
 from typing import Any
 
 
 class ConfigError(ValueError):
     """A setting is missing, of the wrong type or out of its allowed range."""
+
+
+class UserCodeError(Exception):
+    """The user's own code (the file of a setting such as ``model.source``) raised.
+
+    Made by :meth:`raised`: the message is one line, the setting, the file, the exception
+    and where in the file it was raised (``location``: the innermost frame of the traceback
+    inside the file; for a ``SyntaxError`` the line it points at); ``__cause__`` keeps the
+    user's exception and its traceback. The CLI prints the message with exit code 1: it is
+    not a bug in pgfl, and it may come in the middle of a run (after files were written),
+    so it is not the "bad input, nothing written" of exit code 2.
+
+    >>> def init_params():
+    ...     raise ValueError("width must be positive")
+    >>> try:
+    ...     init_params()
+    ... except ValueError as exc:
+    ...     err = UserCodeError.raised("model.source", init_params.__code__.co_filename, exc)
+    >>> print(err)  # doctest: +ELLIPSIS
+    model.source <doctest ...> raised ValueError: width must be positive (<doctest ...>:2 in ...)
+    """
+
+    def __init__(self, message: str, location: str | None = None) -> None:
+        super().__init__(message)
+        self.location = location
+
+    @classmethod
+    def raised(cls, setting: str, path: str, error: BaseException) -> UserCodeError:
+        """The error for ``error``, raised by the code of file ``path`` (setting ``setting``)."""
+        location = user_location(error, str(path))
+        text = error.msg if isinstance(error, SyntaxError) and error.msg else str(error)
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        what = type(error).__name__ + (f": {lines[0]}" if lines else "")
+        where = f" ({location})" if location else ""
+        return cls(f"{setting} {path} raised {what}{where}", location)
+
+
+def user_location(error: BaseException, path: str) -> str | None:
+    """``"FILE:LINE in FUNCTION"`` of the innermost frame of ``error`` inside file ``path``."""
+    target = os.path.abspath(path)
+    name = os.path.basename(path)
+    if isinstance(error, SyntaxError) and error.filename and error.lineno:
+        if os.path.abspath(error.filename) == target:
+            return f"{name}:{error.lineno}"
+    inside = [
+        f for f in traceback.extract_tb(error.__traceback__)
+        if os.path.abspath(f.filename) == target
+    ]  # fmt: skip
+    if not inside:
+        return None
+    frame = inside[-1]
+    return f"{name}:{frame.lineno} in {frame.name}"
 
 
 def _bound(value: float | None, name: str | None) -> str:

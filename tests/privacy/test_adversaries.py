@@ -368,3 +368,18 @@ def test_frontier_by_adversary_draws_only_the_schemes_that_protect():
         ("central", "random_gaussian"),
         ("central", None),
     ]
+
+
+def test_record_level_accounting_is_the_same_on_an_outline_as_on_the_data():
+    # Ray actors plan from an outline of the data: it must calibrate the same noise
+    from pgfl.experiments.build import build_network, curve_settings
+
+    cfg = load_preset("useful-privacy", quick=True)
+    curve = next(c for c in cfg.curves if c.label == "random")
+    full = build_network(curve, cfg.seed)
+    outline = build_network(curve, cfg.seed, outline=True)
+    a = curve_settings(curve, cfg.iterations, full)
+    b = curve_settings(curve, cfg.iterations, outline)
+    assert a.server.std == b.server.std
+    assert a.release_context(full, 5).records == int(full.data.counts.min()) > 1
+    assert b.release_context(outline, 5).records == a.release_context(full, 5).records

@@ -76,6 +76,12 @@ def test_tradeoff_curve_of_pure_dp_is_the_two_lines():
     )
 
 
+def test_tradeoff_curve_of_an_epsilon_beyond_float_range():
+    # an audit of a run whose accountant gives ε ~ 1e5 plots this curve (docs/privacy.md)
+    f = tradeoff_curve(1e5, 1e-5, np.array([0.0, 1e-300, 0.5, 1.0]))
+    assert f.tolist() == [1 - 1e-5, 0.0, 0.0, 0.0]
+
+
 # -------------------------------------------------------------------------- canary
 def test_canary_saturates_the_clipping_bound_in_every_epoch_and_batch():
     # through the real engine: the canary client's local model moves by exactly ±μB v

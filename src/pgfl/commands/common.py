@@ -20,7 +20,6 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from pgfl.commands.printing import print_summary
 from pgfl.files import jsonable, read_toml, reading
-from pgfl.params import PARAMS
 from pgfl.validation import ConfigError
 
 __all__ = [
@@ -63,6 +62,8 @@ def checked(name: str, value: Any, option: str) -> Any:
     """
     if value is None:
         return None
+    from pgfl.params import PARAMS  # lazy: the mechanisms' registry, dp_accounting
+
     return PARAMS[name].named(f"{name} ({option})").check(value)
 
 
@@ -101,6 +102,8 @@ def with_run_options(cfg: Any, **options: Any) -> Any:
     that has no effect (``--workers`` without ``--backend ray`` or ``run.backend = "ray"``)
     is refused in one line.
     """
+    from pgfl.params import PARAMS  # lazy: the mechanisms' registry, dp_accounting
+
     given = {k: v for k, v in options.items() if v is not None}
     if not given:
         return cfg
@@ -206,4 +209,4 @@ def load_experiment(config: str | Path, quick: bool) -> Any:
         return load_preset(str(config), quick=quick)
     with reading(config, what="config file"):  # not UTF-8, unreadable: one line
         raw = read_toml(config)
-    return parse_config(raw, quick=quick)
+    return parse_config(raw, quick=quick, base=Path(config).parent)

@@ -53,7 +53,7 @@ def run(
 
     with reading(config, what="config file"):  # not UTF-8, unreadable: one line
         raw = read_toml(config)
-    cfg = parse_config(raw, quick=quick)
+    cfg = parse_config(raw, quick=quick, base=config.parent)
     cfg = with_run_options(
         cfg, backend=backend, address=address, workers=workers, mode=mode, actors=actors
     )

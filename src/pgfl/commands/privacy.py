@@ -26,7 +26,6 @@ from rich.table import Table
 from pgfl.commands.common import checked, load_experiment, run_frontier_command
 from pgfl.commands.printing import print_adversaries
 from pgfl.files import FileError, check_output_file, jsonable, writing
-from pgfl.params import ACCOUNTANTS, PARAMS
 from pgfl.plots import plot_audit_tradeoff, plot_epsilon_curves
 from pgfl.validation import ConfigError, check_choice, check_int
 
@@ -108,6 +107,8 @@ def _sigma_from(sigma: float | None, variance: float | None) -> float:
         raise ConfigError("give exactly one of --sigma and --variance")
     if variance is not None:
         return math.sqrt(checked("privacy.server_variance", variance, "--variance"))
+    from pgfl.params import PARAMS  # lazy: dp_accounting
+
     return PARAMS["privacy.server_variance"].named("--sigma").check(sigma)  # a std: same range
 
 
@@ -175,6 +176,8 @@ def epsilon_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Print epsilon(i) of a privatized run by every accountant."""
+    from pgfl.params import ACCOUNTANTS  # lazy: dp_accounting
+
     _check_fits(iterations, ACCOUNTANTS)
     from pgfl.privacy import accounting as acc  # lazy: dp_accounting imports in ~1 s
 

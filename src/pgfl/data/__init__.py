@@ -1,9 +1,29 @@
 """Federated data: the padded container, synthetic generators, real-data loaders, partitioning."""
 
-from pgfl.data.datasets import classification_federated_data, load_dataset
-from pgfl.data.federated import FederatedData
-from pgfl.data.partition import partition
-from pgfl.data.synthetic import client_schedule, logistic_data, regression_data
+import importlib
+from typing import Any
+
+#: Public names by module, imported on first use (pandas and scipy only when real data is
+#: loaded).
+_LAZY = {
+    "FederatedData": "pgfl.data.federated",
+    "classification_federated_data": "pgfl.data.datasets",
+    "load_dataset": "pgfl.data.datasets",
+    "partition": "pgfl.data.partition",
+    "client_schedule": "pgfl.data.synthetic",
+    "logistic_data": "pgfl.data.synthetic",
+    "regression_data": "pgfl.data.synthetic",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use (PEP 562)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'pgfl.data' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "FederatedData",

@@ -36,13 +36,14 @@ from pgfl.data.avazu import is_avazu_file, load_avazu
 from pgfl.data.federated import FederatedData
 from pgfl.data.partition import add_intercept, partition
 from pgfl.data.tabular import TabularEncoder, encode_labels, infer_columns, read_table
-from pgfl.files import check_input_file
+from pgfl.files import check_input_file, resolve_path
 from pgfl.rng import stream
 from pgfl.validation import ConfigError, check_choice, check_int
 
 __all__ = [
     "SHIPPED",
     "source_path",
+    "absolute_source",
     "ShippedDataset",
     "dataset_names",
     "load_frame",
@@ -135,6 +136,34 @@ def source_path(source: str) -> str | None:
     return source
 
 
+def _looks_like_path(source: str, base: str | os.PathLike[str] = ".") -> bool:
+    """A ``data.source`` that is neither shipped nor prefixed names a file (an Avazu CSV)."""
+    p = Path(source)
+    return bool(p.suffix) or os.sep in source or (Path(base) / p).exists()
+
+
+def absolute_source(source: str, base: str | os.PathLike[str]) -> str:
+    """``source`` with the file it reads made absolute, a relative path taken from ``base``.
+
+    A configuration file's ``data.source`` is relative to the file's folder; a shipped
+    name, a malformed ``csv:`` source and an unknown name are returned unchanged (their
+    errors come when the data are loaded).
+
+    >>> absolute_source("fair", "/cfg"), absolute_source("csv:d/x.csv:y", "/cfg")
+    ('fair', 'csv:/cfg/d/x.csv:y')
+    >>> absolute_source("avazu:train.csv", "/cfg"), absolute_source("/data/train.csv", "/cfg")
+    ('avazu:/cfg/train.csv', '/data/train.csv')
+    """
+    if source in SHIPPED:
+        return source
+    if source.startswith("avazu:"):
+        return "avazu:" + resolve_path(source[len("avazu:") :], base)
+    if source.startswith("csv:"):
+        path, sep, label = source[len("csv:") :].rpartition(":")
+        return f"csv:{resolve_path(path, base)}:{label}" if sep and path else source
+    return resolve_path(source, base) if _looks_like_path(source, base) else source
+
+
 def _resolve(source: str, rows: int | None) -> _Source:
     if not isinstance(source, str) or not source:
         raise ConfigError(f"source must be a dataset name or a path; got {source!r}")
@@ -151,7 +180,7 @@ def _resolve(source: str, rows: int | None) -> _Source:
         frame = read_table(path, rows=rows)
         return _Source("tabular", frame, label, (), path=path)
     p = Path(source)
-    if p.suffix or os.sep in source or p.exists():
+    if _looks_like_path(source):
         check_input_file(p)
         if is_avazu_file(p):
             return _Source("avazu", path=source)

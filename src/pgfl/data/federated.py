@@ -7,7 +7,7 @@ rows past its count are zero padding and never read by the engine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -129,6 +129,9 @@ class DataOutline:
     (topology, schedule, privacy accounting) but not simulated; the processes that hold
     blocks of units build their own clients' data (:mod:`pgfl.backends.ray_actors`).
 
+    ``counts`` are the clients' sample counts ``[P, K]`` where known (the accounting of
+    record-level neighbours needs the fewest), else ``None``.
+
     >>> DataOutline((4, 3, 10, 2)).shape
     (4, 3, 10, 2)
     """
@@ -136,3 +139,4 @@ class DataOutline:
     shape: tuple[int, int, int, int]
     X_test: None = None
     y_test: None = None
+    counts: np.ndarray | None = field(default=None, compare=False, repr=False)

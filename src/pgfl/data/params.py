@@ -34,7 +34,9 @@ PARAMS = (
           "256; `digits`: 0 means 297).", lo=0,
           applies=kind_is("data", "logistic", "classification", "digits")),
     Param("data.source", "string", "fair", "`fair`, `breast_cancer`, an Avazu CSV path, or "
-          "`csv:PATH:LABEL` (see docs/data.md).", nonempty=True,
+          "`csv:PATH:LABEL` (see docs/data.md). A relative PATH is relative to the "
+          "configuration file's folder (`pgfl reproduce --data`: to the current "
+          "directory).", nonempty=True,
           applies=kind_is("data", "classification")),
     Param("data.rows", "int", 5101, "Training rows split unequally over the P·K clients "
           "(≥ 10 per client).", lo=1, applies=kind_is("data", "classification")),

@@ -387,7 +387,7 @@ def chunk_bounds(clients, epochs, batch, counts, full, n_chunks):
     return bounds
 
 
-@numba.njit(cache=True, parallel=True, error_model="numpy")
+@numba.njit(cache=True, parallel=True, nogil=True, error_model="numpy")
 def local_sgd(W, Xy, clients, epochs, batch, counts, stream_key, rnd, reps, units, mu, clip, rho,
               loss, full, clipping, by_sample, e_max, b_max, out, threads, n_chunks,
               scratch_n):  # fmt: skip
@@ -420,7 +420,7 @@ def local_sgd(W, Xy, clients, epochs, batch, counts, stream_key, rnd, reps, unit
                        out, sc)  # fmt: skip
 
 
-@numba.njit(cache=True, error_model="numpy")
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def local_sgd_serial(W, Xy, clients, epochs, batch, counts, stream_key, rnd, reps, units, mu,
                      clip, rho, loss, full, clipping, by_sample, e_max, b_max, out,
                      scratch_n):  # fmt: skip
@@ -497,7 +497,7 @@ def _sample_cell(key, K, L, sigmas, cand_u, cand_k, sel, row):
             j += 1
 
 
-@numba.njit(cache=True, error_model="numpy")
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def sample_clients(stream_key, rnd, reps, units, K, out, sigmas=4.0):
     """Per cell ``(r, p)``, the ``L`` clients of smallest keyed uniform, into ``out[R, P, L]``.
 
@@ -517,7 +517,7 @@ def sample_clients(stream_key, rnd, reps, units, K, out, sigmas=4.0):
             )
 
 
-@numba.njit(cache=True, parallel=True, error_model="numpy")
+@numba.njit(cache=True, parallel=True, nogil=True, error_model="numpy")
 def sample_clients_parallel(stream_key, rnd, reps, units, K, out, threads, sigmas=4.0):
     """:func:`sample_clients` with the cells split over ``threads`` (cells cost the same)."""
     R, P, L = out.shape

@@ -91,7 +91,9 @@ class CurveSettings:
         W = net.mixing  # the servers' graph (A but for a scheme's own combination)
         graph = (W != 0) & (W.T != 0) & ~np.eye(W.shape[0], dtype=bool)
         one_step = net.batch is None and int(net.epochs.max()) == 1
-        records = int(net.data.counts.min()) if self.neighbours == "record" and one_step else 1
+        counts = net.data.counts
+        known = counts is not None and self.neighbours == "record" and one_step
+        records = int(counts.min()) if known else 1  # an outline without counts: 1, sound
         return ReleaseContext(
             mu=self.mu,
             clip=self.clip_norm,
@@ -101,7 +103,7 @@ class CurveSettings:
             clients_per_round=self.client.fewest_clients(net.L),
             aggregation_error=self.client.aggregation_error(self.mu, self.share),
             observed_links=max(1, int(sends.sum(axis=0).max())),
-            clients=net.data.counts.shape[-1],
+            clients=net.data.shape[1],
             sampled=net.L,
             records=records,
             neighbours=self.neighbours,

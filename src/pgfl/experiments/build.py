@@ -192,9 +192,9 @@ def build_outline(cfg: CurveConfig, seed: int) -> tuple[DataOutline | FederatedD
     d, P = cfg.data, cfg.topology.P
     if d.kind not in ("regression", "logistic") or cfg.model.kind != "none":
         return build_data(cfg, seed)
-    N = int(sample_counts(stream(seed, "data"), P, d.K, d.N).max())
+    counts = sample_counts(stream(seed, "data"), P, d.K, d.N)
     problem = LeastSquares if d.kind == "regression" else Logistic
-    return DataOutline((P, d.K, N, d.M)), problem(cfg.training.rho)
+    return DataOutline((P, d.K, int(counts.max()), d.M), counts=counts), problem(cfg.training.rho)
 
 
 def _schedule(cfg: CurveConfig, seed: int) -> tuple[np.ndarray, np.ndarray | None]:

@@ -117,7 +117,8 @@ class DataConfig(_Section):
 
     ``kind``: ``regression`` (preprint §V-A, synthetic), ``logistic`` (conference §V,
     synthetic) or ``classification`` (real data, preprint §V-B: ``source`` is ``fair``,
-    ``breast_cancer``, a path to an Avazu CSV, or ``csv:<path>:<label>``; ``rows``
+    ``breast_cancer``, a path to an Avazu CSV, or ``csv:<path>:<label>``, a path absolute
+    once loaded (:func:`pgfl.experiments.loader.resolve_paths`); ``rows``
     training samples split unequally over the clients with per-client feature noise in
     ``feature_noise``, and ``test_size`` clean test samples; see ``docs/data.md``).
     """
@@ -144,7 +145,9 @@ class ModelConfig(_Section):
     """A built-in multi-class model (``softmax``, ``mlp``, ``cnn``; see ``docs/models.md``).
 
     ``kind = "none"`` keeps the closed-form loss of the data kind (least squares or
-    logistic). The initial parameters come from the run's seed (stream ``model``).
+    logistic); ``custom``: the user's JAX model ``source`` (``FILE.py:FUNCTION``, the path
+    absolute once loaded). The initial parameters come from the run's seed (stream
+    ``model``).
     """
 
     SECTION: ClassVar[str] = "model"
@@ -447,5 +450,5 @@ class ExperimentConfig:
             raise ConfigError(f"curve labels must be unique; got {dup!r} twice")
 
     def to_dict(self) -> dict[str, Any]:
-        """The configuration as given (before resolution), for ``config.json``."""
+        """The configuration as given, its file paths made absolute, for ``config.json``."""
         return dict(self.source)

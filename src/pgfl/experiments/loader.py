@@ -6,6 +6,11 @@ out-of-range values (each checked against :data:`pgfl.params.PARAMS`), a setting
 where it has no effect, and the checks that need the whole configuration
 (:func:`validate_experiment`: plotted metrics that would be empty, the memory the run
 needs) each stop with one line naming the setting.
+
+Paths in a configuration (``model.source``, a file in ``data.source``) are relative to the
+configuration file's folder (``base``; the current directory for a mapping given without
+one, a preset or a path on the command line) and are stored absolute
+(:func:`resolve_paths`), so results, partial files and messages name the file that ran.
 """
 
 from __future__ import annotations
@@ -16,14 +21,21 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
+from pgfl.data.datasets import absolute_source
 from pgfl.experiments.config import SECTIONS, CurveConfig, ExperimentConfig, RunConfig
 from pgfl.experiments.memory import check_experiment_fits
-from pgfl.files import read_toml
+from pgfl.files import read_toml, resolve_path
 from pgfl.param import Rule
 from pgfl.params import PARAMS, TEST_METRICS, section_params
 from pgfl.validation import ConfigError
 
-__all__ = ["EXPERIMENT_RULES", "load_config", "parse_config", "validate_experiment"]
+__all__ = [
+    "EXPERIMENT_RULES",
+    "load_config",
+    "parse_config",
+    "resolve_paths",
+    "validate_experiment",
+]
 
 
 def _table(name: str, values: Any, allowed: set[str] | list[str]) -> Mapping[str, Any]:
@@ -123,11 +135,47 @@ def validate_experiment(cfg: ExperimentConfig, *, available: int | None = None) 
     check_experiment_fits(cfg, available=available)
 
 
-def parse_config(raw: Mapping[str, Any], *, quick: bool = False) -> ExperimentConfig:
+def _absolute_model_source(source: str, base: str | Path) -> str:
+    path, sep, name = source.rpartition(":")
+    return f"{resolve_path(path, base)}:{name}" if sep and path else source
+
+
+def resolve_paths(raw: Mapping[str, Any], base: str | Path) -> dict[str, Any]:
+    """``raw`` with ``model.source`` and the file of ``data.source`` absolute, from ``base``.
+
+    Every ``[data]`` and ``[model]`` table counts, a curve's own included; a value of the
+    wrong type or an empty one is left for the checks to report.
+
+    >>> resolve_paths({"model": {"source": "m.py:make"}, "data": {"source": "fair"}}, "/cfg")
+    {'model': {'source': '/cfg/m.py:make'}, 'data': {'source': 'fair'}}
+    """
+    fix = {"data": absolute_source, "model": _absolute_model_source}
+
+    def tables(spec: Mapping[str, Any]) -> dict[str, Any]:
+        out = dict(spec)
+        for name, absolute in fix.items():
+            table = spec.get(name)
+            source = table.get("source") if isinstance(table, Mapping) else None
+            if isinstance(source, str) and source:
+                out[name] = {**table, "source": absolute(source, base)}
+        return out
+
+    out = tables(raw)
+    if isinstance(raw.get("curves"), list):
+        out["curves"] = [tables(c) if isinstance(c, Mapping) else c for c in raw["curves"]]
+    return out
+
+
+def parse_config(
+    raw: Mapping[str, Any], *, quick: bool = False, base: str | Path | None = None
+) -> ExperimentConfig:
     """Validate a configuration mapping (as read from TOML) into an :class:`ExperimentConfig`.
 
     ``quick`` applies the ``[quick]`` table (fewer iterations/repetitions) if present; the
-    table is validated either way. Ends with :func:`validate_experiment`.
+    table is validated either way. Relative paths in ``model.source`` and ``data.source``
+    are taken from the folder ``base`` (the configuration file's; unset: the current
+    directory) and stored absolute (:func:`resolve_paths`). Ends with
+    :func:`validate_experiment`.
 
     >>> cfg = parse_config({"name": "x", "training": {"L": 5}, "data": {"K": 10},
     ...                     "curves": [{"label": "a"}, {"label": "b", "training": {"mu": 0.1}}]})
@@ -143,7 +191,7 @@ def parse_config(raw: Mapping[str, Any], *, quick: bool = False) -> ExperimentCo
     for key in raw:
         if key not in TOP_LEVEL:
             raise ConfigError(f"unknown setting {key!r}; allowed: {', '.join(sorted(TOP_LEVEL))}")
-    raw = dict(raw)
+    raw = resolve_paths(raw, "." if base is None else base)
     run = _table("run", raw.pop("run", {}), [p.key for p in section_params("run")])
     run_config = RunConfig(**run)
     q = _table("quick", raw.get("quick", {}), [p.key for p in section_params("quick")])
@@ -189,5 +237,5 @@ def _thaw(value: Any) -> Any:
 
 
 def load_config(path: str | Path, *, quick: bool = False) -> ExperimentConfig:
-    """Read and validate a TOML experiment file."""
-    return parse_config(read_toml(path), quick=quick)
+    """Read and validate a TOML experiment file (its paths relative to its folder)."""
+    return parse_config(read_toml(path), quick=quick, base=Path(path).parent)

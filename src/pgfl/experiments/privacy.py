@@ -108,8 +108,10 @@ def curve_epsilon(
     entry = eps.summary()
     entry["noise_variance"] = main.std**2
     entry["neighbours"] = settings.neighbours
+    link = main.transcript(ctx)
+    known = {link: float(eps.final()["pld"])} if "pld" in eps and link.reason is None else {}
     entry["epsilon_by_adversary"] = epsilon_by_adversary(
-        settings.client, settings.server, ctx, delta
+        settings.client, settings.server, ctx, delta, known=known
     )
     client = settings.client
     if level == "server" and client.calibrates is not None and client.std > 0:

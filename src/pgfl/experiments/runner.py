@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -105,8 +106,7 @@ def run_plan(
     ``backend`` simulates the batches (default: the one the configuration's ``[run]``
     table names, :func:`~pgfl.backends.make_backend`; without it this process); every
     backend gives the same bits. The privacy accounting of the curves (which does not
-    depend on the simulation) is computed once the backend has started, so it overlaps
-    a backend that works elsewhere (Ray).
+    depend on the simulation) is computed in a second thread while the backend simulates.
     """
     backend = backend or make_backend(plan.cfg.run)
     start = getattr(backend, "start", None)
@@ -132,14 +132,20 @@ def _run(
             on_progress(labels, done, cfg.iterations)
 
     results = backend.trajectories(plan, progress)
+    # the accounting does not depend on the simulation: a second thread computes it while
+    # the backend simulates (the compiled kernels release the GIL)
+    pool = ThreadPoolExecutor(1, thread_name_prefix="pgfl-accounting")
     try:
-        accounted = _accounting(plan)
+        pending = pool.submit(_accounting, plan)
         for batch, traj in results:
+            accounted = pending.result()
             for c, i in enumerate(batch.indices):
                 metrics[i] = _curve_results(batch, c, traj, accounted[i])
                 with writing(out):
                     save_curve(out, i, cfg.curves[i].label, plan.fingerprint, metrics[i])
+        pending.result()  # an accounting error surfaces even when every curve was resumed
     finally:
+        pool.shutdown(wait=False, cancel_futures=True)
         close = getattr(results, "close", None)
         if close is not None:
             close()  # an interrupted backend stops its unfinished work

@@ -31,11 +31,12 @@ from typing import Any
 import numpy as np
 
 from pgfl.models.jax_adapter import JaxProblem, jax_module
-from pgfl.validation import ConfigError
+from pgfl.validation import ConfigError, UserCodeError
 
 __all__ = [
     "ACTIVATIONS",
     "MODEL_KINDS",
+    "UserFunction",
     "build_model",
     "init_params",
     "load_custom",
@@ -281,15 +282,53 @@ def sample_norms_fn(kind: str, *, activation: str = "relu", layers: int = 2):
     return jax.vmap(one, (None, 0, 0))
 
 
+class UserFunction:
+    """A function of the user's ``model.source`` file, as pgfl calls it.
+
+    The one place where pgfl calls into a user's model code (the file's import, the
+    ``FUNCTION`` that builds the model, then ``loss``, ``predict`` and ``sample_norms`` while
+    they are traced): an exception raised there becomes a
+    :class:`~pgfl.validation.UserCodeError` naming the file and the line inside it. A
+    :class:`ConfigError` raised inside (e.g. by a :class:`JaxProblem` the function builds)
+    is pgfl's own judgement and passes unchanged.
+    """
+
+    def __init__(self, function: Any, path: str) -> None:
+        self.function, self.path = function, path
+        self.__name__ = getattr(function, "__name__", "function")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the user's function; what it raises, as a :class:`UserCodeError`."""
+        try:
+            return self.function(*args, **kwargs)
+        except (ConfigError, UserCodeError):
+            raise
+        except Exception as exc:
+            raise UserCodeError.raised("model.source", self.path, exc) from exc
+
+
+def _user_module(path: str) -> Any:
+    """Import the user's file ``path`` (not registered in ``sys.modules``)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(f"pgfl_user_model_{Path(path).stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    UserFunction(spec.loader.exec_module, path)(module)
+    return module
+
+
 def load_custom(
     source: str, features: int, classes: int, rng: np.random.Generator, *, rho: float = 0.0
 ) -> JaxProblem:
     """The user's model of ``model.source = "FILE.py:FUNCTION"`` as a problem.
 
     ``FUNCTION(features, classes, rng)`` returns ``(loss, params, predict)`` (``predict``
-    may be ``None``) or a :class:`JaxProblem`; ``rng`` is the run's ``model`` stream.
+    may be ``None``) or a :class:`JaxProblem`; ``rng`` is the run's ``model`` stream (the
+    contract: docs/models.md, "A model in a configuration"). Every call into the file goes
+    through :class:`UserFunction`: an exception raised by the user's code is a
+    :class:`~pgfl.validation.UserCodeError` naming the file and line.
     """
-    import importlib.util
     from pathlib import Path
 
     path, sep, name = source.rpartition(":")
@@ -297,26 +336,19 @@ def load_custom(
         raise ConfigError(f"model.source must read 'FILE.py:FUNCTION'; got {source!r}")
     if not Path(path).is_file():
         raise ConfigError(f"model.source: file not found: {path}")
-    spec = importlib.util.spec_from_file_location(f"pgfl_user_model_{Path(path).stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        raise ConfigError(
-            f"model.source: {path} fails to import: {type(exc).__name__}: {exc}"
-        ) from None
-    make = getattr(module, name, None)
+    make = getattr(_user_module(path), name, None)
     if not callable(make):
         raise ConfigError(f"model.source: {path} has no function {name!r}")
-    out = make(features, classes, rng)
+    out = UserFunction(make, path)(features, classes, rng)
+    user = lambda f: None if f is None else UserFunction(f, path)  # noqa: E731
     if isinstance(out, JaxProblem):
         return JaxProblem(
-            out.loss,
+            user(out.loss),
             out._params,
             rho,
-            predict=out.predict,
+            predict=user(out.predict),
             name=out.name,
-            sample_norms=out.sample_norms,
+            sample_norms=user(out.sample_norms),
             check_norms=out.check_norms,
             model_chunk=out.model_chunk,
         )
@@ -326,7 +358,7 @@ def load_custom(
             f"or a JaxProblem; got {type(out).__name__}"
         )
     loss, params, predict = out
-    return JaxProblem(loss, params, rho, predict=predict, name=f"custom:{name}")
+    return JaxProblem(user(loss), params, rho, predict=user(predict), name=f"custom:{name}")
 
 
 def build_model(

@@ -67,7 +67,7 @@ import numpy as np
 from pgfl.extras import require
 from pgfl.models import check_initial
 from pgfl.problems import RHO
-from pgfl.validation import ConfigError
+from pgfl.validation import ConfigError, UserCodeError
 
 __all__ = ["JaxProblem", "jax_module"]
 
@@ -231,6 +231,8 @@ class JaxProblem:
             y = jax.ShapeDtypeStruct((), np.float64)
             try:
                 out = jax.eval_shape(self._flat_loss, w, x, y)
+            except UserCodeError:  # a model.source file's loss: its own file and line
+                raise
             except Exception as exc:  # the user's function fails on this sample shape
                 raise ConfigError(
                     f"model loss(params, x, y) fails on a sample of {features} features: "
@@ -254,6 +256,8 @@ class JaxProblem:
         Y = np.zeros(NORMS_CHECK_SAMPLES)
         try:
             got = np.asarray(self._hook_norms(w, X, Y), dtype=np.float64)
+        except UserCodeError:
+            raise
         except Exception as exc:
             raise ConfigError(
                 f"model sample_norms(params, X, Y) fails on {NORMS_CHECK_SAMPLES} samples of "

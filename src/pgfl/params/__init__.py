@@ -123,10 +123,11 @@ _MODEL = (
           "logistic, closed form); `softmax`, `mlp` or `cnn` (8×8 images): multi-class "
           "models through JAX (extra `pgfl[jax]`; docs/models.md); `custom`: your JAX "
           "model from `model.source`.", choices=MODEL_KINDS),
-    Param("model.source", "string", None, "`FILE.py:FUNCTION`: your JAX model; "
-          "`FUNCTION(features, classes, rng)` returns `(loss, params, predict)` "
-          "(docs/models.md).", nonempty=True, applies=kind_is("model", "custom"),
-          required=True),
+    Param("model.source", "string", None, "`FILE.py:FUNCTION`: your JAX model, FILE "
+          "relative to the configuration file's folder; `FUNCTION(features, classes, rng)` "
+          "returns `(loss, params, predict)`. What the file must define, shapes and when "
+          "pgfl calls what: docs/models.md, \"A model in a configuration\".", nonempty=True,
+          applies=kind_is("model", "custom"), required=True),
     Param("model.hidden", "ints", (64,), "Widths of the MLP's hidden layers.", lo=1,
           applies=kind_is("model", "mlp")),
     Param("model.activation", "choice", "relu", "Activation of the hidden layers.",

@@ -455,8 +455,14 @@ def tradeoff_curve(epsilon: float, delta: float, alpha: np.ndarray) -> np.ndarra
 
     >>> tradeoff_curve(0.0, 0.0, np.array([0.25])).tolist()
     [0.75]
+
+    An ε beyond float range (e^ε overflows past ε ≈ 709) leaves ``1 − δ`` at α = 0 only:
+
+    >>> tradeoff_curve(1e6, 0.0, np.array([0.0, 0.25])).tolist()
+    [1.0, 0.0]
     """
     a = np.asarray(alpha, dtype=float)
-    return np.maximum.reduce(
-        [np.zeros_like(a), 1 - delta - math.exp(epsilon) * a, math.exp(-epsilon) * (1 - delta - a)]
-    )
+    scale = math.exp(epsilon) if epsilon < 700 else math.inf
+    with np.errstate(invalid="ignore"):  # inf · 0 where α = 0, not taken
+        upper = 1 - delta - np.where(a > 0, scale * a, 0.0)
+    return np.maximum.reduce([np.zeros_like(a), upper, math.exp(-epsilon) * (1 - delta - a)])

@@ -31,28 +31,43 @@ def adversary_views(
     return {a: [v[a] for v in levels if v[a] is not None] for a in ADVERSARIES}
 
 
-def transcript_epsilon(t: Transcript, delta: float, accountant: str = "pld") -> float:
+def transcript_epsilon(
+    t: Transcript,
+    delta: float,
+    accountant: str = "pld",
+    known: dict[Transcript, float] | None = None,
+) -> float:
     """ε(T) of one transcript (``inf`` when it has no noise or no gradient bound).
 
     With amplification by sampling, the smaller of the amplified and the plain reading
     (both are bounds; near q = 1 the amplified pure-DP reading of Laplace noise is the
-    looser one).
+    looser one). ``known``: ε(T) of transcripts already accounted (read and filled).
     """
     if t.reason is not None:
         return math.inf
+    known = {} if known is None else known
 
     def final(x: Transcript) -> float:
-        curve = epsilon_curve(x, delta=delta, accountants=(accountant,), checkpoints=2)
-        return float(curve.final()[accountant])
+        if x not in known:
+            curve = epsilon_curve(x, delta=delta, accountants=(accountant,), checkpoints=2)
+            known[x] = float(curve.final()[accountant])
+        return known[x]
 
     plain = final(dataclasses.replace(t, sampling=None))
     return plain if t.sampling is None else min(plain, final(t))
 
 
 def epsilon_by_adversary(
-    client: Mechanism, server: Mechanism, ctx: ReleaseContext, delta: float
+    client: Mechanism,
+    server: Mechanism,
+    ctx: ReleaseContext,
+    delta: float,
+    known: dict[Transcript, float] | None = None,
 ) -> dict[str, float | None]:
     """ε(T) at ``delta`` against each adversary; ``None`` where no level protects.
+
+    ``known``: ε(T) by the ``pld`` accountant of transcripts already accounted at this
+    ``delta`` (e.g. the curve's own link), reused instead of recomputed.
 
     >>> from pgfl.privacy.mechanisms import GraphHomomorphic, Mean
     >>> ctx = ReleaseContext(mu=0.1, clip=1.0, iterations=10, dim=2)
@@ -61,10 +76,7 @@ def epsilon_by_adversary(
     (True, True, True)
     """
     out: dict[str, Any] = {}
-    seen: dict[Transcript, float] = {}  # adversaries often see the same transcript
+    known = {} if known is None else dict(known)  # adversaries often see the same transcript
     for a, views in adversary_views(client, server, ctx).items():
-        for t in views:
-            if t not in seen:
-                seen[t] = transcript_epsilon(t, delta)
-        out[a] = min((seen[t] for t in views), default=None)
+        out[a] = min((transcript_epsilon(t, delta, known=known) for t in views), default=None)
     return out

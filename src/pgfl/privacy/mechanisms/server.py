@@ -60,14 +60,14 @@ SERVER_VARIANCE = Param(
 )  # fmt: skip
 #: Server schemes whose noise is Gaussian whatever ``privacy.server_distribution`` (their
 #: accounting is a Gaussian mechanism's, with correlated or gossiped noise).
-GAUSSIAN_ONLY = ("none", "pairwise_cancelling", "gossip", "topology_optimized")
+GAUSSIAN_ONLY = ("pairwise_cancelling", "gossip", "topology_optimized")
 #: ``privacy.server_distribution``: Laplace (the papers) or Gaussian server noise.
 SERVER_DISTRIBUTION = Param(
     "privacy.server_distribution", "choice", "laplace", "Distribution of the server noise.",
     choices=DISTRIBUTIONS, batched=True,
     applies=When('privacy.server_noise other than "none" and the Gaussian-only schemes '
                  '("pairwise_cancelling", "gossip", "topology_optimized")',
-                 lambda c: c["privacy.server_noise"] not in GAUSSIAN_ONLY),
+                 lambda c: c["privacy.server_noise"] not in ("none", *GAUSSIAN_ONLY)),
 )  # fmt: skip
 
 
