@@ -245,13 +245,15 @@ def iota2(A: np.ndarray) -> float:
 
 
 def check_combination_matrix(
-    A: Any, *, need_self_weights: bool = False, tol: float = 1e-9
+    A: Any, *, need_self_weights: bool = False, signed: bool = False, tol: float = 1e-9
 ) -> float:
     """Check Assumption 1 on ``A`` and return ``iota_2``; raise :class:`ConfigError` otherwise.
 
-    Rejects a matrix that is not square, not symmetric, has a negative entry, is not
-    doubly stochastic, is disconnected (``iota_2 >= 1``), or, when
-    ``need_self_weights`` (graph-homomorphic noise), has some ``a_pp = 0``.
+    Rejects a matrix that is not square, not symmetric, has a negative entry (unless
+    ``signed``: a polynomial of a combination matrix, such as Chebyshev-accelerated gossip,
+    whose rows still sum to 1), is not doubly stochastic, is disconnected
+    (``iota_2 >= 1``), or, when ``need_self_weights`` (graph-homomorphic noise), has some
+    ``a_pp = 0``.
 
     >>> check_combination_matrix(np.eye(2))
     Traceback (most recent call last):
@@ -268,7 +270,7 @@ def check_combination_matrix(
         raise ConfigError(
             f"combination matrix must be symmetric (|A - A^T| <= {tol:g}); got {asym:.3g}"
         )
-    if A.min() < -tol:
+    if A.min() < -tol and not signed:
         raise ConfigError(f"combination matrix entries must be in [0, 1]; got {A.min():.6g}")
     row_err = float(np.abs(A.sum(axis=1) - 1).max())
     if row_err > tol:

@@ -101,12 +101,13 @@ def reproduce(
 ) -> None:
     """Reproduce a figure of the papers with the papers' parameters."""
     from pgfl.experiments.frontier import PRESETS as FRONTIER  # lazy: the experiments
+    from pgfl.experiments.muffliato import PRESETS as ACCOUNTING
     from pgfl.experiments.presets import fit_split, load_preset, preset_names, preset_text
     from pgfl.files import check_output_folder, writing
     from pgfl.graphlearn.presets import PRESETS as GRAPHLEARN
     from pgfl.graphlearn.presets import preset_config
 
-    names = preset_names() + sorted(FRONTIER) + sorted(GRAPHLEARN)
+    names = preset_names() + sorted(FRONTIER) + sorted(ACCOUNTING) + sorted(GRAPHLEARN)
     if list_ or not name:
         sys.stdout.write(_preset_list(names))
         return
@@ -117,8 +118,10 @@ def reproduce(
     if name in GRAPHLEARN and print_config:
         sys.stdout.write(preset_config(name, quick=quick, seed=0 if seed is None else seed))
         return
-    if name in GRAPHLEARN:
+    if name in GRAPHLEARN or name in ACCOUNTING:
+        what = "a graph-learning" if name in GRAPHLEARN else "an accounting-only"
         given = {
+            "--print-config": print_config,
             "--resume": resume,
             "--data": data,
             "--rows": rows,
@@ -132,12 +135,13 @@ def reproduce(
         unused = [opt for opt, value in given.items() if value not in (None, False)]
         if unused:
             raise ConfigError(
-                f"{', '.join(unused)}: only for the GFL presets (fig2, ...); {name!r} is a "
-                "graph-learning preset"
+                f"{', '.join(unused)}: only for the GFL presets (fig2, ...); {name!r} is "
+                f"{what} preset"
             )
         check_output_folder(folder)
+        run = GRAPHLEARN[name] if name in GRAPHLEARN else ACCOUNTING[name]
         with writing(folder):
-            summary = GRAPHLEARN[name](quick, folder, 0 if seed is None else seed)
+            summary = run(quick, folder, 0 if seed is None else seed)
         report(summary, folder, as_json)
         return
     run_options = {
@@ -180,12 +184,13 @@ def reproduce(
 def _preset_list(names: list[str]) -> str:
     """One line per preset: its name, padded to the longest, and its description."""
     from pgfl.experiments.frontier import TITLES as FRONTIER  # lazy: the experiments
+    from pgfl.experiments.muffliato import TITLES as ACCOUNTING
     from pgfl.experiments.presets import preset_names, preset_title
     from pgfl.graphlearn.presets import TITLES as GRAPHLEARN
 
     gfl = set(preset_names())
     width = max(map(len, names))
-    titles = {**FRONTIER, **GRAPHLEARN}
+    titles = {**FRONTIER, **ACCOUNTING, **GRAPHLEARN}
     rows = [(n, preset_title(n) if n in gfl else titles.get(n, "")) for n in names]
     return "".join(f"{n:<{width}}  {title}".rstrip() + "\n" for n, title in rows)
 

@@ -113,6 +113,11 @@ class Network:
         epochs: local epochs ``E_pk``, int ``[P, K]``.
         batch: mini-batch sizes ``B_pk``, int ``[P, K]``; ``None`` means full batch
             (every sample of the client in every epoch).
+        mixing: the topology's combination matrix when the server scheme combines with
+            something else (``A`` = its :meth:`~pgfl.privacy.mechanisms.Mechanism.combination`:
+            the average for a trusted aggregator, the gossip polynomial ``P_K(mixing)``,
+            whose Chebyshev form may have negative entries); ``None``: ``A`` itself. The
+            accountant reads the servers' graph from it.
         iota2: ``ι₂ = ρ(A − 11ᵀ/P)`` (derived).
         links: the links of ``A`` (derived).
 
@@ -124,6 +129,7 @@ class Network:
     L: int
     epochs: np.ndarray
     batch: np.ndarray | None
+    mixing: np.ndarray | None = field(default=None, repr=False)
     iota2: float = field(init=False)
     links: Links = field(init=False, repr=False)
 
@@ -131,7 +137,16 @@ class Network:
         P, K, _, _ = self.data.shape
         if self.A.shape != (P, P):
             raise ConfigError(f"combination matrix must be P x P with P={P}; got {self.A.shape}")
-        object.__setattr__(self, "iota2", check_combination_matrix(self.A))
+        if self.mixing is None:
+            object.__setattr__(self, "mixing", self.A)
+            object.__setattr__(self, "iota2", check_combination_matrix(self.A))
+        else:
+            if self.mixing.shape != (P, P):
+                raise ConfigError(
+                    f"topology matrix must be P x P with P={P}; got {self.mixing.shape}"
+                )
+            check_combination_matrix(self.mixing)
+            object.__setattr__(self, "iota2", check_combination_matrix(self.A, signed=True))
         object.__setattr__(self, "links", Links.from_matrix(self.A))
         check("training.L", self.L, K=K)
         for name, arr, hi in (

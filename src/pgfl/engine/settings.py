@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -88,6 +88,8 @@ class CurveSettings:
         models the record moved feed later steps, so a record then counts as a client.
         """
         sends = (net.A != 0) & ~np.eye(net.A.shape[0], dtype=bool)  # m → p where a_pm ≠ 0
+        W = net.mixing  # the servers' graph (A but for a scheme's own combination)
+        graph = (W != 0) & (W.T != 0) & ~np.eye(W.shape[0], dtype=bool)
         one_step = net.batch is None and int(net.epochs.max()) == 1
         counts = net.data.counts
         known = counts is not None and self.neighbours == "record" and one_step
@@ -106,9 +108,8 @@ class CurveSettings:
             records=records,
             neighbours=self.neighbours,
             units=net.A.shape[0],
-            adjacency=((net.A != 0) & (net.A.T != 0) & ~np.eye(net.A.shape[0], dtype=bool)).astype(
-                int
-            ),
+            adjacency=graph.astype(int),
+            combination=net.mixing,
         )
 
 
@@ -148,9 +149,14 @@ class CurveBatch:
         The check is each mechanism's ``validate(net)`` (graph-homomorphic noise needs
         ``a_pp > 0``; secure aggregation needs L clients to fit its modulus and threshold):
         a batch built with the network it runs on is checked once, before anything runs.
+        With ``net``, each mechanism is first replaced by its
+        :meth:`~pgfl.privacy.mechanisms.Mechanism.on_network` (noise designed for the
+        topology), so the batch's settings are what runs.
         """
         if not curves:
             raise ConfigError("curves must list at least one curve; got none")
+        if net is not None:
+            curves = [_on_network(c, net) for c in curves]
         for c in curves if net is not None else ():
             c.client.validate(net)
             c.server.validate(net)
@@ -166,6 +172,13 @@ class CurveBatch:
 
     def __len__(self) -> int:
         return len(self.settings)
+
+
+def _on_network(c: CurveSettings, net: Network) -> CurveSettings:
+    client, server = c.client.on_network(net), c.server.on_network(net)
+    if client is c.client and server is c.server:
+        return c
+    return replace(c, client=client, server=server)
 
 
 def _groups(schemes: list, *, skip_silent: bool = False) -> tuple[SchemeGroup, ...]:

@@ -210,7 +210,9 @@ def canary_networks(net: Network, direction: np.ndarray | None = None) -> tuple[
         X[0, 0] = v
         y[0, 0] = sign * CANARY_TARGET
         new = FederatedData(X, y, data.counts, data.X_test, data.y_test, data.w_star)
-        out.append(Network(new, net.problem, net.A, net.L, net.epochs, net.batch))
+        out.append(
+            Network(new, net.problem, net.A, net.L, net.epochs, net.batch, mixing=net.mixing)
+        )
     return out[0], out[1]
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "build_block",
     "build_data",
     "build_matrix",
+    "build_mixing",
     "build_network",
     "build_outline",
     "curve_mechanisms",
@@ -50,14 +51,23 @@ __all__ = [
 
 
 def build_matrix(cfg: CurveConfig, seed: int) -> np.ndarray:
-    """The combination matrix of a curve's topology section.
+    """The matrix the engine combines a curve's messages with.
 
-    A server mechanism with a trusted aggregator (``privacy.server_noise = "central"``)
-    averages: ``A = 11ᵀ/P``, whatever the topology.
+    The server mechanism's :meth:`~pgfl.privacy.mechanisms.Mechanism.combination` of the
+    topology's matrix (:func:`build_mixing`): the topology's own for most schemes, the
+    average ``11ᵀ/P`` with a trusted aggregator (``privacy.server_noise = "central"``),
+    the K-step gossip polynomial ``P_K(A)`` for ``"gossip"``.
     """
+    return _combination(cfg, build_mixing(cfg, seed))
+
+
+def _combination(cfg: CurveConfig, mixing: np.ndarray) -> np.ndarray:
+    return mechanisms.SERVER[cfg.privacy.server_noise].combination(mixing, cfg.values())
+
+
+def build_mixing(cfg: CurveConfig, seed: int) -> np.ndarray:
+    """The combination matrix A of a curve's topology section (the servers' graph)."""
     t = cfg.topology
-    if mechanisms.SERVER[cfg.privacy.server_noise].averages:
-        return np.full((t.P, t.P), 1.0 / t.P)
     if t.kind == "matrix":
         A = np.asarray(t.matrix, dtype=float)
         if A.shape != (t.P, t.P):
@@ -207,7 +217,9 @@ def build_network(cfg: CurveConfig, seed: int, *, outline: bool = False) -> Netw
     """
     data, problem = (build_outline if outline else build_data)(cfg, seed)
     E, B = _schedule(cfg, seed)
-    return Network(data, problem, build_matrix(cfg, seed), cfg.training.L, E, B)
+    mixing = build_mixing(cfg, seed)
+    A = _combination(cfg, mixing)
+    return Network(data, problem, A, cfg.training.L, E, B, mixing=mixing)
 
 
 def build_block(cfg: CurveConfig, seed: int, start: int, stop: int) -> UnitBlock:

@@ -194,6 +194,8 @@ class PrivacyConfig(_Section):
     server_variance: float = _default("privacy.server_variance")
     server_distribution: str = _default("privacy.server_distribution")
     pairwise_variance: float = _default("privacy.pairwise_variance")
+    gossip_steps: int = _default("privacy.gossip_steps")
+    gossip_kind: str = _default("privacy.gossip_kind")
     target_epsilon: float | None = _default("privacy.target_epsilon")
     delta: float = _default("privacy.delta")
     neighbours: str = _default("privacy.neighbours")
@@ -304,8 +306,9 @@ class CurveConfig:
             for f in fields(TrainingConfig)
             if f.name not in per_curve
         )
-        averages = mechanisms.SERVER[self.privacy.server_noise].averages  # an aggregator
-        return (self.topology, self.data, self.model, training, averages)
+        server = mechanisms.SERVER[self.privacy.server_noise]
+        combination = server.combination_key(self.values())  # an aggregator, gossip steps
+        return (self.topology, self.data, self.model, training, combination)
 
 
 def _model_needs_classes(c: CurveConfig) -> str | None:

@@ -155,8 +155,10 @@ _PRIVACY = (
     CLIENT_VARIANCE,
     Param("privacy.server_noise", "choice", "none", "Server→server links: random (eq. 8), "
           "graph-homomorphic (eq. 47), independent per link, `central` (a trusted aggregator "
-          "returns the network average plus one draw: the central-DP ceiling) or "
-          "`pairwise_cancelling` (DECOR: pairwise terms that cancel in the centroid).",
+          "returns the network average plus one draw: the central-DP ceiling), "
+          "`pairwise_cancelling` (DECOR: pairwise terms that cancel in the centroid), "
+          "`gossip` (Muffliato: local noise, then K gossip steps) or `topology_optimized` "
+          "(CorN: a covariance optimised for the topology, drawn by a trusted dealer).",
           choices=lambda: mechanisms.names("server"), batched=True),
     SERVER_VARIANCE,
     SERVER_DISTRIBUTION,

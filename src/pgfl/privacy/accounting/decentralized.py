@@ -27,7 +27,8 @@ Trade-off in Decentralized Learning with Generalized Correlated Noise" (CorN-DSG
 arXiv:2501.14644): choose Σ to minimise the noise tr(W Σ Wᵀ) left after one combine step
 under [Σ⁻¹]_ii ≤ b for every node, here over the family Σ = s I + Σ_e c_e L_e that
 per-edge secrets can sample (:func:`decor_design`, :func:`optimize_covariance`,
-:class:`CovarianceDesign`).
+:class:`CovarianceDesign`). Drawn jointly by a trusted dealer instead, a curious node learns
+only its own noise, and loses nothing against an eavesdropper (:func:`dealer_rdp_slopes`).
 
 The gossip accountant (Muffliato) is in :mod:`.gossip`.
 """
@@ -49,6 +50,7 @@ from .mechanisms import gaussian_epsilon_analytic
 __all__ = [
     "CovarianceDesign",
     "covariance_from_edges",
+    "dealer_rdp_slopes",
     "decor_design",
     "edges_of",
     "gaussian_composition_epsilon",
@@ -545,6 +547,54 @@ def _make_design(
         max_inverse_diagonal=float(np.max(np.diag(inv))),
         kind=kind,
     )
+
+
+def dealer_rdp_slopes(
+    covariance: object, sensitivity: float = 1.0, coalition: Iterable[int] = ()
+) -> np.ndarray:
+    """Per-node Rényi slope ρ_i of one round of jointly drawn noise g ~ N(0, Σ), coalition C.
+
+    A dealer draws g for every node and hands node m its g_m alone; node m sends
+    ψ_m + g_m. The adversary reads every message and knows, for each c ∈ C, ψ_c and g_c.
+    Given g_C the honest part is g_H | g_C ~ N(Σ_HC Σ_CC⁻¹ g_C, S) with the conditional
+    covariance S = Σ_HH − Σ_HC Σ_CC⁻¹ Σ_CH (a known mean, the same in both worlds), so
+    replacing node i's data (i ∈ H) shifts the view by Δ e_i under N(0, S):
+    ρ_i = (Δ²/2) [S⁻¹]_ii. By the block inverse, S⁻¹ is the HH block of Σ⁻¹ (S is the Schur
+    complement of Σ_CC), hence
+
+        ρ_i = (Δ²/2) [Σ⁻¹]_ii   whatever C,
+
+    the coalition-free value: knowing g_C reveals nothing an eavesdropper (who, under the
+    DP worst case, knows ψ_C and thus g_C from the messages) lacked. Contrast per-edge
+    secrets (:func:`pairwise_covariance`), where a node also learns each of its edges'
+    terms and the honest residual shrinks to the subgraph's.
+
+    Args:
+        covariance: (n, n) symmetric positive-definite Σ.
+        sensitivity: Δ ≥ 0.
+        coalition: the curious nodes; their entries are NaN.
+
+    Returns:
+        Array of shape (n,).
+
+    >>> sigma = [[2.0, -1.0, 0.0], [-1.0, 3.0, -1.0], [0.0, -1.0, 2.0]]
+    >>> [round(float(r), 6) for r in dealer_rdp_slopes(sigma, coalition=[1])]
+    [0.3125, nan, 0.3125]
+
+    """
+    cov = np.asarray(covariance, dtype=float)
+    if cov.ndim != 2 or cov.shape[0] != cov.shape[1] or not np.all(np.isfinite(cov)):
+        raise ConfigError(f"covariance must be a finite square matrix; got shape {cov.shape}")
+    if not np.allclose(cov, cov.T, rtol=0.0, atol=1e-10 * max(1.0, np.abs(cov).max())):
+        raise ConfigError("covariance must be symmetric")
+    lam, vec = np.linalg.eigh((cov + cov.T) / 2.0)
+    if lam[0] <= 0:
+        raise ConfigError(f"covariance must be positive definite; got eigenvalue {lam[0]:g}")
+    sens = check_real("sensitivity", sensitivity, lo=0.0)
+    members = _check_coalition(coalition, cov.shape[0])
+    out = 0.5 * sens**2 * ((vec**2) @ (1.0 / lam))
+    out[members] = np.nan
+    return out
 
 
 def decor_design(mixing: object, adjacency: object, budget: float) -> CovarianceDesign:

@@ -47,6 +47,8 @@ valid bound where the numerical rank is in doubt (:func:`muffliato_rdp_matrix`).
 
 * :func:`gossip_polynomials`, :func:`gossip` — the iteration and its matrices P_t(W).
 * :func:`muffliato_rdp_matrix`, :func:`muffliato_epsilon_matrix` — ρ_{u→v} and ε_{u→v}.
+* :func:`certified_view_matrix` — the exact view's ‖Proj e_u‖² where floating point
+  certifies it, local DP where it cannot: the bound a run's ε may use.
 * :func:`worst_pair_epsilon`, :func:`distance_profile` — summaries.
 """
 
@@ -64,6 +66,7 @@ from .decentralized import check_adjacency, check_mixing, gaussian_composition_e
 __all__ = [
     "GOSSIP_KINDS",
     "DistanceProfile",
+    "certified_view_matrix",
     "distance_profile",
     "gossip",
     "gossip_polynomials",
@@ -261,6 +264,71 @@ def muffliato_rdp_matrix(
         out[keep, v] = np.minimum(np.sum(vt[:rank] ** 2, axis=0), 1.0)
     np.fill_diagonal(out, 0.0)
     return 0.5 * (sens / s) ** 2 * out
+
+
+#: Smallest s_min/s_max of B_v at which the floating-point row space is trusted.
+CERTIFIED_CONDITION = 1e-8
+
+
+def certified_view_matrix(
+    mixing: object, steps: int, kind: str = "plain", *, spectral_radius: float | None = None
+) -> np.ndarray:
+    """Upper bounds f_{u→v} on ‖Proj_{row(B_v)} e_u‖² that floating point can vouch for.
+
+    The exact view's loss is ρ_{u→v} = (Δ²/(2σ²)) ‖Proj_{row(B_v)} e_u‖² (module doc), a
+    quantity that jumps with the rank of B_v: a direction of row(B_v) counts in full however
+    small its singular value, so a rounding-level singular value cannot be told from a zero
+    one, and :func:`muffliato_rdp_matrix`'s numerical rank may under-state the loss. Here:
+
+    * u farther than K + 1 hops from v: f = 0 exactly (no received row involves u: B_v's
+      column u is zero by the graph's structure, not by arithmetic);
+    * otherwise, with the columns of the nodes within K + 1 hops (v's own removed), B_v is
+      certified when it has full rank r = min(rows, columns) with s_r ≥ 10⁻⁸ s_1: its
+      computed SVD is exact for B_v + E, ‖E‖ ≤ ε_B = 10 (K + 1) max(shape) · eps · s_1
+      (backward-stable SVD and the rounding of P_t(W)), so the rank is r in exact
+      arithmetic too and the row spaces differ by an angle θ with sin θ ≤ ε_B/(s_r − ε_B)
+      (Wedin's theorem); then f = min(1, ‖V_r e_u‖² + sin θ) (|‖P e‖² − ‖P′ e‖²| ≤ ‖P − P′‖
+      = sin θ for projectors of equal rank);
+    * otherwise (B_v rank-deficient or ill-conditioned): f = 1, local DP, always valid.
+
+    So ρ_{u→v} ≤ (Δ²/(2σ²)) f_{u→v} for the matrix as given, whatever the rounding.
+
+    Args:
+        mixing: (n, n) symmetric doubly-stochastic W.
+        steps: K ≥ 0.
+        kind: ``"plain"`` or ``"chebyshev"``.
+        spectral_radius: optional λ for Chebyshev.
+
+    Returns:
+        (n, n) array, entry [u, v] = f_{u→v} ∈ [0, 1] (diagonal 0).
+
+    >>> w = [[2/3, 1/3, 0], [1/3, 1/3, 1/3], [0, 1/3, 2/3]]   # path, K = 1: local DP
+    >>> certified_view_matrix(w, 1).tolist()
+    [[0.0, 1.0, 1.0], [1.0, 0.0, 1.0], [1.0, 1.0, 0.0]]
+
+    """
+    w, k, _ = _gossip_args(mixing, steps, kind, spectral_radius)
+    polys = gossip_polynomials(w, k, kind, spectral_radius=spectral_radius)
+    n = w.shape[0]
+    support = (w != 0) & ~np.eye(n, dtype=bool)
+    dist = shortest_path((support | support.T).astype(float), unweighted=True, directed=False)
+    out = np.zeros((n, n))
+    for v in range(n):
+        nbrs = np.nonzero(support[v])[0]
+        cols = (dist[:, v] <= k + 1) & (np.arange(n) != v)
+        if nbrs.size == 0 or not cols.any():
+            continue
+        b = polys[:, nbrs, :].reshape(-1, n)[:, cols]
+        _, sv, vt = np.linalg.svd(b, full_matrices=False)
+        r = min(b.shape)
+        if sv[0] == 0 or sv[r - 1] < CERTIFIED_CONDITION * sv[0]:
+            out[cols, v] = 1.0
+            continue
+        err = 10.0 * (k + 1) * max(b.shape) * np.finfo(float).eps * sv[0]
+        sin_theta = err / (sv[r - 1] - err)
+        out[cols, v] = np.minimum(np.sum(vt[:r] ** 2, axis=0) + sin_theta, 1.0)
+    np.fill_diagonal(out, 0.0)
+    return out
 
 
 def muffliato_epsilon_matrix(

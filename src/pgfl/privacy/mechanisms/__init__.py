@@ -14,7 +14,9 @@ Server level (:data:`SERVER`): ``none`` (:class:`NoServerNoise`), ``random``
 (:class:`RandomNoise`), ``graph_homomorphic`` (:class:`GraphHomomorphic`),
 ``random_per_link`` (:class:`PerLinkNoise`), ``central`` (:class:`CentralNoise`, the
 central-DP ceiling: a trusted aggregator), ``pairwise_cancelling``
-(:class:`PairwiseCancelling`, DECOR's correlated noise).
+(:class:`PairwiseCancelling`, DECOR's correlated noise), ``gossip`` (:class:`Gossip`, local
+noise then K gossip steps: Muffliato), ``topology_optimized`` (:class:`TopologyOptimized`,
+CorN's covariance optimised for the topology, drawn by a dealer).
 
 >>> build("server", {"privacy.server_noise": "graph_homomorphic",
 ...                  "privacy.server_variance": 0.09, "privacy.server_distribution": "laplace"})
@@ -39,6 +41,8 @@ from pgfl.privacy.mechanisms.base import (
 )
 from pgfl.privacy.mechanisms.client import ClientNoise, Mean
 from pgfl.privacy.mechanisms.correlated import PairwiseCancelling
+from pgfl.privacy.mechanisms.gossip import Gossip
+from pgfl.privacy.mechanisms.optimized import TopologyOptimized
 from pgfl.privacy.mechanisms.secure_aggregation import SecureAggregationScheme
 from pgfl.privacy.mechanisms.server import (
     CentralNoise,
@@ -57,6 +61,7 @@ __all__ = [
     "ClientAggregation",
     "CentralNoise",
     "ClientNoise",
+    "Gossip",
     "GraphHomomorphic",
     "Mean",
     "Mechanism",
@@ -68,6 +73,7 @@ __all__ = [
     "RoundContext",
     "SecureAggregationScheme",
     "ServerNoise",
+    "TopologyOptimized",
     "build",
     "names",
     "params",
@@ -102,6 +108,8 @@ for _cls in (
     PerLinkNoise,
     CentralNoise,
     PairwiseCancelling,
+    Gossip,
+    TopologyOptimized,
 ):
     register(_cls)
 
@@ -109,8 +117,10 @@ for _cls in (
 def names(level: str) -> tuple[str, ...]:
     """The registered names of one level (``"client"`` or ``"server"``), ``"none"`` first.
 
-    >>> names("server")
-    ('none', 'random', 'graph_homomorphic', 'random_per_link', 'central', 'pairwise_cancelling')
+    >>> names("server")[:4]
+    ('none', 'random', 'graph_homomorphic', 'random_per_link')
+    >>> names("server")[4:]
+    ('central', 'pairwise_cancelling', 'gossip', 'topology_optimized')
     """
     return tuple(CLIENT if level == "client" else SERVER)
 

@@ -129,6 +129,9 @@ class ReleaseContext:
         units: P, the number of units (a central aggregator averages them).
         adjacency: the servers' graph, 0/1 ``[P, P]`` without self-loops (correlated
             noise is accounted on it); ``None`` where unknown.
+        combination: the topology's combination matrix A ``[P, P]`` (before a scheme's
+            own :meth:`Mechanism.combination`: gossip is accounted on A, not on the
+            polynomial of A the engine applies); ``None`` where unknown.
 
     >>> ReleaseContext(mu=0.5, clip=1.0, iterations=3).clients_per_round
     1
@@ -150,6 +153,7 @@ class ReleaseContext:
     neighbours: str = "client"
     units: int = 1
     adjacency: np.ndarray | None = dataclasses.field(default=None, compare=False, repr=False)
+    combination: np.ndarray | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.clip is not None and math.isinf(self.clip):
@@ -171,9 +175,11 @@ class Mechanism:
         amplified: a round's release depends on a client only in the rounds it is
             sampled (so client sampling amplifies against :data:`SAMPLING_SECRET`); false
             where the release accumulates earlier rounds (a growing sensitivity).
-        averages: the servers do not diffuse: every unit receives the network average
-            (a trusted aggregator; the topology's weights are not used).
 
+    The engine combines the servers' messages with :meth:`combination` of the topology's
+    matrix (the topology's own by default; a trusted aggregator's average, K gossip
+    steps); :meth:`combination_key` says what that depends on, so that only curves with
+    the same combination are batched together.
     """
 
     names: ClassVar[tuple[str, ...]] = ("custom",)
@@ -184,7 +190,6 @@ class Mechanism:
     exposes: ClassVar[Mapping[str, str]] = {}
     silent: ClassVar[bool] = False
     amplified: ClassVar[bool] = False
-    averages: ClassVar[bool] = False
 
     @property
     def name(self) -> str:
@@ -195,6 +200,32 @@ class Mechanism:
     def from_settings(cls, s: Mapping[str, Any]) -> Mechanism:
         """The mechanism of a curve's settings (dotted names, e.g. ``privacy.server_variance``)."""
         return cls()
+
+    @classmethod
+    def combination(cls, mixing: np.ndarray, s: Mapping[str, Any]) -> np.ndarray:
+        """The matrix the engine combines messages with, given the topology's ``mixing``.
+
+        ``s``: the curve's settings (dotted names). Default: ``mixing`` itself (eq. 8).
+        """
+        return mixing
+
+    @classmethod
+    def combination_key(cls, s: Mapping[str, Any]) -> tuple:
+        """What :meth:`combination` depends on besides the topology (``()``: nothing).
+
+        Part of a curve's batching key (:meth:`pgfl.experiments.config.CurveConfig.structure`):
+        curves whose combinations differ never share a simulation.
+        """
+        return ()
+
+    def on_network(self, net: Any) -> Mechanism:
+        """The mechanism as it runs on ``net`` (default: itself).
+
+        Called once per batch when its curves meet their network
+        (:meth:`pgfl.engine.CurveBatch.of`); a scheme whose noise depends on the topology
+        (:class:`~pgfl.privacy.mechanisms.optimized.TopologyOptimized`) computes it here.
+        """
+        return self
 
     #: The mechanism's own rules as ``docs/config.md`` states them ("" if none).
     rules_doc: ClassVar[str] = ""

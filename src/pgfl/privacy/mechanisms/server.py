@@ -58,12 +58,16 @@ SERVER_VARIANCE = Param(
                  lambda c: c["privacy.server_noise"] != "none"
                  and c["privacy.target_epsilon"] is None),
 )  # fmt: skip
+#: Server schemes whose noise is Gaussian whatever ``privacy.server_distribution`` (their
+#: accounting is a Gaussian mechanism's, with correlated or gossiped noise).
+GAUSSIAN_ONLY = ("pairwise_cancelling", "gossip", "topology_optimized")
 #: ``privacy.server_distribution``: Laplace (the papers) or Gaussian server noise.
 SERVER_DISTRIBUTION = Param(
     "privacy.server_distribution", "choice", "laplace", "Distribution of the server noise.",
     choices=DISTRIBUTIONS, batched=True,
-    applies=When('privacy.server_noise other than "none" and "pairwise_cancelling" (Gaussian)',
-                 lambda c: c["privacy.server_noise"] not in ("none", "pairwise_cancelling")),
+    applies=When('privacy.server_noise other than "none" and the Gaussian-only schemes '
+                 '("pairwise_cancelling", "gossip", "topology_optimized")',
+                 lambda c: c["privacy.server_noise"] not in ("none", *GAUSSIAN_ONLY)),
 )  # fmt: skip
 
 
@@ -334,7 +338,6 @@ class CentralNoise(RandomNoise):
 
     names: ClassVar[tuple[str, ...]] = ("central",)
     amplified: ClassVar[bool] = True
-    averages: ClassVar[bool] = True
     protects: ClassVar[tuple[str, ...]] = (
         "link_eavesdropper", "other_server", "neighbour_server", "unit_client",
     )  # fmt: skip
@@ -347,6 +350,17 @@ class CentralNoise(RandomNoise):
         "noise draw shared by every unit); adversary: anyone but the aggregator and a unit's "
         "own server, the units' uplinks to the aggregator being secure"
     )
+
+    @classmethod
+    def combination(cls, mixing: np.ndarray, s: Mapping[str, Any]) -> np.ndarray:
+        """``11ᵀ/P``: every unit receives the network average, whatever the topology."""
+        P = mixing.shape[0]
+        return np.full((P, P), 1.0 / P)
+
+    @classmethod
+    def combination_key(cls, s: Mapping[str, Any]) -> tuple:
+        """The average: the same for every central curve."""
+        return ("average",)
 
     def sensitivities(self, ctx: ReleaseContext, rule: str) -> np.ndarray:
         """``(2μB/(n r) + 2√M e)/P``: one unit's message sensitivity, averaged over P units.
