@@ -182,4 +182,6 @@ def run(quick: bool, out: Path, seed: int) -> dict[str, Any]:
 PRESETS = {"muffliato": run}
 
 #: One line per preset for ``pgfl reproduce --list``.
-TITLES = {"muffliato": "Gossip (Muffliato): what one averaging leaks, pair by pair (accounting only)"}
+TITLES = {
+    "muffliato": "Gossip (Muffliato): what one averaging leaks, pair by pair (accounting only)"
+}
