@@ -174,7 +174,7 @@ def _inputs(folder: Path) -> None:
 
 
 EPS = ["privacy", "epsilon", "--mu", "0.7", "--clip", "2", "--variance", "0.1"]
-EPS += ["--iterations", "10"]
+EPS += ["--iterations", "10", "--dim", "2"]
 
 # (id, args, needles in the error line): the out folder, when there is one, is "out".
 CASES = [
@@ -241,7 +241,11 @@ CASES = [
     ("graphlearn-seed-not-a-number", ["graphlearn", "run", "gl.toml", "--seed", "x1"], ["'x1'"]),
     ("negative-seed", ["reproduce", "fig2", "--seed", "-1"], ["--seed", "[0, inf]", "-1"]),
     ("graphlearn-negative-seed", ["graphlearn", "run", "gl.toml", "--seed", "-2"], ["-2"]),
-    ("iterations-not-a-number", ["privacy", "epsilon", "--mu", "1", "--iterations", "1e"], ["1e"]),
+    (
+        "iterations-not-a-number",
+        ["privacy", "epsilon", "--mu", "1", "--dim", "2", "--iterations", "1e"],
+        ["1e"],
+    ),
     ("epsilon-rows-too-small", [*EPS, "--rows", "1"], ["--rows", "[2, inf]", "got 1"]),
     (
         "option-not-for-graphlearn-presets",

@@ -177,7 +177,7 @@ def test_the_estimate_bounds_the_measured_peak_of_a_simulation(sizes, monkeypatc
 def test_privacy_epsilon_refuses_iterations_that_cannot_fit(capsys):
     from pgfl.cli import main
 
-    args = ["privacy", "epsilon", "--mu", "0.5", "--clip", "1", "--sigma", "1"]
+    args = ["privacy", "epsilon", "--mu", "0.5", "--clip", "1", "--sigma", "1", "--dim", "2"]
     with pytest.raises(SystemExit) as exit_:
         main([*args, "--iterations", str(10**12)])
     assert exit_.value.code == 2
@@ -187,6 +187,6 @@ def test_privacy_epsilon_refuses_iterations_that_cannot_fit(capsys):
     assert "(ε accounting [T])" in err[0] and err[0].endswith("available")
     with pytest.raises(SystemExit) as exit_:
         main(["privacy", "calibrate", "--target-epsilon", "1", "--mu", "0.5", "--clip", "1",
-              "--iterations", str(10**12)])  # fmt: skip
+              "--dim", "2", "--iterations", str(10**12)])  # fmt: skip
     assert exit_.value.code == 2
     assert "--iterations=1000000000000 needs about" in capsys.readouterr().err

@@ -82,7 +82,9 @@ def test_a_mirrored_option_reports_the_settings_name(capsys):
     from pgfl.cli import main
 
     with pytest.raises(SystemExit) as exc:
-        main(["privacy", "epsilon", "--mu", "-1", "--iterations", "3", "--sigma", "1"])
+        main(
+            ["privacy", "epsilon", "--mu", "-1", "--iterations", "3", "--sigma", "1", "--dim", "2"]
+        )
     assert exc.value.code == 2
     assert "training.mu (--mu) must be a real number in (0, inf); got -1" in capsys.readouterr().err
 

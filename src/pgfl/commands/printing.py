@@ -10,7 +10,7 @@ aborts, clipping) is told in lines below it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from itertools import groupby
 from typing import Any
 
@@ -19,6 +19,8 @@ from rich.markup import escape
 from rich.table import Table
 
 __all__ = [
+    "PAPER_NOTE",
+    "accountant_order",
     "print_adversaries",
     "print_frontier",
     "print_muffliato",
@@ -30,6 +32,26 @@ __all__ = [
 out = Console()
 if not out.is_terminal:  # pipes and CI logs: wide enough for the summary table
     out = Console(width=160)
+
+
+#: The line under every table that shows the ``paper`` accountant (marked ``*``).
+PAPER_NOTE = (
+    "* paper: the papers' published bound, for reference; under-reports for M > 1 (docs/privacy.md)"
+)
+
+
+def accountant_order(names: Iterable[str]) -> list[str]:
+    """Accountants in print order: the tight ``pld`` first, the other sound ones, ``paper`` last.
+
+    >>> accountant_order(["paper", "basic", "pld", "rdp"])
+    ['pld', 'basic', 'rdp', 'paper']
+    """
+    return sorted(names, key=lambda a: (a == "paper", a != "pld", a))
+
+
+def accountant_header(name: str, prefix: str = "") -> str:
+    """A column header for an accountant's ε; the papers' bound is marked (see PAPER_NOTE)."""
+    return f"{prefix}{name}*" if name == "paper" else f"{prefix}{name}"
 
 
 def _plain(text: str) -> None:
@@ -197,6 +219,8 @@ def print_summary(summary: dict[str, Any]) -> None:
     deltas = {c["delta"] for c in curves if "delta" in c}
     if deltas:
         _plain(f"ε after the last iteration at δ = {', '.join(f'{d:g}' for d in sorted(deltas))}")
+        if any("paper" in c.get("epsilon", {}) for c in curves):
+            _plain(PAPER_NOTE)
         _plain("what each ε covers: summary.json (epsilon_scope) and docs/privacy.md")
     for c in curves:
         print_adversaries(c)
@@ -239,18 +263,18 @@ def _summary_columns(
 
     A column every curve leaves empty (``—``: the disagreement of a single unit, the MSDs
     of a model without a closed-form optimum) is left out; so is ``diverged``, which the
-    lines below the table tell. One ``ε NAME`` column per accountant any curve reports.
+    lines below the table tell. One ``ε NAME`` column per accountant any curve reports, in
+    :func:`accountant_order` (the papers' bound last, marked ``*``).
     """
     columns = []
     for header, value, fmt in _SUMMARY_COLUMNS:
         cell = lambda c, value=value, fmt=fmt: fmt(value(c))  # noqa: E731
         if any(cell(c) != "—" for c in curves):
             columns.append((header, cell))
-    accountants: list[str] = []
-    for c in curves:
-        accountants += [a for a in c.get("epsilon", {}) if a not in accountants]
+    accountants = accountant_order({a for c in curves for a in c.get("epsilon", {})})
     for a in accountants:
-        columns.append((f"ε {a}", lambda c, a=a: _fmt_eps(c.get("epsilon", {}).get(a))))
+        header = accountant_header(a, "ε ")
+        columns.append((header, lambda c, a=a: _fmt_eps(c.get("epsilon", {}).get(a))))
     return columns
 
 

@@ -1,11 +1,11 @@
 """``pgfl privacy ...`` subcommands: ε(i) over iterations, and the noise a target ε needs.
 
-``pgfl privacy epsilon --mu 0.7 --clip 10 --sigma 0.3162 --iterations 100`` prints ε(i) by
+``pgfl privacy epsilon --mu 0.7 --clip 10 --sigma 0.3162 --iterations 100 --dim 2`` prints ε(i) by
 every accountant (the papers' bound and the tight PLD one among them); ``--plot FILE``
 draws the curves, ``--json`` prints machine-readable output.
 ``pgfl privacy audit fig2 --curve random --view message`` attacks one release of the
 real engine and prints an empirical lower bound on ε (:mod:`pgfl.experiments.audit`).
-``pgfl privacy calibrate --target-epsilon 8 --iterations 100 --mu 0.7 --clip 10`` prints
+``pgfl privacy calibrate --target-epsilon 8 --iterations 100 --mu 0.7 --clip 10 --dim 2`` prints
 the per-coordinate noise std σ needed. Bad input raises :class:`~pgfl.validation.ConfigError`,
 which the ``pgfl`` entry point turns into one line on stderr and exit code 2.
 """
@@ -20,11 +20,16 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from pgfl.commands.common import checked, load_experiment, run_frontier_command
-from pgfl.commands.printing import print_adversaries
+from pgfl.commands.printing import (
+    PAPER_NOTE,
+    accountant_header,
+    accountant_order,
+    out,
+    print_adversaries,
+)
 from pgfl.files import FileError, check_output_file, jsonable, writing
 from pgfl.plots import plot_audit_tradeoff, plot_epsilon_curves
 from pgfl.validation import ConfigError, check_choice, check_int
@@ -33,8 +38,6 @@ app = typer.Typer(
     help="Differential-privacy accounting: epsilon over iterations, noise calibration.",
     no_args_is_help=True,
 )
-
-out = Console()
 
 SchemeOpt = Annotated[
     str,
@@ -47,7 +50,14 @@ SchemeOpt = Annotated[
 DistOpt = Annotated[str, typer.Option("--distribution", help="laplace | gaussian.")]
 MuOpt = Annotated[float, typer.Option("--mu", help="Step size mu.")]
 DeltaOpt = Annotated[float, typer.Option("--delta", help="delta of (epsilon, delta)-DP.")]
-DimOpt = Annotated[int, typer.Option("--dim", help="Model dimension M (Laplace: l1 = sqrt(M) l2).")]
+DimOpt = Annotated[
+    int,
+    typer.Option(
+        "--dim",
+        help="Model dimension M, required (Laplace noise is charged l1 = sqrt(M) l2; every "
+        "preset has M >= 2: see 'pgfl privacy config' for a preset's own epsilon).",
+    ),
+]
 LinksOpt = Annotated[
     int, typer.Option("--links", help="Links the adversary watches (random_per_link only).")
 ]
@@ -150,6 +160,7 @@ def _check_plot(path: Path | None) -> None:
 def epsilon_command(
     mu: MuOpt,
     iterations: Annotated[int, typer.Option("--iterations", help="Number of iterations T.")],
+    dim: DimOpt,
     sigma: Annotated[
         float | None,
         typer.Option("--sigma", help="Per-coordinate noise std (Laplace scale sigma/sqrt 2)."),
@@ -165,7 +176,6 @@ def epsilon_command(
         ),
     ] = None,
     delta: DeltaOpt = 1e-5,
-    dim: DimOpt = 1,
     scheme: SchemeOpt = "graph_homomorphic",
     distribution: DistOpt = "laplace",
     links: LinksOpt = 1,
@@ -205,13 +215,16 @@ def epsilon_command(
         }
         out.print_json(json.dumps(jsonable(payload)))
         return
+    names = accountant_order(curve)
     table = Table(title=title)
     table.add_column("i", justify="right")
-    for name in curve:
-        table.add_column(name, justify="right")
+    for name in names:
+        table.add_column(accountant_header(name), justify="right")
     for i in _rows_to_show(curve.iterations, rows):
-        table.add_row(str(i), *(_fmt(float(curve[name][i - 1])) for name in curve))
+        table.add_row(str(i), *(_fmt(float(curve[name][i - 1])) for name in names))
     out.print(table)
+    if "paper" in names:
+        out.print(PAPER_NOTE, markup=False, soft_wrap=True)
     if curve.reason:
         out.print(f"[bold]epsilon = inf[/bold]: {curve.reason}")
     for name, note in curve.notes.items():
@@ -228,8 +241,8 @@ def calibrate_command(
     iterations: Annotated[int, typer.Option("--iterations", help="Number of iterations T.")],
     mu: MuOpt,
     clip: Annotated[float, typer.Option("--clip", help="Per-sample gradient clipping norm B.")],
+    dim: DimOpt,
     delta: DeltaOpt = 1e-5,
-    dim: DimOpt = 1,
     scheme: SchemeOpt = "graph_homomorphic",
     distribution: DistOpt = "laplace",
     links: LinksOpt = 1,
@@ -237,12 +250,16 @@ def calibrate_command(
     paper_reading: PaperOpt = False,
     accountant: Annotated[
         list[str] | None,
-        typer.Option("--accountant", help="Accountant(s) to calibrate for (default: paper, pld)."),
+        typer.Option(
+            "--accountant",
+            help="Accountant(s) to calibrate for (default: pld, the tight sound one; repeat "
+            "the option for more, e.g. --accountant paper for the papers' bound).",
+        ),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Print the smallest noise std sigma meeting the target epsilon after T iterations."""
-    names = accountant or ["paper", "pld"]
+    names = accountant_order(accountant or ["pld"])
     _check_fits(iterations, names)
     from pgfl.privacy import accounting as acc  # lazy: dp_accounting imports in ~1 s
 
@@ -286,8 +303,10 @@ def calibrate_command(
         cells = [_fmt(r["sigma"]), _fmt(r["variance"])]
         if distribution == "laplace":
             cells.append(_fmt(r["laplace_scale"]))
-        table.add_row(name, *cells, _fmt(r["epsilon"]))
+        table.add_row(accountant_header(name), *cells, _fmt(r["epsilon"]))
     out.print(table)
+    if "paper" in result:
+        out.print(PAPER_NOTE, markup=False, soft_wrap=True)
 
 
 @app.command("config")
@@ -332,13 +351,12 @@ def config_command(
         )
         return
     found = {a for e in report.values() for a in e.get("epsilon", {})}
-    # the sound accountants first, the papers' published bound last, labelled as such
-    accountants = sorted(found, key=lambda a: (a == "paper", a != "pld", a))
+    accountants = accountant_order(found)  # the papers' published bound last, marked
     table = Table(title=f"{cfg.name}: epsilon after T={cfg.iterations} iterations")
     table.add_column("curve")
     table.add_column("noise variance", justify="right")
     for a in accountants:
-        table.add_column("papers' bound*" if a == "paper" else f"eps {a}", justify="right")
+        table.add_column(accountant_header(a, "eps "), justify="right")
     table.add_column("delta", justify="right")
     for label, entry in report.items():
         eps = entry.get("epsilon", {})
@@ -350,11 +368,12 @@ def config_command(
         )
     out.print(table)
     out.print(
-        "eps: the privatized link's own epsilon (what its transcript reveals, no sampling "
-        "credit); * the papers' published bound, under-reports for M > 1 (docs/privacy.md)",
+        "eps: the privatized link's own epsilon (what its transcript reveals, no sampling credit)",
         markup=False,
         soft_wrap=True,
     )
+    if "paper" in accountants:
+        out.print(PAPER_NOTE, markup=False, soft_wrap=True)
     for label, entry in report.items():
         print_adversaries({"label": label, **entry})
     if plot is not None and curves:

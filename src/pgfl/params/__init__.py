@@ -177,8 +177,10 @@ _PRIVACY = (
           choices=tuple(ADVERSARIES), batched=True,
           applies=When("privacy.target_epsilon is set",
                        lambda c: c["privacy.target_epsilon"] is not None)),
-    Param("privacy.accountants", "choices", ("paper", "pld"), "ε reported per curve (see "
-          "docs/privacy.md).", choices=ACCOUNTANTS, batched=True, applies=DP_LINK),
+    Param("privacy.accountants", "choices", ("pld", "paper"), "ε reported per curve: `pld` "
+          "the tight sound one (printed first), `paper` the papers' published bound, for "
+          "reference (under-reports for M > 1); see docs/privacy.md.", choices=ACCOUNTANTS,
+          batched=True, applies=DP_LINK),
     Param("privacy.epsilon_checkpoints", "int", 64, "Iterations at which ε(i) is read by "
           "`pld` (and by `basic`/`advanced`/`kairouz` for Gaussian noise), log-spaced "
           "including 1 and T; every other iteration reports the next read-out, an upper bound "

@@ -409,7 +409,8 @@ def epsilon_curve(
             ``paper`` composes the papers' reading of the releases.
         checkpoints: iterations at which the PLD (and, for Gaussian noise, the basic,
             advanced and Kairouz bounds) are read, log-spaced incl. T; in between, the
-            next read-out's value (an upper bound) is reported.
+            next read-out's value (an upper bound) is reported, or the smallest ε(i) of
+            the accountants read at every iteration when that is smaller.
 
     Returns:
         An :class:`EpsilonCurve`; ``curve["pld"]`` is the tight ε(i), ``curve["paper"]`` the
@@ -432,17 +433,41 @@ def epsilon_curve(
     paper_rel = transcript.releases(paper=True) if "paper" in accs else rigorous_rel
     gaussian = transcript.distribution == "gaussian"
     vals = {}
+    sparse = {a for a in accs if a == "pld" or (gaussian and a in ("basic", "advanced", "kairouz"))}
     for a in accs:
         rel = paper_rel if a == "paper" else rigorous_rel
         acc = _accountant_for(a, rel)
-        sparse = a == "pld" or (gaussian and a in ("basic", "advanced", "kairouz"))
-        vals[a] = accountant_curve(acc, rel, delta, checkpoints=ncp if sparse else None)
+        vals[a] = accountant_curve(acc, rel, delta, checkpoints=ncp if a in sparse else None)
         if isinstance(acc, PldAccountant) and acc.dropped:
             notes[a] += (
                 "; here basic composition exceeds 1e4, so the value is the RDP bound "
                 "(valid, never below PLD)"
             )
+    _tighten_between_readouts(vals, sparse, _checkpoints(transcript.iterations, ncp))
     return EpsilonCurve(vals, delta, None, notes, settings, transcript.scope)
+
+
+def _tighten_between_readouts(
+    vals: dict[str, np.ndarray], sparse: set[str], readouts: np.ndarray
+) -> None:
+    """Between read-outs, cap a sparse sound curve by the dense sound curves (in place).
+
+    Between two read-outs a sparse curve holds the next read-out's value, an upper bound
+    that can exceed a looser accountant read at that very iteration (``pld`` above
+    ``basic`` at i = 5 when the next read-out is i = 7). Any sound accountant's ε(i)
+    bounds the true ε(i), so the smaller of the two is still an upper bound; the values
+    at the read-outs (ε(T) among them) are left as they are, and the curve is kept
+    non-decreasing. The papers' bound (``paper``) is not sound and caps nothing.
+    """
+    dense = [vals[a] for a in vals if a not in sparse and a != "paper"]
+    if not dense:
+        return
+    cap = np.minimum.reduce(dense)
+    between = np.ones(cap.size, dtype=bool)
+    between[readouts - 1] = False
+    for a in sparse & vals.keys():
+        tightened = np.where(between, np.minimum(vals[a], cap), vals[a])
+        vals[a] = np.maximum.accumulate(tightened)
 
 
 def calibrate(

@@ -70,7 +70,10 @@ def noise_level(std: float | None, variance: float | None, param: Param) -> tupl
 def no_noise_reason(ctx: ReleaseContext, std: float) -> str | None:
     """Why a noisy link gives ε = ∞: no clipping bound, or no noise (else ``None``)."""
     if ctx.clip is None:
-        return "no gradient bound: set a per-sample clipping norm (clip) to get a finite epsilon"
+        return (
+            "no gradient bound: set training.clip_norm (the per-sample clipping norm B; --clip "
+            "on the command line) to get a finite epsilon"
+        )
     if std == 0:
         return "no noise (sigma = 0): the messages are released in the clear"
     return None
