@@ -440,6 +440,42 @@ def test_a_diverged_curve_is_told_below_the_table():
     assert "curve blowup diverged at iteration 7" in text
 
 
+def _printed_sweep(summary: dict, width: int = 200) -> str:
+    console = Console(width=width, file=None, record=True, force_terminal=False)
+    old = printing.out
+    printing.out = console
+    try:
+        with console.capture() as captured:
+            printing.print_sweep(summary)
+    finally:
+        printing.out = old
+    return captured.get()
+
+
+def test_a_graph_learning_sweep_is_narrow_and_tells_its_private_curves_apart():
+    rng = np.random.default_rng(3)
+    xs = [10, 20, 40, 60, 80, 100]  # the widest shipped sweep
+
+    def curve(label, eps=None):  # noqa: E306
+        c = {"label": label, "x": xs, "mcc": rng.uniform(-1, 1, 6).tolist(),
+             "relative_error": rng.uniform(0, 3, 6).tolist()}  # fmt: skip
+        if eps is not None:
+            c.update(epsilon=eps, delta=1e-5, epsilon_pld=eps / 3, epsilon_covers="one step")
+        return c
+
+    curves = [curve("fedgl_consensus"), curve("fedgl_local_dp_statistic", 0.3),
+              curve("fedgl_local_dp_statistic", 1.0)]  # fmt: skip
+    text = _printed_sweep({"experiment": "graphlearn-x", "curves": curves,
+                           "x_name": "client index (N_i = 20, 40, 60, 80, 100)"})  # fmt: skip
+    rows = [line for line in text.splitlines() if line[:1] in "┏┃┡│└"]
+    assert rows and max(map(len, rows)) <= WIDTH, "\n" + text
+    labels = [line.split("│")[1].strip() for line in rows if line.startswith("│")]
+    assert len(labels) == 2 * len(curves) == 2 * len(set(labels))  # two tables, rows distinct
+    for c in curves:  # each value printed in its table, to 2 decimals
+        assert all(f"{v:.2f}" in text for v in c["mcc"] + c["relative_error"])
+    assert "ε̄=0.3" in text and "covers one step" in text
+
+
 def test_the_frontier_tables_are_narrow(tmp_path):
     configs = frontier_configs(
         setups=("regression", "logistic"),

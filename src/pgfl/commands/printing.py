@@ -72,24 +72,42 @@ def _fmt(value: Any, digits: int = 2) -> str:
 
 
 def print_sweep(summary: dict[str, Any]) -> None:
-    """A table of swept curves (graph learning): one column per swept value ``x``."""
+    """Swept curves (graph learning): an MCC and a relative-error table, one column per x.
+
+    Two narrow tables rather than one of ``MCC / error`` cells (the swept variable is named
+    in the line above them, not in a header). A privatized curve's row names its target
+    ε̄ (two curves of one mechanism differ by it), and a line below says what that ε̄ is:
+    its δ, the tight (PLD) ε of what the mechanism accounts, and what it covers, or not.
+    """
     curves = summary["curves"]
     name = summary.get("x_name", "x")
     _plain(f"{summary.get('experiment', '')}: MCC / relative error per {name}")
-    table = Table()
-    table.add_column(f"curve \\ {escape(name)}")
-    for x in curves[0]["x"]:
-        table.add_column(str(x), justify="right")
-    for c in curves:
-        mcc, rel = c.get("mcc", []), c.get("relative_error", [])
-        cells = (f"{_fmt(m)} / {_fmt(r)}" for m, r in zip(mcc, rel, strict=False))
-        table.add_row(escape(c["label"]), *cells)
-    out.print(table)
-    for c in curves:
+    labels = [_sweep_label(c) for c in curves]
+    for key, title in (("mcc", "MCC"), ("relative_error", "relative error")):
+        table = Table(title=title)
+        table.add_column("curve")
+        for x in curves[0]["x"]:
+            table.add_column(f"{x:g}" if isinstance(x, float) else str(x), justify="right")
+        for label, c in zip(labels, curves, strict=True):
+            table.add_row(escape(label), *(_fmt(v) for v in c.get(key, [])))
+        out.print(table)
+    for label, c in zip(labels, curves, strict=True):
         if "epsilon" in c:
-            _plain(f"{c['label']}: epsilon {c['epsilon']}")
+            line = f"curve {label}: δ = {c.get('delta', summary.get('delta')):g}"
+            if c.get("epsilon_pld") is not None:
+                line += f", tight ε of what is accounted {c['epsilon_pld']:.3g}"
+            if c.get("epsilon_covers"):
+                line += f"; covers {c['epsilon_covers']}"
+            _plain(line)
     for claim, holds in summary.get("claims", {}).items():
         _plain(f"claim {claim}: {'holds' if holds else 'does NOT hold'}")
+
+
+def _sweep_label(c: dict[str, Any]) -> str:
+    """A swept curve's row label: its label, and its target ε̄ if it is privatized."""
+    if "epsilon" not in c:
+        return str(c["label"])
+    return f"{c['label']} ε̄={c['epsilon']:g}"
 
 
 def _percent(value: Any) -> str:
