@@ -187,8 +187,9 @@ def test_the_run_reports_which_local_phase_ran(monkeypatch, tmp_path, forced):
     expected = forced or "compiled"
     assert summary["engine"]["local_phase"] == expected
     on_disk = json.loads((tmp_path / "summary.json").read_text())
-    assert on_disk["engine"] == {"local_phase": expected}
-    assert (tmp_path / "run.log").read_text().splitlines()[0] == f"engine: local_phase={expected}"
+    assert on_disk["engine"] == {"backend": "local", "local_phase": expected}
+    log = (tmp_path / "run.log").read_text().splitlines()
+    assert log[:2] == ["engine: backend=local", f"engine: local_phase={expected}"]
 
 
 @pytest.mark.parametrize("problem", ["ls", "logistic"])
