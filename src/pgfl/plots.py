@@ -1299,7 +1299,11 @@ def audit_figure(result: Any) -> Figure:
     ax.set_ylim(0, 1)
     ax.set_aspect("equal")
     state = "protected" if result.protected else "NOT protected"
-    ax.set_title(f"audit: {result.curve}, {result.view} view, round {result.round} ({state})")
+    relation = getattr(result, "neighbours", None)  # of the canary and of the ε compared
+    relation = f", {relation}-level neighbours" if relation else ""
+    ax.set_title(
+        f"audit: {result.curve}, {result.view} view, round {result.round}{relation} ({state})"
+    )
     ax.legend(loc="upper right", framealpha=0.9)
     ax.grid(True, alpha=0.3)
     return fig

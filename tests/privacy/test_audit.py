@@ -297,3 +297,117 @@ def test_server_model_view_is_covered_by_the_server_level_epsilon():
     r = audit(_cfg("random"), "c", "server-model", trials=20_000, accountants=["pld"])
     assert r.protected and r.level == "server" and r.refuted == ()
     assert r.attack == "projection" and 0 < r.epsilon_lower < r.epsilon["pld"]
+
+
+# ------------------------------------------------------------ neighbouring relation
+def _one_step(neighbours, **kw):
+    # one full-batch local step per round: record-level neighbours credit 1/N_min (N = 6)
+    raw = _raw(extra={"neighbours": neighbours, **kw.pop("extra", {})}, **kw)
+    raw["training"].update(batch="full", epochs=1)
+    return parse_config(raw)
+
+
+def test_record_level_epsilon_is_audited_with_a_record_level_canary():
+    # regression: the canary was a whole client (every record, sensitivity 2μB) while the
+    # ε compared with was record-level (2μB/6, noise calibrated to it), so a sound
+    # accountant was refuted: before the fix this audit gave ε_lower = 5.85 > ε = 1.0 for
+    # both accountants (exit 3). The canary is now one of the client's 6 records.
+    r = audit(_one_step("record"), "c", "message", trials=20_000, accountants=["pld", "basic"])
+    assert r.neighbours == "record" and r.adversary == "link"
+    assert r.epsilon["basic"] == pytest.approx(1.0, rel=1e-3)  # calibrated record-level ε
+    assert r.refuted == ()
+    for name in ("pld", "basic"):
+        assert r.epsilon_lower <= r.epsilon[name]
+        # tight: the canary record realises the 2μB/6 the accountant charges (a canary
+        # weaker than the charge would land far below; Laplace LR test, cf. the client case)
+        assert r.ratio[name] >= 0.85
+    out = r.to_json()
+    assert out["neighbours"] == "record" and out["adversary"] == "link"
+    assert any("record-level neighbours" in n and "1/6" in n for n in r.notes)
+
+
+def test_record_canary_moves_one_full_batch_step_by_the_credited_fraction():
+    # through the engine: the canary client keeps N_min records (here 4, the fewest of any
+    # client, held by a client of unit 1), so one record moves its full-batch step by
+    # exactly 2μB/N_min along v, what the accountant divides the client's 2μB by
+    from pgfl.data.federated import FederatedData
+    from pgfl.engine import Network
+    from pgfl.engine.step import gfl_round
+    from pgfl.experiments.audit import canary_records
+
+    cfg = _one_step("record", server="none", target=None)
+    net = build_network(cfg.curves[0], cfg.seed)
+    d = net.data
+    counts = d.counts.copy()
+    counts[1, 0] = 4
+    data = FederatedData(d.X, d.y, counts, d.X_test, d.y_test, d.w_star)
+    net = Network(data, net.problem, net.A, net.L, net.epochs, net.batch, mixing=net.mixing)
+    settings = curve_settings(cfg.curves[0], 1, net)
+    assert canary_records(settings, net, 1) == 4
+    w0, w1 = canary_networks(net, records=canary_records(settings, net, 1))
+    assert w0.data.counts[0, 0] == 4 and w0.data.counts.min() == 4
+    assert settings.release_context(w0, 1) == settings.release_context(net, 1)  # same ε
+    outs = [gfl_round(np.zeros((1, 1, 2, 2)), w, [settings], seed=0, iteration=1) for w in (w0, w1)]
+    v = np.full(2, 1 / math.sqrt(2))
+    gap = outs[0].local[0, 0, 0, 0] - outs[1].local[0, 0, 0, 0]
+    assert gap == pytest.approx(2 * MU * B / 4 * v, rel=1e-8)
+    # the other clients and unit 1 are the same in both worlds
+    assert np.array_equal(outs[0].local[0, 0, 1], outs[1].local[0, 0, 1])
+
+
+def test_client_level_audit_is_unchanged_and_record_equals_client_where_nothing_is_credited():
+    # client-level neighbours: the ε compared is the link's transcript on the configured
+    # network (what the audit compared with before record-level canaries existed)
+    from pgfl.privacy.accounting import epsilon_curve
+
+    cfg = _cfg("random", extra={"neighbours": "client"})
+    client = audit(cfg, "c", "message", trials=4000, accountants=["pld"])
+    ccfg = cfg.curves[0]
+    net = build_network(ccfg, cfg.seed)
+    settings = curve_settings(ccfg, 1, net)
+    transcript = settings.server.transcript(settings.release_context(net, 1))
+    assert client.epsilon["pld"] == float(epsilon_curve(transcript, delta=1e-5,
+                                                        accountants=["pld"])["pld"][0])  # fmt: skip
+    assert client.neighbours == "client"
+    assert any("client-level neighbours" in n for n in client.notes)
+    # mini-batches (epochs 2-3, batches 2-3): a record is charged as a whole client, and the
+    # record canary is a one-record client whose every mini-batch is the canary, as every
+    # batch of the client canary's copies is: the two relations give the same numbers
+    record = audit(_cfg("random", extra={"neighbours": "record"}), "c", "message",
+                   trials=4000, accountants=["pld"])  # fmt: skip
+    assert record.neighbours == "record"
+    assert (record.epsilon_lower, record.tpr, record.fpr, record.epsilon) == (
+        client.epsilon_lower,
+        client.tpr,
+        client.fpr,
+        client.epsilon,
+    )
+    assert any("the only record of client 0" in n for n in record.notes)
+
+
+def test_privacy_adversary_calibration_is_audited_against_the_links_own_epsilon():
+    # Gaussian noise calibrated to a neighbouring server's ε with amplification by sampling
+    # L = 2 of K = 4 clients: the attack knows the sample, so the ε compared is the
+    # link's own transcript (larger than the calibrated target), and the output says so
+    cfg = _one_step("record", L=2, K=4, extra={"server_distribution": "gaussian",
+                                               "adversary": "neighbour_server"})  # fmt: skip
+    r = audit(cfg, "c", "message", trials=2000, accountants=["pld"])
+    assert r.adversary == "link" and r.neighbours == "record" and r.refuted == ()
+    assert r.epsilon["pld"] > 1.0 + 1e-3  # not the amplified target ε = 1
+    assert any("privacy.adversary = 'neighbour_server'" in n for n in r.notes)
+
+
+def test_cli_record_level_audit_exits_0_and_names_the_relation(tmp_path, capsys):
+    # before the fix: exit 3 (the client canary against the record-level ε)
+    path = _toml(tmp_path, "random")
+    text = path.read_text().replace('"pld"]', '"pld"]\nneighbours = "record"')
+    text = text.replace("epochs = [2, 3]", "epochs = 1").replace("batch = [2, 3]", 'batch = "full"')
+    path.write_text(text)
+    code, stdout, _ = _main([str(path), "--curve", "c", "--trials", "2000", "--accountant", "pld",
+                             "--json"], capsys)  # fmt: skip
+    out = json.loads(stdout)
+    assert code == 0 and out["refuted"] == [] and out["neighbours"] == "record"
+    assert out["epsilon_lower"] <= out["epsilon"]["pld"]
+    code, stdout, _ = _main([str(path), "--curve", "c", "--trials", "2000", "--accountant", "pld"],
+                            capsys)  # fmt: skip
+    assert code == 0 and "record-level neighbours" in " ".join(stdout.split())

@@ -456,7 +456,10 @@ def audit_command(
         if not result.protected:
             out.print(f"[bold]not protected[/bold]: {result.scope}", highlight=False)
         else:
-            table = Table(title="accountants")
+            table = Table(
+                title=f"accountants: epsilon for {result.neighbours}-level neighbours, "
+                f"adversary {result.adversary!r}"
+            )
             table.add_column("accountant")
             table.add_column("epsilon", justify="right")
             table.add_column("lower / epsilon", justify="right")

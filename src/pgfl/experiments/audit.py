@@ -28,6 +28,18 @@ sensitivity √M·Δ₂); for Gaussian noise every direction is equivalent. (The
 saturates least squares; for the logistic loss the clipped gradient saturates on the
 first step only, and the audit is weaker but still a valid lower bound.)
 
+Neighbouring relation: a lower bound for one relation says nothing about an ε for another,
+so the canary has the relation of the ε it is compared with, the curve's
+``privacy.neighbours`` (:func:`canary_records`). ``"client"``: the canary above, a whole
+client replaced. ``"record"``: one record replaced, record 0 of client 0 of unit 0, the
+client keeping ``r`` records (the canary and r − 1 of its own, the same in both worlds):
+for one full-batch step per round the accountant divides the client's 2μB by the fewest
+samples of a client, r = N_min, and the canary record moves the step by exactly 2μB/(n r);
+otherwise (mini-batches, several local steps) the accountant charges a record as a whole
+client, r = 1, and every mini-batch (drawn with replacement) is the canary record alone.
+The fewest samples, hence the ε, are those of the configured data. (A client canary
+compared with a record-level ε — what this module did first — "refuted" sound accountants.)
+
 Attack:
 
 * ``round = 1``, ``rounds = 1`` (the default: one release): the adversary knows everything
@@ -49,7 +61,11 @@ Attack:
 The threshold is chosen on the first half of each world's trials and evaluated on the
 second half (no selection bias). The accountant's ε compared with is ε(i) after the last
 audited round i (what pgfl reports for the curve at iteration i): every view of rounds
-≤ i is a function of the releases 1..i, so ε(i) bounds it by post-processing.
+≤ i is a function of the releases 1..i, so ε(i) bounds it by post-processing. It is the
+protected level's own transcript (adversary :data:`ADVERSARY`, ``"link"``: what
+``summary.json`` reports as ``epsilon``, not ``epsilon_by_adversary``): the attack knows
+the client sample, so amplification by client sampling is not credited, and a curve
+calibrated with ``privacy.adversary`` is compared with its link's ε, not its target.
 
 >>> e = epsilon_lower_bound(9000, 10000, 3000, 10000, 0.95, 0.0)  # TPR 0.9, FPR 0.3
 >>> 1.85 < e < math.log(0.7 / 0.1)   # the (1 − FPR)/(1 − TPR) form, less the CI margin
@@ -72,7 +88,7 @@ from pgfl.experiments.build import build_network, curve_settings
 from pgfl.experiments.config import CurveConfig, ExperimentConfig
 from pgfl.privacy.accounting import epsilon_curve
 from pgfl.privacy.accounting.mechanisms import tradeoff_curve
-from pgfl.privacy.mechanisms import ClientNoise, GraphHomomorphic, NoServerNoise
+from pgfl.privacy.mechanisms import NEIGHBOURS, ClientNoise, GraphHomomorphic, NoServerNoise
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
 __all__ = [
@@ -80,6 +96,7 @@ __all__ = [
     "AuditResult",
     "audit",
     "canary_networks",
+    "canary_records",
     "clopper_pearson",
     "coupled_message_gap",
     "epsilon_lower_bound",
@@ -101,6 +118,11 @@ COMPOSITION_NOTE = (
     "below the composed epsilon as T grows (the accountant composes worst cases the attack "
     "cannot realise in one shot)"
 )
+
+#: The adversary whose ε an audit compares with: the privatized link's own transcript
+#: (``summary.json``'s ``epsilon``, not ``epsilon_by_adversary``), whose observer knows which
+#: clients were sampled, as the audit's attacker does (no amplification by client sampling).
+ADVERSARY = "link"
 
 LATER_ROUND_NOTE = (
     "a later round is attacked with a generic projection test (the earlier rounds' noise is "
@@ -185,35 +207,104 @@ def canary_direction(dim: int) -> np.ndarray:
     return np.full(dim, 1.0 / math.sqrt(dim))
 
 
-def canary_networks(net: Network, direction: np.ndarray | None = None) -> tuple[Network, Network]:
-    """Two neighbouring networks: client 0 of unit 0 holds only the canary ``(v, ±D)``.
+def canary_networks(
+    net: Network, direction: np.ndarray | None = None, *, records: int | None = None
+) -> tuple[Network, Network]:
+    """Two neighbouring networks: the canary ``(v, ±D)`` in client 0 of unit 0.
 
-    In ``D₀`` its target is +D (its clipped gradients push the model along +v), in ``D₁``
-    −D (along −v); every other client, the graph and the schedule are the same.
-    ``direction`` (unit vector, default :func:`canary_direction`) is ``v``.
+    ``records = None`` (client-level neighbours): client 0 of unit 0 holds only copies of
+    the canary. ``records = r`` (record-level neighbours): the canary is one record, record
+    0 of client 0 of unit 0, which keeps ``r`` records (``1 ≤ r ≤`` its count): the canary
+    and its own records 1..r−1, the same in both worlds. In ``D₀`` the canary's target is
+    +D (its clipped gradients push the model along +v), in ``D₁`` −D (along −v); every
+    other client, the graph and the schedule are the same. ``direction`` (unit vector,
+    default :func:`canary_direction`) is ``v``.
 
     >>> from pgfl.problems import LeastSquares
     >>> data = FederatedData(np.zeros((1, 2, 3, 2)), np.zeros((1, 2, 3)), np.full((1, 2), 3))
-    >>> n0, n1 = canary_networks(Network(data, LeastSquares(0.0), np.ones((1, 1)), L=2,
-    ...                                  epochs=np.ones((1, 2), dtype=int), batch=None))
+    >>> net = Network(data, LeastSquares(0.0), np.ones((1, 1)), L=2,
+    ...               epochs=np.ones((1, 2), dtype=int), batch=None)
+    >>> n0, n1 = canary_networks(net)
     >>> n0.data.y[0, 0, 0], n1.data.y[0, 0, 0], n0.data.y[0, 1].tolist()
     (np.float64(1000000000.0), np.float64(-1000000000.0), [0.0, 0.0, 0.0])
+    >>> n0, n1 = canary_networks(net, records=2)       # one record of two
+    >>> n1.data.y[0, 0].tolist(), n1.data.counts.tolist()
+    ([-1000000000.0, 0.0, 0.0], [[2, 3]])
     """
     data = net.data
     M = data.shape[-1]
     v = canary_direction(M) if direction is None else np.asarray(direction, dtype=float)
     if v.shape != (M,) or not math.isclose(float(np.linalg.norm(v)), 1.0, rel_tol=1e-9):
         raise ConfigError(f"canary direction must be a unit vector of length M={M}")
+    own = int(data.counts[0, 0])
+    if records is not None and not 1 <= records <= own:
+        raise ConfigError(
+            f"a record-level canary keeps 1 to {own} records of client 0 of unit 0; got {records}"
+        )
     out = []
     for sign in (1.0, -1.0):
-        X, y = data.X.copy(), data.y.copy()
-        X[0, 0] = v
-        y[0, 0] = sign * CANARY_TARGET
-        new = FederatedData(X, y, data.counts, data.X_test, data.y_test, data.w_star)
+        X, y, counts = data.X.copy(), data.y.copy(), data.counts
+        if records is None:  # the whole client: every row the canary
+            X[0, 0] = v
+            y[0, 0] = sign * CANARY_TARGET
+        else:  # one record: row 0 the canary, rows 1..records-1 the client's own
+            X[0, 0, 0] = v
+            y[0, 0, 0] = sign * CANARY_TARGET
+            counts = counts.copy()
+            counts[0, 0] = records
+        new = FederatedData(X, y, counts, data.X_test, data.y_test, data.w_star)
         out.append(
             Network(new, net.problem, net.A, net.L, net.epochs, net.batch, mixing=net.mixing)
         )
     return out[0], out[1]
+
+
+def canary_records(settings: CurveSettings, net: Network, last: int) -> int | None:
+    """The records the canary client keeps: ``None`` for client-level neighbours.
+
+    Record-level neighbours: the records the accountant credits a client's step with
+    (:meth:`~pgfl.engine.CurveSettings.release_context`'s ``records``: the fewest samples
+    of a client for one full-batch step per round, else 1). The canary client then holds
+    exactly that many, so the canary record moves its step by the 1/r the accountant
+    divides by; with ``r = 1`` (mini-batches or several local steps, where the accountant
+    charges a record as a whole client) every mini-batch is the canary record alone. The
+    fewest samples, hence the accountant's ε, are those of the configured data.
+    """
+    if settings.neighbours != "record":
+        return None
+    return settings.release_context(net, last).records
+
+
+def _compared_note(
+    settings: CurveSettings, world: Network, ccfg: CurveConfig, level: str | None
+) -> str:
+    """One line: which neighbouring relation and adversary the ε compared with is for, and why."""
+    what = "compared with" if level is not None else "that would be compared with (none here)"
+    if settings.neighbours == "client":
+        canary = "the canary is client 0 of unit 0, every record of it the canary sample"
+    else:
+        r = int(world.data.counts[0, 0])
+        canary = (
+            f"the canary is one of the {r} records of client 0 of unit 0, one full-batch step "
+            f"per round: it moves the client's step by 1/{r}, as the accountant credits"
+            if r > 1
+            else "the canary is the only record of client 0 of unit 0: with mini-batches or "
+            "several local steps the accountant charges a record as a whole client, and a "
+            "one-record client realises that charge"
+        )
+    line = (
+        f"epsilon {what}: {settings.neighbours}-level neighbours "
+        f"({NEIGHBOURS[settings.neighbours]}; privacy.neighbours), the same relation as the "
+        f"canary's: {canary}; adversary {ADVERSARY!r}: the privatized link's own transcript, "
+        "whose observer knows which clients were sampled, as the attack does (no amplification "
+        "by client sampling)"
+    )
+    if ccfg.privacy.adversary is not None:
+        line += (
+            f"; privacy.adversary = {ccfg.privacy.adversary!r} only calibrated the noise (its "
+            "epsilon, with amplification where it holds, is not what this audit tests)"
+        )
+    return line
 
 
 # ------------------------------------------------------------------------------- views
@@ -279,7 +370,8 @@ class AuditResult:
         curve, round, rounds, delta, attack ("likelihood_ratio" | "projection"), success
         (balanced accuracy of the test), level (``server``/``client``/None), scope,
         refuted (accountants whose ε the bound exceeds), notes, roc (FPR, TPR arrays of
-        the evaluation half).
+        the evaluation half), neighbours (the neighbouring relation of the canary and of
+        the ε compared: ``privacy.neighbours``), adversary (whose ε: :data:`ADVERSARY`).
 
     """
 
@@ -303,6 +395,8 @@ class AuditResult:
     refuted: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     roc: tuple[np.ndarray, np.ndarray] = dataclasses.field(default=(np.zeros(0), np.zeros(0)))
+    neighbours: str = "client"
+    adversary: str = ADVERSARY
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` object: the contract's keys first, then the details."""
@@ -323,6 +417,8 @@ class AuditResult:
             "attack": self.attack,
             "success": self.success,
             "level": self.level,
+            "neighbours": self.neighbours,
+            "adversary": self.adversary,
             "scope": self.scope,
             "refuted": list(self.refuted),
             "notes": list(self.notes),
@@ -392,10 +488,11 @@ def _audited_curve(
 
 
 def _scores(
-    net: Network, settings: CurveSettings, view: str, seed: int, n: int, first: int, T: int
-) -> tuple[np.ndarray, np.ndarray, tuple[str, float] | None]:
+    worlds: tuple[Network, Network], settings: CurveSettings, view: str, seed: int, n: int,
+    first: int, T: int,
+) -> tuple[np.ndarray, np.ndarray, tuple[str, float] | None]:  # fmt: skip
     """The attack's statistic on each world's trials, and the density it used (if any)."""
-    net0, net1 = canary_networks(net)
+    net0, net1 = worlds
     reps = np.arange(2 * n)
     if first == 1 and T == 1:  # one release: the noise-free centres are public
         density = _density(view, settings)
@@ -425,7 +522,12 @@ def _scores(
 def _claimed(
     settings: CurveSettings, net: Network, view: str, last: int, delta: float, accs: list[str]
 ) -> tuple[str | None, dict[str, float], str]:
-    """The protected level of ``view``, each accountant's ε(last) for it, and its scope."""
+    """The protected level of ``view``, each accountant's ε(last) for it, and its scope.
+
+    The ε is the level's own transcript (what ``summary.json`` reports as ``epsilon``; no
+    amplification by client sampling) on ``net``, the audited data (a canary world: the
+    fewest samples of a client as configured), for the curve's neighbouring relation.
+    """
     level = _level(view, settings)
     if level is None:
         return None, {}, f"the {view} view carries no differentially private noise in this scheme"
@@ -479,7 +581,8 @@ def audit(
             f"client's message); got L={net.L}"
         )
     last, delta = first + T - 1, ccfg.privacy.delta
-    s0, s1, density = _scores(net, settings, view, cfg.seed, n, first, T)
+    worlds = canary_networks(net, records=canary_records(settings, net, last))
+    s0, s1, density = _scores(worlds, settings, view, cfg.seed, n, first, T)
     h = n // 2
     t = _choose_threshold(s0[:h], s1[:h], conf, delta)
     e0, e1 = s0[h:], s1[h:]
@@ -491,7 +594,8 @@ def audit(
     roc = (np.concatenate([fps / n0, [0.0]]), np.concatenate([tps / n1, [0.0]]))
     tpr, fpr = tp / n1, fp / n0
     accs = list(accountants) if accountants else list(ccfg.privacy.accountants)
-    level, eps, scope = _claimed(settings, net, view, last, delta, accs)
+    # the ε of the data sets actually run (the canary's world: the same counts' minimum)
+    level, eps, scope = _claimed(settings, worlds[0], view, last, delta, accs)
     ratio = {k: (lower / v if v > 0 else math.inf) for k, v in eps.items()}
     refuted = tuple(k for k, v in eps.items() if lower > v)
     return AuditResult(
@@ -500,12 +604,13 @@ def audit(
         rounds=T, delta=delta,
         attack="likelihood_ratio" if density is not None else "projection",
         success=0.5 * (tpr + 1.0 - fpr), level=level, scope=scope, refuted=refuted,
-        notes=_notes(T, first, refuted), roc=roc,
+        notes=_notes(T, first, refuted, _compared_note(settings, worlds[0], ccfg, level)),
+        roc=roc, neighbours=settings.neighbours, adversary=ADVERSARY,
     )  # fmt: skip
 
 
-def _notes(T: int, first: int, refuted: tuple[str, ...]) -> tuple[str, ...]:
-    notes = [LOWER_BOUND_NOTE]
+def _notes(T: int, first: int, refuted: tuple[str, ...], compared: str) -> tuple[str, ...]:
+    notes = [LOWER_BOUND_NOTE, compared]
     if T > 1:
         notes.append(COMPOSITION_NOTE)
     elif first > 1:
