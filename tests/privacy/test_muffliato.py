@@ -99,7 +99,9 @@ def test_the_cli_writes_the_files_and_prints_the_table(tmp_path):
          str(folder)], capture_output=True, text=True, timeout=300, env=dict(os.environ),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert "exact view / Muffliato's sum" in result.stdout
+    assert "the exact view" in result.stdout and "Muffliato's per-message sum" in result.stdout
+    table_lines = [line for line in result.stdout.splitlines() if line[:1] in "┏┃┡│└"]
+    assert table_lines and max(map(len, table_lines)) <= 100  # two narrow tables
     for f in ("summary.json", "profiles.csv", "pairs.csv", "muffliato.png"):
         assert (folder / f).is_file()
     summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
