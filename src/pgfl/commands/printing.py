@@ -245,7 +245,8 @@ def print_summary(summary: dict[str, Any]) -> None:
     out.print(table)
     deltas = {c["delta"] for c in curves if "delta" in c}
     if deltas:
-        _plain(f"ε after the last iteration at δ = {', '.join(f'{d:g}' for d in sorted(deltas))}")
+        at = ", ".join(f"{d:g}" for d in sorted(deltas))
+        _plain(f"ε: the link's own ε at δ = {at} after the last iteration (no sampling credit)")
         if any("paper" in c.get("epsilon", {}) for c in curves):
             _plain(PAPER_NOTE)
         _plain("what each ε covers: summary.json (epsilon_scope) and docs/privacy.md")
