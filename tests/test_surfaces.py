@@ -26,6 +26,7 @@ from pgfl.commands import printing
 from pgfl.experiments.frontier import PRESETS as FRONTIER
 from pgfl.experiments.frontier import frontier_configs, run_frontier
 from pgfl.experiments.loader import parse_config
+from pgfl.experiments.muffliato import PRESETS as ACCOUNTING
 from pgfl.experiments.partial import remove_partial
 from pgfl.experiments.plan import prepare_experiment
 from pgfl.experiments.presets import MIN_PER_CLIENT, preset_names, preset_text
@@ -120,7 +121,7 @@ def test_list_names_every_preset_with_a_description_aligned_at_any_width():
     text = _listing(40)
     assert text == _listing(300)  # nothing depends on the terminal's width
     lines = text.splitlines()
-    names = preset_names() + sorted(FRONTIER) + sorted(GRAPHLEARN)
+    names = preset_names() + sorted(FRONTIER) + sorted(ACCOUNTING) + sorted(GRAPHLEARN)
     assert [line.split()[0] for line in lines] == names
     starts = set()
     for name, line in zip(names, lines, strict=True):
