@@ -28,9 +28,11 @@ __all__ = [
     "load_experiment",
     "out",
     "plain",
+    "prepare_frontier_command",
     "report",
     "run_experiment_command",
     "run_frontier_command",
+    "run_frontier_plan",
     "state",
     "with_run_options",
 ]
@@ -186,14 +188,30 @@ def run_frontier_command(
     run_options: dict[str, Any] | None = None, by_adversary: bool = False,
 ) -> None:  # fmt: skip
     """Run the privacy-utility frontier's experiments (``pgfl reproduce frontier``, ...)."""
-    from pgfl.experiments.frontier import run_frontier  # lazy: the engine, numba
+    prepared = prepare_frontier_command(folder, configs, resume=resume, run_options=run_options)
+    summary = run_frontier_plan(prepared, quick=quick, as_json=as_json, by_adversary=by_adversary)
+    report(summary, folder, as_json)
+
+
+def prepare_frontier_command(
+    folder: Path, configs: dict[str, Any], *, resume: bool, run_options: dict[str, Any] | None
+) -> Any:
+    """A frontier's configurations with the command's ``[run]`` options, validated."""
+    from pgfl.experiments.frontier import prepare_frontier  # lazy: the engine, numba
 
     configs = {k: with_run_options(c, **(run_options or {})) for k, c in configs.items()}
-    summary = run_frontier(
-        folder, quick=quick, resume=resume, configs=configs,
-        run=lambda plan: execute(plan, as_json), by_adversary=by_adversary,
-    )  # fmt: skip
-    report(summary, folder, as_json)
+    return prepare_frontier(folder, configs, resume=resume)
+
+
+def run_frontier_plan(
+    prepared: Any, *, quick: bool, as_json: bool, by_adversary: bool = False
+) -> dict[str, Any]:
+    """Run a frontier :func:`prepare_frontier_command` validated; return its summary."""
+    from pgfl.experiments.frontier import run_prepared_frontier
+
+    return run_prepared_frontier(
+        prepared, quick=quick, run=lambda plan: execute(plan, as_json), by_adversary=by_adversary
+    )
 
 
 def report(summary: dict[str, Any], folder: Path, as_json: bool) -> None:

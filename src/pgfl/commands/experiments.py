@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import sys
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -22,13 +26,15 @@ from pgfl.commands.common import (
     WorkersOpt,
     checked,
     err,
+    execute,
     out,
+    prepare_frontier_command,
     report,
     run_experiment_command,
-    run_frontier_command,
+    run_frontier_plan,
     with_run_options,
 )
-from pgfl.files import read_toml, reading
+from pgfl.files import jsonable, read_toml, reading
 from pgfl.validation import ConfigError, check_real
 
 __all__ = ["bench", "reproduce", "run"]
@@ -70,8 +76,18 @@ def run(
     run_experiment_command(cfg, out_dir or Path("runs") / cfg.name, resume=resume, as_json=as_json)
 
 
+PresetsArg = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="Presets: fig2..fig7, hybrid, ... (see --list), or 'all'.",
+        metavar="NAME",
+        show_default=False,
+    ),
+]
+
+
 def reproduce(
-    name: Annotated[str, typer.Argument(help="Preset: fig2..fig6, ... (see --list).")] = "",
+    names: PresetsArg = None,
     out_dir: OutOpt = None,
     quick: Annotated[bool, typer.Option("--quick", help="Fewer iterations/repetitions.")] = False,
     seed: Annotated[
@@ -98,57 +114,179 @@ def reproduce(
     mode: ModeOpt = None,
     actors: ActorsOpt = None,
     keep_partial: KeepPartialOpt = False,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs",
+            help="Presets run at once, each in a process of its own (1: one after another "
+            "in this process). Not with Ray.",
+        ),
+    ] = 1,
 ) -> None:
-    """Reproduce a figure of the papers with the papers' parameters."""
-    from pgfl.experiments.frontier import PRESETS as FRONTIER  # lazy: the experiments
-    from pgfl.experiments.muffliato import PRESETS as ACCOUNTING
-    from pgfl.experiments.presets import fit_split, load_preset, preset_names, preset_text
-    from pgfl.files import check_output_folder, writing
-    from pgfl.graphlearn.presets import PRESETS as GRAPHLEARN
-    from pgfl.graphlearn.presets import preset_config
+    """Reproduce figures of the papers with the papers' parameters.
 
-    names = preset_names() + sorted(FRONTIER) + sorted(ACCOUNTING) + sorted(GRAPHLEARN)
-    if list_ or not name:
-        sys.stdout.write(_preset_list(names))
+    Several presets run one after another in one process, into runs/NAME (--out DIR: DIR/NAME).
+
+    'all': the papers' GFL figures fig2, fig3, fig4, fig5, fig6, fig7, hybrid, diffusion.
+
+    Every name and option is checked for every preset before any runs.
+
+    --json with several presets prints one JSON list: a summary per preset, in order.
+
+    --jobs 2 runs two presets at a time (same results; each summary printed in order).
+    """
+    from pgfl.experiments import catalog  # light: names and titles only
+
+    if list_ or not names:
+        sys.stdout.write(_preset_list(catalog.all_names()))
         return
-    if name not in names:
-        raise ConfigError(f"preset must be one of {', '.join(names)}; got {name!r}")
+    names = _expand(names)
     seed = checked("seed", seed, "--seed")
-    folder = out_dir or Path("runs") / name
-    if name in GRAPHLEARN and print_config:
+    several = len(names) > 1
+    if several and print_config:
+        raise ConfigError(
+            f"--print-config: one preset at a time; got {len(names)} ({', '.join(names)})"
+        )
+    options = {
+        "quick": quick, "seed": seed, "resume": resume, "as_json": as_json,
+        "print_config": print_config, "data": data, "rows": rows,
+        "run_options": {
+            "backend": backend, "address": address, "workers": workers, "mode": mode,
+            "actors": actors, "keep_partial": keep_partial or None,
+        },
+    }  # fmt: skip
+    if jobs < 1:
+        raise ConfigError(f"--jobs must be an integer >= 1; got {jobs}")
+    if jobs > 1 and several and (backend == "ray" or address is not None):
+        raise ConfigError(
+            "--jobs: runs presets in processes of their own, each its own engine; with "
+            "--backend ray give --jobs 1 (Ray spreads one preset over the cluster)"
+        )
+    work = []
+    for name in names:  # validate every preset (writing nothing) before running any
+        folder = (out_dir or Path("runs")) / name if several else out_dir or Path("runs") / name
+        job = _prepare(name, folder, **options)
+        if job is None:  # --print-config: printed
+            return
+        work.append((name, folder, job))
+    if jobs > 1 and several:
+        results = _in_processes([(n, f) for n, f, _ in work], options, jobs)
+    else:
+        results = (job() for _, _, job in work)
+    summaries = []
+    for (_, folder, _), summary in zip(work, results, strict=True):
+        if several and as_json:
+            summaries.append(jsonable(summary))
+        else:
+            report(summary, folder, as_json)
+    if several and as_json:
+        sys.stdout.write(json.dumps(summaries, indent=2) + "\n")
+
+
+def _in_processes(
+    work: list[tuple[str, Path]], options: dict[str, Any], jobs: int
+) -> Iterator[dict[str, Any]]:
+    """The summaries of the presets ``work`` names, run ``jobs`` at a time, in order.
+
+    Each preset runs in a worker process of its own (spawned: no thread of this process
+    is copied), which prepares it again as :func:`_prepare` did here; the first error
+    cancels the presets not yet started and is raised here.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(min(jobs, len(work)), mp_context=context) as pool:
+        futures = [pool.submit(_run_preset, name, folder, options) for name, folder in work]
+        try:
+            for future in futures:
+                yield future.result()
+        finally:
+            for future in futures:  # an error, Ctrl-C: start no other preset
+                future.cancel()
+
+
+def _run_preset(name: str, folder: Path, options: dict[str, Any]) -> dict[str, Any]:
+    """Run preset ``name`` in a worker process of :func:`_in_processes`; its summary.
+
+    The parent checked it and showed its warnings and notes: here they are not repeated,
+    and no progress bar competes with the other workers'.
+    """
+    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        job = _prepare(name, folder, **{**options, "as_json": True})
+    assert job is not None  # --print-config takes one preset: never run in a worker
+    return job()
+
+
+def _expand(names: list[str]) -> list[str]:
+    """The presets named, ``all`` replaced by :data:`~pgfl.experiments.catalog.ALL`.
+
+    An unknown name, or one named twice, is one :class:`ConfigError` line.
+    """
+    from pgfl.experiments import catalog
+
+    known = catalog.all_names()
+    expanded: list[str] = []
+    for name in names:
+        if name != "all" and name not in known:
+            raise ConfigError(f"preset must be one of {', '.join(known)} (or all); got {name!r}")
+        for one in catalog.ALL if name == "all" else (name,):
+            if one in expanded:
+                raise ConfigError(
+                    f"preset {one!r} named twice (with 'all': {', '.join(catalog.ALL)})"
+                    if "all" in names
+                    else f"preset {one!r} named twice"
+                )
+            expanded.append(one)
+    return expanded
+
+
+def _prepare(
+    name: str, folder: Path, *, quick: bool, seed: int | None, resume: bool, as_json: bool,
+    print_config: bool, data: str | None, rows: int | None, run_options: dict[str, object],
+) -> Callable[[], dict[str, Any]] | None:  # fmt: skip
+    """Validate preset ``name`` into ``folder`` and return what runs it (its summary).
+
+    Nothing is written: a problem is one :class:`ConfigError` line. ``None``: the preset's
+    configuration was printed (``--print-config``), nothing to run.
+    """
+    from pgfl.experiments import catalog
+
+    what = catalog.kind(name)
+    if what == "graphlearn" and print_config:
+        from pgfl.graphlearn.presets import preset_config  # lazy: the experiments
+
         sys.stdout.write(preset_config(name, quick=quick, seed=0 if seed is None else seed))
-        return
-    if name in GRAPHLEARN or name in ACCOUNTING:
-        what = "a graph-learning" if name in GRAPHLEARN else "an accounting-only"
+        return None
+    if what in ("graphlearn", "accounting"):
+        from pgfl.files import check_output_folder, writing
+
+        article = "a graph-learning" if what == "graphlearn" else "an accounting-only"
         given = {
-            "--print-config": print_config,
-            "--resume": resume,
-            "--data": data,
-            "--rows": rows,
-            "--backend": backend,
-            "--address": address,
-            "--workers": workers,
-            "--mode": mode,
-            "--actors": actors,
-            "--keep-partial": keep_partial,
-        }
+            "--print-config": print_config, "--resume": resume, "--data": data,
+            "--rows": rows, **{f"--{k.replace('_', '-')}": v for k, v in run_options.items()},
+        }  # fmt: skip
         unused = [opt for opt, value in given.items() if value not in (None, False)]
         if unused:
             raise ConfigError(
                 f"{', '.join(unused)}: only for the GFL presets (fig2, ...); {name!r} is "
-                f"{what} preset"
+                f"{article} preset"
             )
         check_output_folder(folder)
-        run = GRAPHLEARN[name] if name in GRAPHLEARN else ACCOUNTING[name]
-        with writing(folder):
-            summary = run(quick, folder, 0 if seed is None else seed)
-        report(summary, folder, as_json)
-        return
-    run_options = {
-        "backend": backend, "address": address, "workers": workers, "mode": mode,
-        "actors": actors, "keep_partial": keep_partial or None,
-    }  # fmt: skip
-    if name in FRONTIER:
+        if what == "graphlearn":
+            from pgfl.graphlearn.presets import PRESETS  # lazy: the experiments
+        else:
+            from pgfl.experiments.muffliato import PRESETS
+
+        def run_other() -> dict[str, Any]:
+            with writing(folder):
+                return PRESETS[name](quick, folder, 0 if seed is None else seed)
+
+        return run_other
+    if what == "frontier":
+        from pgfl.experiments.frontier import PRESETS as FRONTIER  # lazy: the experiments
+
         given = {"--print-config": print_config, "--data": data, "--rows": rows}
         unused = [opt for opt, value in given.items() if value not in (None, False)]
         if unused:
@@ -157,14 +295,16 @@ def reproduce(
                 "configurations; see 'pgfl privacy frontier --help' to choose them)"
             )
         configs = FRONTIER[name](quick=quick, seed=seed)
-        run_frontier_command(
-            folder, configs, quick=quick, resume=resume, as_json=as_json,
-            run_options=run_options, by_adversary=name == "frontier-adversary",
-        )  # fmt: skip
-        return
+        prepared = prepare_frontier_command(folder, configs, resume=resume, run_options=run_options)
+        return lambda: run_frontier_plan(
+            prepared, quick=quick, as_json=as_json, by_adversary=name == "frontier-adversary"
+        )
+    from pgfl.experiments.plan import prepare_experiment  # lazy: the experiments, numba
+    from pgfl.experiments.presets import fit_split, load_preset
+
     if print_config:
-        sys.stdout.write(preset_text(name))
-        return
+        sys.stdout.write(catalog.preset_text(name))
+        return None
     overrides: dict[str, object] = {}
     if rows is not None:
         overrides["rows"] = rows
@@ -178,21 +318,16 @@ def reproduce(
             print(f"note: {note}", file=sys.stderr)
     cfg = load_preset(name, quick=quick, seed=seed, data=overrides)
     cfg = with_run_options(cfg, **run_options)
-    run_experiment_command(cfg, folder, resume=resume, as_json=as_json)
+    plan = prepare_experiment(cfg, folder, resume=resume)  # validates; writes nothing
+    return lambda: execute(plan, as_json)
 
 
 def _preset_list(names: list[str]) -> str:
     """One line per preset: its name, padded to the longest, and its description."""
-    from pgfl.experiments.frontier import TITLES as FRONTIER  # lazy: the experiments
-    from pgfl.experiments.muffliato import TITLES as ACCOUNTING
-    from pgfl.experiments.presets import preset_names, preset_title
-    from pgfl.graphlearn.presets import TITLES as GRAPHLEARN
+    from pgfl.experiments.catalog import title
 
-    gfl = set(preset_names())
     width = max(map(len, names))
-    titles = {**FRONTIER, **ACCOUNTING, **GRAPHLEARN}
-    rows = [(n, preset_title(n) if n in gfl else titles.get(n, "")) for n in names]
-    return "".join(f"{n:<{width}}  {title}".rstrip() + "\n" for n, title in rows)
+    return "".join(f"{n:<{width}}  {title(n)}".rstrip() + "\n" for n in names)
 
 
 def bench(

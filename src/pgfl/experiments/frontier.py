@@ -52,10 +52,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pgfl.experiments.catalog import FRONTIER_TITLES
 from pgfl.experiments.config import ExperimentConfig
 from pgfl.experiments.loader import parse_config
 from pgfl.experiments.partial import remove_partial
-from pgfl.experiments.plan import prepare_experiment
+from pgfl.experiments.plan import Plan, prepare_experiment
 from pgfl.experiments.presets import preset_text
 from pgfl.experiments.runner import run_plan
 from pgfl.files import output_lock, write_csv, write_json
@@ -66,6 +67,7 @@ from pgfl.validation import ConfigError
 __all__ = [
     "DELTA",
     "EPSILONS",
+    "FrontierPlan",
     "PRESETS",
     "SCHEMES",
     "TITLES",
@@ -75,7 +77,9 @@ __all__ = [
     "frontier_configs",
     "frontier_summary",
     "plot_frontier",
+    "prepare_frontier",
     "run_frontier",
+    "run_prepared_frontier",
 ]
 
 #: Target ε values (the x axis).
@@ -423,6 +427,34 @@ def _csv_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+@dataclass(frozen=True)
+class FrontierPlan:
+    """A frontier validated and ready to run (:func:`prepare_frontier`): nothing written yet.
+
+    ``plans`` are its sub-runs' plans (into ``out/<key>``, each keeping ``partial/``
+    until the whole frontier is written); ``keep`` their own ``run.keep_partial``.
+    """
+
+    out: Path
+    plans: dict[str, Plan]
+    keep: dict[str, bool]
+
+
+def prepare_frontier(
+    out: str | Path, configs: Mapping[str, ExperimentConfig], *, resume: bool = False
+) -> FrontierPlan:
+    """Validate a frontier's ``configs`` and calibrate their noise; write nothing.
+
+    Each configuration is prepared by :func:`pgfl.experiments.plan.prepare_experiment`
+    into ``out/<key>``; any problem is one :class:`ConfigError` with ``out`` untouched.
+    """
+    out = Path(out)
+    keep = {key: cfg.run.keep_partial for key, cfg in configs.items()}
+    configs = {k: replace(c, run=replace(c.run, keep_partial=True)) for k, c in configs.items()}
+    plans = {key: prepare_experiment(cfg, out / key, resume=resume) for key, cfg in configs.items()}
+    return FrontierPlan(out, plans, keep)
+
+
 def run_frontier(
     out: str | Path,
     *,
@@ -436,19 +468,27 @@ def run_frontier(
     """Run the frontier into ``out``; write ``summary.json``, ``frontier.csv``, ``frontier.png``.
 
     ``configs`` (default :func:`frontier_configs`) are all validated and their noise
-    calibrated before anything is written (:func:`pgfl.experiments.plan.prepare_experiment`
-    into ``out/<key>``); ``run(plan)`` runs one prepared plan (default
-    :func:`pgfl.experiments.runner.run_plan`). With ``resume``, the curves an interrupted
-    run saved in a sub-folder are kept. The sub-runs keep their ``partial/`` folders until
-    the whole frontier is written (an interrupted frontier resumes every finished
-    sub-run), then they go unless a configuration's ``run.keep_partial`` is set. Returns
-    the frontier summary.
+    calibrated before anything is written (:func:`prepare_frontier`); ``run(plan)`` runs
+    one prepared plan (default :func:`pgfl.experiments.runner.run_plan`). With
+    ``resume``, the curves an interrupted run saved in a sub-folder are kept. The
+    sub-runs keep their ``partial/`` folders until the whole frontier is written (an
+    interrupted frontier resumes every finished sub-run), then they go unless a
+    configuration's ``run.keep_partial`` is set. Returns the frontier summary.
     """
-    out = Path(out)
     configs = dict(configs or frontier_configs(quick=quick, seed=seed))
-    keep = {key: cfg.run.keep_partial for key, cfg in configs.items()}
-    configs = {k: replace(c, run=replace(c.run, keep_partial=True)) for k, c in configs.items()}
-    plans = {key: prepare_experiment(cfg, out / key, resume=resume) for key, cfg in configs.items()}
+    prepared = prepare_frontier(out, configs, resume=resume)
+    return run_prepared_frontier(prepared, quick=quick, run=run, by_adversary=by_adversary)
+
+
+def run_prepared_frontier(
+    prepared: FrontierPlan,
+    *,
+    quick: bool = False,
+    run: Callable[[Any], Mapping[str, Any]] | None = None,
+    by_adversary: bool = False,
+) -> dict[str, Any]:
+    """Run a frontier :func:`prepare_frontier` validated (see :func:`run_frontier`)."""
+    out, plans = prepared.out, prepared.plans
     run = run or run_plan
     with output_lock(out):
         stale = [*FRONTIER_FILES, *(p.name for p in out.glob("frontier-*.png"))]
@@ -473,7 +513,7 @@ def run_frontier(
             }
             plot_frontier(mine, out / f"frontier-{a}.png")
     for key in plans:  # finished: --resume has nothing left to continue
-        if not keep[key]:
+        if not prepared.keep[key]:
             remove_partial(out / key)
     return summary
 
@@ -543,10 +583,5 @@ def best_schemes(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 PRESETS["frontier-adversary"] = adversary_configs
-#: Their one-line descriptions (``pgfl reproduce --list``).
-TITLES = {
-    "frontier": "Privacy-utility frontier: every scheme calibrated to a target ε, MSD and "
-    "test error vs ε",
-    "frontier-adversary": "Privacy-utility frontier per adversary (record-level, with "
-    "amplification): the best scheme per ε, with and without a trusted aggregator",
-}
+#: Their one-line descriptions (``pgfl reproduce --list``), kept in the light catalog module.
+TITLES = FRONTIER_TITLES

@@ -32,6 +32,7 @@ from scipy import optimize
 from scipy.sparse.csgraph import shortest_path
 
 from pgfl import plots
+from pgfl.experiments.catalog import ACCOUNTING_TITLES
 from pgfl.files import write_csv, write_json
 from pgfl.privacy.accounting.decentralized import gaussian_composition_epsilon
 from pgfl.privacy.accounting.gossip import (
@@ -181,7 +182,5 @@ def run(quick: bool, out: Path, seed: int) -> dict[str, Any]:
 #: ``pgfl reproduce`` presets that only account (no simulation): name → ``run``.
 PRESETS = {"muffliato": run}
 
-#: One line per preset for ``pgfl reproduce --list``.
-TITLES = {
-    "muffliato": "Gossip (Muffliato): what one averaging leaks, pair by pair (accounting only)"
-}
+#: One line per preset for ``pgfl reproduce --list`` (kept in the light catalog module).
+TITLES = ACCOUNTING_TITLES

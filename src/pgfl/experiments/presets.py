@@ -9,14 +9,24 @@ from __future__ import annotations
 
 import inspect
 import tomllib
-from importlib import resources
 from typing import Any
 
 from pgfl.data.datasets import classification_federated_data, load_dataset
+from pgfl.experiments.catalog import preset_names, preset_text, preset_title
 from pgfl.experiments.config import ExperimentConfig
 from pgfl.experiments.loader import parse_config
 from pgfl.params import PARAMS
 from pgfl.validation import ConfigError
+
+__all__ = [
+    "MIN_PER_CLIENT",
+    "MIN_TEST_ROWS",
+    "fit_split",
+    "load_preset",
+    "preset_names",  # the light catalog's, here too
+    "preset_text",
+    "preset_title",
+]
 
 #: Training rows every client gets at least (the real-data loader's rule).
 MIN_PER_CLIENT: int = (
@@ -24,31 +34,6 @@ MIN_PER_CLIENT: int = (
 )
 #: The smallest test set a preset's split is shrunk to for a small data set.
 MIN_TEST_ROWS = 20
-
-
-def preset_names() -> list[str]:
-    """Names of the shipped GFL presets, sorted."""
-    folder = resources.files("pgfl.experiments").joinpath("presets")
-    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
-
-
-def preset_text(name: str) -> str:
-    """The TOML text of preset ``name``."""
-    names = preset_names()
-    if name not in names:
-        raise ConfigError(f"preset must be one of {', '.join(names)}; got {name!r}")
-    return (
-        resources.files("pgfl.experiments").joinpath("presets", f"{name}.toml").read_text("utf-8")
-    )
-
-
-def preset_title(name: str) -> str:
-    """The one-line description of preset ``name``: its TOML's ``title`` (else its name).
-
-    >>> preset_title("fig2")
-    'Fig. 2: GFL with no, graph-homomorphic and random perturbations'
-    """
-    return str(tomllib.loads(preset_text(name)).get("title") or name)
 
 
 def fit_split(name: str, source: str, rows: int | None = None) -> tuple[dict[str, Any], str]:

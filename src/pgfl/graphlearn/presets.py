@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from pgfl.experiments.catalog import GRAPHLEARN_TITLES
 from pgfl.files import write_csv, write_json
 from pgfl.graphlearn import digits, plots
 from pgfl.graphlearn.experiments import Params, draw_setting, evaluate, tune
@@ -494,18 +495,8 @@ PRESETS: dict[str, Callable[[bool, Path, int], dict[str, Any]]] = {
     "graphlearn-digits": _digits,
 }
 
-#: One line per preset (``pgfl reproduce --list``).
-TITLES = {
-    "graphlearn-datasize": "Graph learning, Fig. 2(a-b): MCC and relative error vs data size N_i",
-    "graphlearn-imbalance": "Graph learning, Fig. 2(c-d): per-client MCC and relative error, "
-    "N_i = 20..100",
-    "graphlearn-heterogeneity": "Graph learning, Fig. 3: MCC and relative error vs consensus "
-    "fraction q",
-    "graphlearn-weights": "Graph learning, Table I: adaptive weights vs data size and similarity",
-    "graphlearn-sensitivity": "Graph learning, Fig. 5: sensitivity to lambda and rho",
-    "graphlearn-dp": "Graph learning, Fig. 6: DP (last-step noise vs noisy statistic) vs N_i",
-    "graphlearn-digits": "Graph learning, Table II: communities of digit images (COIL-20 stand-in)",
-}
+#: One line per preset (``pgfl reproduce --list``; kept in the light catalog module).
+TITLES = GRAPHLEARN_TITLES
 
 
 def _last(sweep: str) -> Callable[[bool], Any]:
