@@ -440,18 +440,6 @@ def test_a_diverged_curve_is_told_below_the_table():
     assert "curve blowup diverged at iteration 7" in text
 
 
-def _printed_sweep(summary: dict, width: int = 200) -> str:
-    console = Console(width=width, file=None, record=True, force_terminal=False)
-    old = printing.out
-    printing.out = console
-    try:
-        with console.capture() as captured:
-            printing.print_sweep(summary)
-    finally:
-        printing.out = old
-    return captured.get()
-
-
 def test_a_graph_learning_sweep_is_narrow_and_tells_its_private_curves_apart():
     rng = np.random.default_rng(3)
     xs = [10, 20, 40, 60, 80, 100]  # the widest shipped sweep
@@ -465,7 +453,7 @@ def test_a_graph_learning_sweep_is_narrow_and_tells_its_private_curves_apart():
 
     curves = [curve("fedgl_consensus"), curve("fedgl_local_dp_statistic", 0.3),
               curve("fedgl_local_dp_statistic", 1.0)]  # fmt: skip
-    text = _printed_sweep({"experiment": "graphlearn-x", "curves": curves,
+    text = _printed({"experiment": "graphlearn-x", "curves": curves,
                            "x_name": "client index (N_i = 20, 40, 60, 80, 100)"})  # fmt: skip
     rows = [line for line in text.splitlines() if line[:1] in "┏┃┡│└"]
     assert rows and max(map(len, rows)) <= WIDTH, "\n" + text

@@ -215,7 +215,8 @@ def _run_preset(name: str, folder: Path, options: dict[str, Any]) -> dict[str, A
     with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")
         job = _prepare(name, folder, **{**options, "as_json": True})
-    assert job is not None  # --print-config takes one preset: never run in a worker
+    if job is None:  # --print-config takes one preset and is refused with --jobs
+        raise RuntimeError(f"preset {name!r} was sent to a worker with --print-config")
     return job()
 
 
