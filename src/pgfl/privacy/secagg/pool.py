@@ -79,12 +79,15 @@ def start_method() -> str:
 
     ``fork`` needs no re-import of the caller's ``__main__`` (a script needs no main guard),
     but forking a process whose other threads may hold locks (Ray's and JAX's runtimes
-    start threads; so may the caller) can deadlock the child; there the workers are forked
-    from a clean server process instead (which, like ``spawn``, imports the caller's main
-    module: scripts then need ``if __name__ == "__main__":``).
+    start threads; so may the caller) can deadlock the child, and GNU OpenMP, one of
+    numba's threading layers, is not fork-safe once its threads have started; there the
+    workers are forked from a clean server process instead (which, like ``spawn``,
+    imports the caller's main module: scripts then need ``if __name__ == "__main__":``).
+    A process that has imported numba (the compiled engine) counts as threaded.
     """
     methods = multiprocessing.get_all_start_methods()
-    threaded = threading.active_count() > 1 or any(m in sys.modules for m in ("jax", "ray"))
+    runtimes = ("jax", "ray", "numba")
+    threaded = threading.active_count() > 1 or any(m in sys.modules for m in runtimes)
     if "fork" in methods and not threaded:
         return "fork"
     return "forkserver" if "forkserver" in methods else "spawn"
