@@ -393,7 +393,9 @@ def audit_command(
     curve: Annotated[str, typer.Option("--curve", help="Label of the curve to audit.")],
     view: Annotated[
         str,
-        typer.Option("--view", help="message | server-model | centroid | client-update."),
+        typer.Option(
+            "--view", help="message | server-model | centroid | client-update | own-server."
+        ),
     ] = "message",
     trials: Annotated[int, typer.Option("--trials", help="Trials per world (>= 200).")] = 20000,
     round_: Annotated[int, typer.Option("--round", help="First audited iteration i.")] = 1,

@@ -88,7 +88,13 @@ from pgfl.experiments.build import build_network, curve_settings
 from pgfl.experiments.config import CurveConfig, ExperimentConfig
 from pgfl.privacy.accounting import epsilon_curve
 from pgfl.privacy.accounting.mechanisms import tradeoff_curve
-from pgfl.privacy.mechanisms import NEIGHBOURS, ClientNoise, GraphHomomorphic, NoServerNoise
+from pgfl.privacy.mechanisms import (
+    NEIGHBOURS,
+    ClientNoise,
+    DistributedNoise,
+    GraphHomomorphic,
+    NoServerNoise,
+)
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
 __all__ = [
@@ -104,7 +110,7 @@ __all__ = [
 ]
 
 #: The party views an audit can attack.
-VIEWS = ("message", "server-model", "centroid", "client-update")
+VIEWS = ("message", "server-model", "centroid", "client-update", "own-server")
 #: The canary's target magnitude D: |uᵀw| ≪ D, so its gradient is always clipped.
 CANARY_TARGET = 1e9
 #: Trials (repetitions) run by one engine call; bounds memory.
@@ -330,7 +336,8 @@ def _view_of(view: str, net: Network, out: Any) -> np.ndarray:
         return out.W[:, :, _neighbour(net)]
     if view == "centroid":
         return out.W.mean(axis=2)
-    # client-update with L = 1: the unit's aggregate is the client's message
+    # own-server: what unit 0's server decodes (its aggregate: secure aggregation's noisy
+    # sum under distributed DP); client-update with L = 1: the aggregate is the message
     return out.psi[:, :, 0]
 
 
@@ -427,9 +434,10 @@ class AuditResult:
 
 def _level(view: str, settings: CurveSettings) -> str | None:
     """The privatized link whose ε covers ``view`` (None: the view is not protected)."""
-    client = isinstance(settings.client, ClientNoise) and settings.client.std > 0
+    noisy = isinstance(settings.client, (ClientNoise, DistributedNoise))
+    client = noisy and settings.client.std > 0
     server = not isinstance(settings.server, NoServerNoise) and settings.server.std > 0
-    if view == "client-update":
+    if view in ("client-update", "own-server"):
         return "client" if client else None
     if view == "centroid" and isinstance(settings.server, GraphHomomorphic):
         server = False  # graph-homomorphic noise cancels in the centroid (eq. 46)
@@ -438,9 +446,17 @@ def _level(view: str, settings: CurveSettings) -> str | None:
     return "client" if client else None
 
 
-def _density(view: str, settings: CurveSettings) -> tuple[str, float] | None:
-    """(distribution, per-coordinate std) of the one noise in a view, if it has a density."""
+def _density(view: str, settings: CurveSettings, net: Network) -> tuple[str, float] | None:
+    """(distribution, per-coordinate std) of the one noise in a view, if it has a density.
+
+    Distributed DP's own-server view carries the decoded sum of L integer shares over L:
+    nearly Gaussian (rotated back, isotropic), of the std the mechanism's grid gives.
+    """
     client = settings.client
+    if view == "own-server" and isinstance(client, DistributedNoise) and client.std > 0:
+        g = client.grid(net.L, net.dim, client.fewest_clients(net.L))
+        scale = settings.mu if settings.share == "updates" else 1.0
+        return "gaussian", scale * g.scale * math.sqrt(g.variance / net.L)
     if view == "message" and not isinstance(settings.server, NoServerNoise):
         if isinstance(client, ClientNoise) and client.std > 0:
             return None  # server noise + averaged client noise: no closed form used
@@ -495,7 +511,7 @@ def _scores(
     net0, net1 = worlds
     reps = np.arange(2 * n)
     if first == 1 and T == 1:  # one release: the noise-free centres are public
-        density = _density(view, settings)
+        density = _density(view, settings, net0)
         kw = {"seed": seed, "reps": reps, "first": 1, "last": 1}
         clean = settings.noiseless()
         v0 = _run_views(net0, [settings, clean], view, **kw)[:, :, 0]
@@ -560,7 +576,9 @@ def audit(
         view: one of :data:`VIEWS`: ``message`` (unit 0 → its first neighbour p, what p or
             an eavesdropper sees), ``server-model`` (p's model after the round),
             ``centroid`` (the network average of the models), ``client-update`` (what the
-            canary client sends its server; needs ``training.L = 1``).
+            canary client sends its server; needs ``training.L = 1``), ``own-server``
+            (what unit 0's server decodes of its clients: the aggregate, secure
+            aggregation's noisy sum under distributed DP).
         trials: trials per world (≥ 200; half select the threshold, half evaluate).
         round: the first audited iteration i ≥ 1.
         rounds: consecutive rounds T ≥ 1 observed together.

@@ -579,10 +579,12 @@ class PldAccountant(Accountant):
                     bounds.append(float(pure.compose(gauss).get_epsilon_for_delta(delta)))
         return min(bounds)
 
-
     def _dominated_epsilon(self, delta: float) -> float:
-        """``ε_GDP(μ, δe^{−K}) + 2K`` when every release is a discrete Gaussian sum or a
-        Gaussian (:mod:`pgfl.privacy.distributed.accounting`), else ∞."""
+        """``ε_GDP(μ, δe^{−K}) + 2K``, the Gaussian-dominance bound, or ∞.
+
+        Defined when every release is a discrete Gaussian sum or a Gaussian
+        (:mod:`pgfl.privacy.distributed.accounting`).
+        """
         if self._dominated is None or self._pure_total > 0:
             return math.inf
         mu2 = self._dominated[0] + self._mu2

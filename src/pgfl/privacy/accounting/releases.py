@@ -260,6 +260,7 @@ class DiscreteSumRelease:
     >>> r = DiscreteSumRelease("skellam", 2.0, 50.0, (4,), dim=1)
     >>> round(float(r.rdp(np.array([2.0]))[0]), 6)          # 2·4/400 + (3·4 + 12)/160000
     0.02015
+
     """
 
     noise: str
@@ -274,7 +275,9 @@ class DiscreteSumRelease:
 
     def __post_init__(self) -> None:
         if self.noise not in DISCRETE_NOISE:
-            raise ConfigError(f"noise must be one of {', '.join(DISCRETE_NOISE)}; got {self.noise!r}")
+            raise ConfigError(
+                f"noise must be one of {', '.join(DISCRETE_NOISE)}; got {self.noise!r}"
+            )
         check_real("l2", self.l2, lo=0.0)
         check_real("share_variance", self.share_variance, lo=0.0, lo_open=True)
         for n in self.shares:
@@ -478,7 +481,8 @@ class Transcript:
         """One release per iteration: the rigorous reading, or the papers' (``paper``).
 
         Discrete distributed noise: a :class:`DiscreteSumRelease` (``paper``: KLS's
-        Proposition 14 for the discrete Gaussian). Gaussian noise: a :class:`GaussianRelease` of Δ₂(j); Laplace noise: an M-dimensional
+        Proposition 14 for the discrete Gaussian). Gaussian noise: a
+        :class:`GaussianRelease` of Δ₂(j); Laplace noise: an M-dimensional
         :class:`VectorLaplaceRelease` of Δ₂(j) (rigorous), or the papers' 1-D
         :class:`LaplaceRelease` charged Δ₂(j).
         """

@@ -114,6 +114,7 @@ def rounded_sensitivity(shift: float, clip: float, dim: int, beta: float) -> flo
     5.0
     >>> rounded_sensitivity(3.0, 100.0, 4, 0.5) > 200  # conditional: 2Δ̃
     True
+
     """
     whole = 2.0 * rounded_norm_bound(clip, dim, beta)
     if beta > 0:
@@ -129,7 +130,7 @@ def _theta_tail(a: float) -> float:
 
 
 def theta_loss(share_variance: float, shares: int) -> float:
-    """``L_n``: the sum of n ``N_Z(0, σ²)`` has mass ``∝ e^{−x²/(2nσ²)} a(x)``, ``max a/min a ≤ e^{L_n}``.
+    """``L_n``: the sum of n ``N_Z(0, σ²)`` has mass ``∝ e^{−x²/(2nσ²)} a(x)``, ``a/a′ ≤ e^{L_n}``.
 
     ``L_n = Σ_{k=1}^{n−1} ln((1+ε_k)/(1−ε_k))``, ``ε_k`` an upper bound on
     ``2Σ_{j≥1} e^{−2π²σ²j²k/(k+1)}`` (module doc); ``inf`` when some ``ε_k ≥ 1``.

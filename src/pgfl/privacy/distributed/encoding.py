@@ -166,7 +166,9 @@ def randomized_round(
     raise ConfigError(f"conditional rounding: no draw within the norm bound in {tries} tries")
 
 
-def choose_scale(bits: int, clip: float, clients: int, dim: int, share_std: float, k: float) -> float:
+def choose_scale(
+    bits: int, clip: float, clients: int, dim: int, share_std: float, k: float
+) -> float:
     """γ (real units per grid step) so that a unit's sum rarely leaves ``[−2^(b−1), 2^(b−1))``.
 
     A coordinate of the rotated sum of n ≤ ``clients`` vectors of norm ≤ c is sub-Gaussian
@@ -202,8 +204,9 @@ def to_residues(codes: np.ndarray, bits: int) -> np.ndarray:
 
 
 def decode(total: np.ndarray, signs: np.ndarray, scale: float, bits: int, dim: int) -> np.ndarray:
-    """The real sum from a sum of codes mod 2^b: centre to ``[−2^(b−1), 2^(b−1))``, rotate
-    back, times γ; ``[..., d] → [..., dim]``.
+    """The real sum from a sum of codes mod 2^b, ``[..., d] → [..., dim]``.
+
+    Centre to ``[−2^(b−1), 2^(b−1))``, rotate back (:func:`unrotate`), times γ.
 
     >>> decode(to_residues(np.array([[-3]]), 8), np.array([1.0]), 0.5, 8, 1).tolist()  # 253 ↦ −3
     [[-1.5]]
