@@ -54,7 +54,7 @@ __all__ = [
     "epsilon",
 ]
 
-DISTRIBUTIONS = ("laplace", "gaussian", *DISCRETE_NOISE)
+DISTRIBUTIONS = ("laplace", "gaussian")
 #: The accountant pgfl calls "the tight one".
 TIGHT_ACCOUNTANT = "pld"
 #: (transcript at σ = 1, accountant, reading, rtol) → [(target ε, σ_pld/σ_rdp), ...] of recent PLD
@@ -81,7 +81,7 @@ def default_accountants(distribution: str) -> tuple[str, ...]:
     >>> default_accountants("gaussian"), default_accountants("skellam")
     (('paper', 'pld', 'rdp'), ('paper', 'pld', 'rdp'))
     """
-    dist = check_choice("distribution", distribution, DISTRIBUTIONS)
+    dist = check_choice("distribution", distribution, (*DISTRIBUTIONS, *DISCRETE_NOISE))
     return ACCOUNTANTS if dist == "laplace" else ("paper", "pld", "rdp")
 
 
