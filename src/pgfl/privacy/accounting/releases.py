@@ -26,6 +26,7 @@ import math
 
 import dp_accounting
 import numpy as np
+from dp_accounting.rdp import rdp_privacy_accountant
 
 from pgfl.privacy.distributed.accounting import (
     DISCRETE_NOISE,
@@ -309,10 +310,23 @@ class DiscreteSumRelease:
             return sum_rdp(o, self.noise, self.l2, self.share_variance, self.shares, self.dim,
                            published=self.published)  # fmt: skip
 
+        o = np.asarray(orders, dtype=float)
+        plain = base(o)
         if self.sampling is None:
-            return base(np.asarray(orders, dtype=float))
+            return plain
         population, sample = self.sampling
-        return subsampled_rdp(np.asarray(orders, dtype=float), base, sample / population)
+        dominance = self.gaussian_dominance()
+        if dominance is None:  # the general bound (Wang, Balle & Kasiviswanathan, Thm 9)
+            return np.minimum(plain, subsampled_rdp(o, base, sample / population))
+        # a post-processed Gaussian up to e^{±κ} per world, before and after sampling:
+        # dp_accounting's sampled Gaussian plus (2α − 1)κ/(α − 1)
+        mu2, kappa = dominance
+        library = rdp_privacy_accountant.RdpAccountant(list(o), RANDOMIZED_RESPONSE_RELATION)
+        event = dp_accounting.GaussianDpEvent(1.0 / math.sqrt(mu2))
+        library.compose(
+            dp_accounting.SampledWithoutReplacementDpEvent(population, sample, event)
+        )
+        return np.minimum(plain, library.rdp + (2 * o - 1) * kappa / (o - 1))
 
 
 Release = (

@@ -55,10 +55,14 @@ bound.
 share variance σ²/t), and a round is charged the largest divergence over the survivors
 ``n ∈ [t, L]`` it may hold (:func:`sum_rdp`), which is the one at n = t: fewer survivors,
 less noise, more ε. **Sampling**: against an observer who does not know which L of the K
-clients were sampled, the general bound of Wang, Balle & Kasiviswanathan ("Subsampled
-Rényi Differential Privacy and Analytical Moments Accountant", AISTATS 2019,
-arXiv:1808.00087, Theorem 9, subsampling without replacement, replace-one) at integer
-orders (:func:`subsampled_rdp`).
+clients were sampled (subsampling without replacement, replace-one): the discrete
+Gaussian sum stays within ``e^{±κ}`` of a post-processed Gaussian mechanism after the
+sampling mixture too, so its Rényi DP is at most ``dp_accounting``'s sampled Gaussian
+(Wang, Balle & Kasiviswanathan, "Subsampled Rényi Differential Privacy and Analytical
+Moments Accountant", AISTATS 2019, arXiv:1808.00087) of multiplier ``1/μ`` plus
+``(2α − 1)κ/(α − 1)`` (``P = Q·r``, ``|ln r| ≤ κ`` in both worlds); Skellam gets their
+general Theorem 9 at integer orders (:func:`subsampled_rdp`; weak for small per-round ε,
+as it must hold for any mechanism with ``ε(∞) = ∞``).
 """
 
 from __future__ import annotations
@@ -67,7 +71,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.special import gammaln, logsumexp
+from scipy.special import gammaln, ive, logsumexp
 
 from pgfl.privacy.distributed.encoding import rounded_norm_bound
 from pgfl.validation import ConfigError
@@ -333,7 +337,9 @@ def sum_logpmf(noise: str, share_variance: float, shares: int, radius: int) -> n
 
     Discrete Gaussian: the n-fold convolution of ``N_Z(0, σ²)``, in log space (each share
     normalised over ``[−radius, radius]``, which must hold its mass; far tails stay exact
-    down to ``e^{−700}`` and below); Skellam: ``Sk(nλ, nλ)`` with ``2λ = σ²``, from scipy.
+    down to ``e^{−700}`` and below); Skellam: ``Sk(nλ, nλ)`` with ``2λ = σ²``,
+    ``P(k) = e^{−2nλ} I_|k|(2nλ)`` (scipy's scaled Bessel function; ``−inf`` where it
+    underflows).
     The independent computation the accountant is checked with.
 
     >>> p = np.exp(sum_logpmf("discrete_gaussian", 1.0, 2, 30))
@@ -341,11 +347,10 @@ def sum_logpmf(noise: str, share_variance: float, shares: int, radius: int) -> n
     (1.0, 2.0)
     """
     x = np.arange(-radius, radius + 1)
-    if noise == "skellam":
-        from scipy.stats import skellam  # lazy: scipy.stats is slow to import
-
+    if noise == "skellam":  # P(k) = e^{−2μ} I_|k|(2μ) = ive(|k|, 2μ)
         mu = shares * share_variance / 2.0
-        return skellam.logpmf(x, mu, mu)
+        with np.errstate(divide="ignore"):
+            return np.log(ive(np.abs(x), 2.0 * mu))
     one = -(x.astype(float) ** 2) / (2.0 * share_variance)
     one -= logsumexp(one)
     out = one
