@@ -288,9 +288,10 @@ class DistributedNoise(ClientAggregation):
                 "mod 2^b by secure aggregation; the encoding (clip, rotation, rounding) runs "
                 "in floating point, its norm bound covered by a relative margin of 1e-9"
             )
-        return ("simulated protocol: keyed pseudo-random draws (the exact integer algorithm for "
-                "the discrete Gaussian, floating-point PTRS for Poisson); a deployment draws "
-                "from os.urandom (privacy.secagg_protocol = 'cryptographic')")  # fmt: skip
+        return ("simulated protocol: keyed pseudo-random draws (the discrete Gaussian by "
+                "inverting a floating-point table of its CDF, Poisson by floating-point PTRS): a "
+                "simulation figure; the cryptographic protocol draws every share exactly from "
+                "os.urandom (privacy.secagg_protocol = 'cryptographic')")  # fmt: skip
 
     def transcript(self, ctx: ReleaseContext) -> Transcript:
         """The noisy integer sum a unit's own server decodes each round (no sampling credit).
