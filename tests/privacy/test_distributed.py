@@ -28,7 +28,7 @@ from tests.test_engine import small_network
 from pgfl.engine import CurveSettings, simulate
 from pgfl.privacy.accounting import epsilon_curve
 from pgfl.privacy.accounting.mechanisms import gaussian_epsilon_analytic
-from pgfl.privacy.accounting.releases import DiscreteSumRelease, GaussianRelease, Transcript
+from pgfl.privacy.accounting.releases import DiscreteSumRelease, Transcript
 from pgfl.privacy.distributed import accounting as acc
 from pgfl.privacy.distributed import encoding as enc
 from pgfl.privacy.distributed import samplers as smp
@@ -279,7 +279,7 @@ def test_gaussian_dominance_bounds_the_exact_hockey_stick_curve():
         mu = math.sqrt(mu2)
         for eps in (0.0, 0.1, 0.5, 1.0, 2.0):
             e = eps - 2 * kappa
-            gauss = stats.norm.cdf(-e / mu + mu / 2) - math.exp(e) * stats.norm.cdf(-e / mu - mu / 2)
+            gauss = stats.norm.cdf(mu / 2 - e / mu) - math.exp(e) * stats.norm.cdf(-mu / 2 - e / mu)
             assert _hockey(a, b, eps) <= math.exp(kappa) * gauss + 1e-12
 
 

@@ -323,9 +323,7 @@ class DiscreteSumRelease:
         mu2, kappa = dominance
         library = rdp_privacy_accountant.RdpAccountant(list(o), RANDOMIZED_RESPONSE_RELATION)
         event = dp_accounting.GaussianDpEvent(1.0 / math.sqrt(mu2))
-        library.compose(
-            dp_accounting.SampledWithoutReplacementDpEvent(population, sample, event)
-        )
+        library.compose(dp_accounting.SampledWithoutReplacementDpEvent(population, sample, event))
         return np.minimum(plain, library.rdp + (2 * o - 1) * kappa / (o - 1))
 
 
