@@ -109,6 +109,7 @@ SCHEMES: dict[str, SchemeStyle] = {
         SchemeStyle(
             "distributed_dp", "distributed DP (noise shares in secure aggregation)", "#117733", "<"
         ),
+        SchemeStyle("skellam", "distributed DP with Skellam shares", "#44AA99", "H"),
     )
 }
 
@@ -256,8 +257,10 @@ def scheme_of(settings: Mapping[str, Any] | None = None, label: str | None = Non
         return server if server in SCHEMES else _scheme_from_label(str(server))
     if client in ("laplace", "gaussian"):
         return "client_noise"
-    if client in ("distributed_gaussian", "skellam"):
+    if client == "distributed_gaussian":
         return "distributed_dp"
+    if client == "skellam":
+        return "skellam"
     return "none" if client == "none" else _scheme_from_label(str(client))
 
 
