@@ -338,7 +338,7 @@ def config_command(
         priv = curve.privacy
         series, entry = curve_epsilon(
             settings, net, cfg.iterations, delta=priv.delta, accountants=priv.accountants,
-            checkpoints=priv.epsilon_checkpoints,
+            checkpoints=priv.epsilon_checkpoints, adversary=priv.adversary,
         )  # fmt: skip
         report[curve.label] = entry
         if series:
@@ -395,6 +395,14 @@ def audit_command(
         str,
         typer.Option("--view", help="message | server-model | centroid | client-update."),
     ] = "message",
+    adversary: Annotated[
+        str | None,
+        typer.Option(
+            "--adversary",
+            help="Attack this adversary's whole view instead of --view (an adversary of "
+            "epsilon_by_adversary, docs/privacy.md section 2.1).",
+        ),
+    ] = None,
     trials: Annotated[int, typer.Option("--trials", help="Trials per world (>= 200).")] = 20000,
     round_: Annotated[int, typer.Option("--round", help="First audited iteration i.")] = 1,
     rounds: Annotated[
@@ -424,8 +432,8 @@ def audit_command(
         checked("privacy.accountants", accountant, "--accountant")
     cfg = load_experiment(config, quick)
     result = audit(
-        cfg, curve, view, trials=trials, round=round_, rounds=rounds, confidence=confidence,
-        accountants=accountant,
+        cfg, curve, view, adversary=adversary, trials=trials, round=round_, rounds=rounds,
+        confidence=confidence, accountants=accountant,
     )  # fmt: skip
     if plot is not None:
         with writing(plot):
@@ -469,6 +477,8 @@ def audit_command(
                 table.add_row(name, _fmt(eps), _fmt(result.ratio[name]), verdict)
             out.print(table)
             out.print(f"[bold]scope[/bold]: {result.scope}", highlight=False)
+        for party, what in result.trusted.items():
+            out.print(f"[bold]trusts[/bold] the {party}: {what}", highlight=False)
         for note in result.notes:
             out.print(f"[dim]note: {note}[/dim]", highlight=False)
         if plot is not None:
