@@ -27,6 +27,8 @@ from pgfl.commands.printing import (
     PAPER_NOTE,
     accountant_header,
     accountant_order,
+    calibration_line,
+    epsilon_columns,
     out,
     print_adversaries,
 )
@@ -350,29 +352,31 @@ def config_command(
             )
         )
         return
-    found = {a for e in report.values() for a in e.get("epsilon", {})}
-    accountants = accountant_order(found)  # the papers' published bound last, marked
+    rows = [{"label": label, **entry} for label, entry in report.items()]
+    columns = epsilon_columns(rows)
     table = Table(title=f"{cfg.name}: epsilon after T={cfg.iterations} iterations")
     table.add_column("curve")
     table.add_column("noise variance", justify="right")
-    for a in accountants:
-        table.add_column(accountant_header(a, "eps "), justify="right")
+    for header, _ in columns:
+        table.add_column(header, justify="right")
     table.add_column("delta", justify="right")
-    for label, entry in report.items():
-        eps = entry.get("epsilon", {})
+    for row in rows:
         table.add_row(
-            label,
-            _fmt(entry["noise_variance"]) if "noise_variance" in entry else "-",
-            *[_fmt(float(eps[a])) if a in eps else "-" for a in accountants],
-            _fmt(entry["delta"]) if "delta" in entry else "-",
+            row["label"],
+            _fmt(row["noise_variance"]) if "noise_variance" in row else "-",
+            *[cell(row) if "epsilon" in row else "-" for _, cell in columns],
+            _fmt(row["delta"]) if "delta" in row else "-",
         )
     out.print(table)
-    out.print(
-        "eps: the privatized link's own epsilon (what its transcript reveals, no sampling credit)",
-        markup=False,
-        soft_wrap=True,
-    )
-    if "paper" in accountants:
+    against = {r["label"]: r["calibrated_adversary"] for r in rows if "calibrated_adversary" in r}
+    for line in (
+        calibration_line(against),
+        "link ε: the privatized link's own ε (what its transcript reveals), no sampling "
+        "credit; rdp beside a value: the Rényi bound was the smaller",
+    ):
+        if line:
+            out.print(line, markup=False, soft_wrap=True)
+    if any("paper" in row.get("epsilon", {}) for row in rows):
         out.print(PAPER_NOTE, markup=False, soft_wrap=True)
     for label, entry in report.items():
         print_adversaries({"label": label, **entry})

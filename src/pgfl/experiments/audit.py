@@ -363,7 +363,7 @@ def emitted(out: Any, net: Network, c: int, coalition_size: int = 2) -> Emitted:
     """
     return Emitted(
         out.messages[c], out.W[c], out.psi[c], net.links.src, net.links.dst, net.mixing,
-        target=0, coalition_size=coalition_size,
+        out.clients, target=0, coalition_size=coalition_size,
     )  # fmt: skip
 
 

@@ -189,7 +189,11 @@ def adversary_view(
     The uploads are the client level's (:data:`~pgfl.privacy.mechanisms.base.UPLOADS`);
     everything between servers, and the models a unit's clients receive, the server
     level's protocol (a trusted aggregator's uplinks and broadcast, the gossip steps):
-    :meth:`~pgfl.privacy.mechanisms.base.Mechanism.observe`.
+    :meth:`~pgfl.privacy.mechanisms.base.Mechanism.observe`. A unit's client also learns
+    the sample where the client level reveals it (secure aggregation's keys).
     """
     owner: Any = client if adversary in UPLOADS else server
-    return owner.observe(adversary, seen)
+    view = owner.observe(adversary, seen)
+    if adversary == "unit_client" and getattr(client, "reveals_sample", False):
+        view = [*view, (seen.sample(), False)]
+    return view

@@ -319,13 +319,14 @@ class Mechanism:
         every message between two servers; a curious server (or coalition) the messages
         sent to it from outside; a client of the target's unit its server's model; the
         target's own server and an observer of the uploads the unit's aggregate (with
-        ``L = 1``: the target's upload). Returns ``[(array [R, d], single), ...]``:
+        ``L = 1``: the target's upload) and who uploaded (the sample). Returns
+        ``[(array [R, d], single), ...]``:
         ``single`` where each column carries one draw of the mechanism's noise (the
         likelihood ratio of Laplace noise is then a sum over columns).
         """
         R = seen.W.shape[0]
         if adversary in UPLOADS:
-            return [(seen.psi[:, seen.target], True)]
+            return [(seen.psi[:, seen.target], True), (seen.sample(), False)]
         if adversary == "unit_client":
             return [(seen.W[:, seen.target], False)]
         wire = seen.src != seen.dst
@@ -430,6 +431,7 @@ class Emitted(NamedTuple):
         psi: the units' aggregates ``ψ_p``, ``[R, P, M]``.
         src, dst: each link's sender and receiver, ``[n_links]``.
         mixing: the topology's combination matrix ``[P, P]`` (who is whose neighbour).
+        clients: the clients each unit sampled, ``[R, P, L]`` (who uploads).
         target: the unit of the changed client.
         coalition_size: k of ``server_coalition``.
 
@@ -441,8 +443,13 @@ class Emitted(NamedTuple):
     src: np.ndarray
     dst: np.ndarray
     mixing: np.ndarray
+    clients: np.ndarray
     target: int = 0
     coalition_size: int = 2
+
+    def sample(self) -> np.ndarray:
+        """Which clients the target's unit sampled, ``[R, L]`` (as numbers, for a view)."""
+        return self.clients[:, self.target].astype(float)
 
     def neighbours(self) -> np.ndarray:
         """The target's neighbours in the topology, ascending."""

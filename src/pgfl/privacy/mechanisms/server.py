@@ -365,7 +365,7 @@ class CentralNoise(RandomNoise):
     )  # fmt: skip
     exposes: ClassVar[Mapping[str, str]] = {
         "link_eavesdropper": "the uplinks carry every unit's aggregate in the clear to the "
-        "trusted aggregator (no mechanism pgfl runs protects them)",
+        "trusted aggregator, and no mechanism pgfl runs protects them",
         "own_server": "a unit's server sees its clients' aggregate before the aggregator "
         "adds the noise",
         "upload_eavesdropper": "server noise is added after the uploads, which it leaves as "
