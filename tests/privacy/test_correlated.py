@@ -196,17 +196,21 @@ def test_one_tier_engine_equals_decor_written_as_a_loop():
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_readme_claim_pairwise_cancelling_near_central_far_above_local(seed, tmp_path):
-    """README: on the ring of 16 at ε = 1 (link eavesdropper), pairwise-cancelling noise is
-    within 6 dB of the central ceiling and at least 10 dB better than local DP."""
+    """README: on the ring of 16 at ε = 1 (link eavesdropper; central: a curious server, it
+    leaves its uplinks open), pairwise-cancelling noise is within 6 dB of the central
+    ceiling and at least 10 dB better than local DP."""
     cfg = load_preset("correlated-noise", quick=True, seed=seed)
     by = {c["label"]: c for c in run_experiment(cfg, tmp_path)["curves"]}
     central, pair, local = (by[k]["centroid_msd_db"] for k in ("central", "pairwise_cancelling",
                                                                "local"))  # fmt: skip
     assert pair - central < 6
     assert local - pair > 10
-    for k in ("central", "pairwise_cancelling", "local"):
+    for k in ("pairwise_cancelling", "local"):
         assert by[k]["epsilon_by_adversary"]["link_eavesdropper"] <= 1 + 1e-9
         assert "individual_msd_db" in by[k]
+    # central: ε = 1 against a curious server; its uplinks are open to an eavesdropper
+    assert by["central"]["epsilon_by_adversary"]["other_server"] <= 1 + 1e-9
+    assert by["central"]["epsilon_by_adversary"]["link_eavesdropper"] is None
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -214,7 +218,7 @@ def test_readme_claim_in_gfl_pairwise_cancelling_reaches_central_and_local_dp_cl
     seed, tmp_path
 ):
     """README: with units of 10 clients and secure aggregation (ring of 16, ε = 1 against a
-    link eavesdropper), pairwise-cancelling noise is within 2 dB of the central ceiling,
+    link eavesdropper, central against a curious server), pairwise-cancelling noise is within 2 dB of the central ceiling,
     local DP about 7 dB behind it (the 10 clients' noise averages in the unit) and random
     server noise behind local DP; local DP alone also protects against the own server."""
     cfg = load_preset("correlated-noise-gfl", quick=True, seed=seed)
@@ -226,5 +230,8 @@ def test_readme_claim_in_gfl_pairwise_cancelling_reaches_central_and_local_dp_cl
     assert db["random"] > db["local"]
     for k in db:
         eps = by[k]["epsilon_by_adversary"]
-        assert eps["link_eavesdropper"] <= 1 + 1e-9
+        adversary = "other_server" if k == "central" else "link_eavesdropper"
+        assert by[k]["calibrated_adversary"] == adversary
+        assert eps[adversary] <= 1 + 1e-9
+        assert (eps["link_eavesdropper"] is None) == (k == "central")
         assert (eps.get("own_server") is not None) == (k == "local")

@@ -167,7 +167,8 @@ class ReleaseContext:
             when a changed record can enter it only once (record-level neighbours, one
             full-batch step per round: the fewest samples of a client), else 1.
         neighbours: the neighbouring relation (:data:`NEIGHBOURS`).
-        units: P, the number of units (a central aggregator averages them).
+        units: P, the number of units (a central aggregator averages them; default: the
+            size of ``adjacency`` or ``combination`` if given, else 1).
         adjacency: the servers' graph, 0/1 ``[P, P]`` without self-loops (correlated
             noise is accounted on it); ``None`` where unknown.
         combination: the topology's combination matrix A ``[P, P]`` (before a scheme's
@@ -203,6 +204,9 @@ class ReleaseContext:
     def __post_init__(self) -> None:
         if self.clip is not None and math.isinf(self.clip):
             object.__setattr__(self, "clip", None)  # an infinite norm bounds nothing
+        for graph in (self.adjacency, self.combination):  # P from a given graph
+            if self.units == 1 and graph is not None:
+                object.__setattr__(self, "units", int(np.asarray(graph).shape[0]))
 
 
 class Mechanism:
