@@ -396,7 +396,8 @@ class AdversaryViewer:
                 members = np.asarray(seen.observers(self.adversary), dtype=int)
                 ctx = RoundContext(KeyedDraws(seed, iteration, reps, np.arange(net.A.shape[0])),
                                    0, iteration)  # fmt: skip
-                secret = s.server.secrets(members, net.links, net.dim, ctx)
+                server = s.server.on_network(net)  # a design made for the topology
+                secret = server.secrets(members, net.links, net.dim, ctx)
                 if secret is not None:
                     self.single = False
                     parts.append(secret if c == 0 else np.zeros_like(secret))
