@@ -420,6 +420,7 @@ def renyi_status_mixture(parts, z: float, alpha: int) -> float:
     N(0,1) (the pair of :func:`renyi_mixture`); the status is the same in both worlds, so
     exp((α−1) D_α) of the joint pair is Σ_s w_s exp((α−1) D_α,s).
     """
+
     def one(q: float) -> float:
         if q == 0:
             return 0.0

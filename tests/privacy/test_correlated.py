@@ -219,9 +219,10 @@ def test_readme_claim_in_gfl_pairwise_cancelling_reaches_central_and_local_dp_cl
     seed, tmp_path
 ):
     """README: with units of 10 clients and secure aggregation (ring of 16, ε = 1 against a
-    link eavesdropper, central against a curious server), pairwise-cancelling noise is within 2 dB of the central ceiling,
-    local DP about 7 dB behind it (the 10 clients' noise averages in the unit) and random
-    server noise behind local DP; local DP alone also protects against the own server."""
+    link eavesdropper, central against a curious server), pairwise-cancelling noise is
+    within 2 dB of the central ceiling, local DP about 7 dB behind it (the 10 clients'
+    noise averages in the unit) and random server noise behind local DP; local DP alone
+    also protects against the own server."""
     cfg = load_preset("correlated-noise-gfl", quick=True, seed=seed)
     by = {c["label"]: c for c in run_experiment(cfg, tmp_path)["curves"]}
     db = {k: by[k]["centroid_msd_db"] for k in ("central", "pairwise_cancelling", "local",

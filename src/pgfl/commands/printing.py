@@ -10,6 +10,7 @@ aborts, clipping) is told in lines below it.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable, Iterable
 from itertools import groupby
 from typing import Any
@@ -248,13 +249,11 @@ def print_summary(summary: dict[str, Any]) -> None:
     deltas = {c["delta"] for c in curves if "delta" in c}
     if deltas:
         at = ", ".join(f"{d:g}" for d in sorted(deltas))
-        line = calibration_line(_calibrated(curves))
-        if line:
+        for line in textwrap.wrap(calibration_line(_calibrated(curves)), 100):
             _plain(line)
-        _plain(
-            f"link ε: the privatized link's own ε at δ = {at} after the last iteration, no "
-            "sampling credit (rdp beside a pld value: the Rényi bound was the smaller)"
-        )
+        _plain(f"link ε: the link's own ε at δ = {at} after the last iteration, no sampling credit")
+        if any(" rdp" in cell(c) for c in curves for h, cell in columns if "ε" in h):
+            _plain("rdp beside an ε: the Rényi bound, smaller there than the PLD")
         if any("paper" in c.get("epsilon", {}) for c in curves):
             _plain(PAPER_NOTE)
         _plain("what each ε covers: summary.json (epsilon_scope) and docs/privacy.md")
@@ -319,10 +318,7 @@ def calibration_line(against: dict[str, str]) -> str:
     groups: dict[str, list[str]] = {}
     for label, adversary in against.items():
         groups.setdefault(adversary, []).append(label)
-    what = (
-        "the ε the noise is calibrated to, with sampling credit where that adversary lacks "
-        "the sample, and the accountant that gave it where it is not pld"
-    )
+    what = "the ε calibrated to, with sampling credit where the adversary lacks the sample"
     if len(groups) == 1:
         return f"ε vs {next(iter(groups))}: {what}"
     order = sorted(groups, key=lambda a: -len(groups[a]))
@@ -366,8 +362,8 @@ def _summary_columns(
         if any(cell(c) != "—" for c in curves):
             columns.append((header, cell))
     against = _calibrated(curves)
-    if against:
-        header = _against_header(against).replace(" vs ", " vs\n", 1)
+    if against:  # one word a line: the adversary's name is long, its cells short
+        header = "ε vs\n" + _against_header(against)[5:].replace(" ", "\n").replace("_", "\n")
         columns.append((header, _against_cell))
     accountants = accountant_order({a for c in curves for a in c.get("epsilon", {})})
     for a in accountants:
