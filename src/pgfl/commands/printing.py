@@ -310,8 +310,8 @@ def calibration_line(against: dict[str, str]) -> str:
     """The line under a table that says whom the first ε column is against ("": no column).
 
     >>> calibration_line({"central": "other_server", "a": "link_eavesdropper",
-    ...                   "b": "link_eavesdropper"})[:58]
-    'ε vs calibrated adversary: link_eavesdropper for a and b; '
+    ...                   "b": "link_eavesdropper", "c": "link_eavesdropper"})[:86]
+    'ε vs calibrated adversary: other_server for central; link_eavesdropper for the other 3'
     """
     if not against:
         return ""
@@ -321,11 +321,11 @@ def calibration_line(against: dict[str, str]) -> str:
     what = "the ε calibrated to, with sampling credit where the adversary lacks the sample"
     if len(groups) == 1:
         return f"ε vs {next(iter(groups))}: {what}"
-    order = sorted(groups, key=lambda a: -len(groups[a]))
-    parts = [
-        f"{a} for {' and '.join(groups[a]) if len(groups[a]) < 3 else ', '.join(groups[a])}"
-        for a in order
-    ]
+    order = sorted(groups, key=lambda a: len(groups[a]))  # the largest group last
+    parts = [f"{a} for {' and '.join(groups[a])}" for a in order[:-1]]
+    rest = groups[order[-1]]
+    parts.append(f"{order[-1]} for " + (" and ".join(rest) if len(rest) < 3 else
+                                         f"the other {len(rest)}"))  # fmt: skip
     return f"ε vs calibrated adversary: {'; '.join(parts)}: {what}"
 
 

@@ -76,7 +76,7 @@ PAIRWISE_VARIANCE = Param(
 COALITION_SIZE = Param(
     "privacy.coalition_size", "int", 2, "Curious servers k of the `server_coalition` "
     "adversary: pairwise-cancelling noise reports the ε against the worst k servers that "
-    "pool their views and their edges' secrets.", lo=1,
+    "pool their views and their edges' secrets.", lo=1, batched=True,
     applies=When('privacy.server_noise = "pairwise_cancelling"',
                  lambda c: c["privacy.server_noise"] == "pairwise_cancelling"),
 )  # fmt: skip
