@@ -195,5 +195,5 @@ def adversary_view(
     owner: Any = client if adversary in UPLOADS else server
     view = owner.observe(adversary, seen)
     if adversary == "unit_client" and getattr(client, "reveals_sample", False):
-        view = [*view, (seen.sample(), False)]
+        view = [*view, (seen.sample(), True)]
     return view

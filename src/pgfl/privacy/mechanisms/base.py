@@ -324,13 +324,13 @@ class Mechanism:
         sent to it from outside; a client of the target's unit its server's model; the
         target's own server and an observer of the uploads the unit's aggregate (with
         ``L = 1``: the target's upload) and who uploaded (the sample). Returns
-        ``[(array [R, d], single), ...]``:
+        ``[(array [R, d], single), ...]`` (the sample carries no noise: single):
         ``single`` where each column carries one draw of the mechanism's noise (the
         likelihood ratio of Laplace noise is then a sum over columns).
         """
         R = seen.W.shape[0]
         if adversary in UPLOADS:
-            return [(seen.psi[:, seen.target], True), (seen.sample(), False)]
+            return [(seen.psi[:, seen.target], True), (seen.sample(), True)]
         if adversary == "unit_client":
             return [(seen.W[:, seen.target], False)]
         wire = seen.src != seen.dst
