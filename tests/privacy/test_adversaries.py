@@ -583,3 +583,32 @@ def test_trusted_parties_are_named_beside_the_numbers(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "NOT protected against link_eavesdropper (uplinks in the clear)" in text
     assert "trusts the aggregator: sees every aggregate" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1])
+def test_readme_claim_best_scheme_at_epsilon_one_per_adversary(seed, tmp_path):
+    """README (best scheme at ε = 1 per adversary, frontier-adversary's set-up, T = 300):
+    against an eavesdropper on the server links, local and random Gaussian noise are within
+    1.5 dB of each other below −33 dB, graph-homomorphic noise above −10 dB, and central
+    does not protect it; against a client of the unit, central is the best by more than
+    3 dB. (Against a curious server: test_readme_claim_a_usable_model_at_epsilon_one.)"""
+    from pgfl.experiments.frontier import frontier_config
+    from pgfl.experiments.runner import run_experiment
+
+    def run(adversary, schemes):
+        cfg = frontier_config("regression-record", 300, quick=True, seed=seed, epsilons=(1.0,),
+                              schemes=schemes, repetitions=1, adversary=adversary)  # fmt: skip
+        out = run_experiment(cfg, tmp_path / adversary)["curves"]
+        return {c["label"].split("@")[0]: c["centroid_msd_db"] for c in out}
+
+    with pytest.raises(ConfigError, match="does not protect"):
+        frontier_config("regression-record", 300, quick=True, epsilons=(1.0,),
+                        schemes=["central"], adversary="link_eavesdropper")  # fmt: skip
+    eaves = run("link_eavesdropper", ["client_gaussian_models", "random_gaussian",
+                                      "graph_homomorphic_gaussian"])  # fmt: skip
+    assert abs(eaves["client_gaussian_models"] - eaves["random_gaussian"]) < 1.5
+    assert max(eaves["client_gaussian_models"], eaves["random_gaussian"]) < -33
+    assert eaves["graph_homomorphic_gaussian"] > -10
+    client = run("unit_client", ["central", "client_gaussian_models", "random_gaussian"])
+    assert client["central"] < min(client["client_gaussian_models"], client["random_gaussian"]) - 3

@@ -212,6 +212,15 @@ def test_readme_claim_pairwise_cancelling_near_central_far_above_local(seed, tmp
     # central: ε = 1 against a curious server; its uplinks are open to an eavesdropper
     assert by["central"]["epsilon_by_adversary"]["other_server"] <= 1 + 1e-9
     assert by["central"]["epsilon_by_adversary"]["link_eavesdropper"] is None
+    # the price of per-edge trust: both neighbours of a server leave it its own draw (the
+    # README's 4.38: local DP at the calibrated σ, T = 600 rounds of sensitivity 2μB/N)
+    pair = by["pairwise_cancelling"]
+    sigma = math.sqrt(pair["noise_variance"])
+    alone = epsilon([GaussianRelease(2 * 0.3 * 1.0 / 100, sigma)] * 600, 1e-5, "pld")
+    assert pair["epsilon_by_adversary"]["neighbour_coalition"] == pytest.approx(alone, rel=1e-6)
+    assert round(alone, 2) == 4.38
+    for k in ("central", "local"):
+        assert by[k]["epsilon_by_adversary"]["neighbour_coalition"] <= 1 + 1e-9
 
 
 @pytest.mark.parametrize("seed", [0, 1])

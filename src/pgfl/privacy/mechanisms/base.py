@@ -55,7 +55,7 @@ __all__ = [
 #: client of one unit (the neighbouring relation: its data, or one of its records).
 ADVERSARIES: dict[str, str] = {
     "link_eavesdropper": "sees every message between servers, or between a server and a "
-    "trusted aggregator (not the clients' uploads)",
+    "trusted aggregator; not the clients' uploads",
     "other_server": "a curious server that is not a neighbour of the unit",
     "neighbour_server": "a curious neighbouring server: sees the messages sent to it",
     "server_coalition": "k curious servers, not the unit's own, pooling their views and "
