@@ -36,7 +36,6 @@ from pgfl.rng import KeyedDraws
 __all__ = [
     "ADVERSARIES",
     "NEIGHBOURS",
-    "SAMPLING_SECRET",
     "SERVER_SIDE",
     "UPLOADS",
     "Aggregate",
@@ -76,7 +75,6 @@ SERVER_SIDE = (
     "link_eavesdropper", "other_server", "neighbour_server", "server_coalition",
     "neighbour_coalition",
 )  # fmt: skip
-SAMPLING_SECRET = SERVER_SIDE
 #: Adversaries on the clients' side: they see what a client uploads.
 UPLOADS = ("own_server", "upload_eavesdropper")
 
