@@ -709,7 +709,7 @@ def _claimed_by(
     ctx = settings.release_context(net, last)
     best: tuple[str | None, dict[str, float], str] = (None, {}, "")
     for level in ("server", "client"):
-        t = getattr(settings, level).views(ctx)[adversary]
+        t = getattr(settings, level).view(ctx, adversary)
         if t is None:
             continue
         if t.reason is not None:

@@ -83,7 +83,7 @@ def calibrated(
     if adversary is None:
         seen = lambda s: mechanism.with_std(s).transcript(ctx)  # noqa: E731
     else:
-        seen = lambda s: mechanism.with_std(s).views(ctx)[adversary]  # noqa: E731
+        seen = lambda s: mechanism.with_std(s).view(ctx, adversary)  # noqa: E731
     sigma = calibrate(seen, target, delta)
     return replace(settings, **{level: mechanism.with_std(sigma)})
 

@@ -312,6 +312,14 @@ class Mechanism:
                 out[a] = subsampled(t, ctx, a) if self.amplified else t
         return out
 
+    def view(self, ctx: ReleaseContext, adversary: str) -> Transcript | None:
+        """What one adversary observes: ``views(ctx)[adversary]`` (calibration asks this).
+
+        A mechanism whose views are costly to compute all at once (a search over
+        coalitions) answers for one adversary alone.
+        """
+        return self.views(ctx)[adversary]
+
     def observe(self, adversary: str, seen: Emitted) -> list[tuple[np.ndarray, bool]]:
         """The adversary's view of one round, built from the arrays the engine emitted.
 

@@ -35,6 +35,7 @@ import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, ClassVar
 
 import numpy as np
@@ -137,8 +138,14 @@ def coalition_std(adjacency: np.ndarray, sigma: float, sigma_cor: float, k: int)
     >>> 1.0 < coalition_std(ring, 1.0, 3.0, 1) == effective_std(ring, 1.0, 3.0, "neighbour")
     True
     """
-    adj = np.asarray(adjacency) != 0
-    P = adj.shape[0]
+    adj = np.ascontiguousarray(np.asarray(adjacency) != 0)
+    return _coalition_std(adj.tobytes(), adj.shape[0], float(sigma), float(sigma_cor), int(k))
+
+
+@lru_cache(maxsize=256)
+def _coalition_std(raw: bytes, P: int, sigma: float, sigma_cor: float, k: int) -> float:
+    """Cached by the graph and the parameters (calibration asks again and again)."""
+    adj = np.frombuffer(raw, dtype=bool).reshape(P, P)
     if sigma_cor == 0 or sigma == 0 or k >= int(adj.sum(axis=1).min()):
         return float(sigma)
     if math.comb(P, k) > MAX_COALITIONS:
@@ -251,21 +258,24 @@ class PairwiseCancelling(RandomNoise):
         a, b = self._view(ctx, "neighbour"), self._view(ctx, "other")
         return a if a.std <= b.std else b
 
+    #: The coalition each adversary brings (``_view``'s argument).
+    COALITIONS: ClassVar[Mapping[str, str]] = {
+        "link_eavesdropper": "none", "unit_client": "none", "neighbour_server": "neighbour",
+        "other_server": "other", "server_coalition": "k", "neighbour_coalition": "all",
+    }  # fmt: skip
+
     def views(self, ctx: ReleaseContext) -> dict[str, Transcript | None]:
         """No coalition for an eavesdropper and a unit's client; curious servers else."""
-        plain = self._view(ctx, "none")
-        seen = {
-            "link_eavesdropper": plain,
-            "unit_client": plain,
-            "neighbour_server": self._view(ctx, "neighbour"),
-            "other_server": self._view(ctx, "other"),
-            "server_coalition": self._view(ctx, "k"),
-            "neighbour_coalition": self._view(ctx, "all"),
-        }
         out: dict[str, Transcript | None] = dict.fromkeys(ADVERSARIES)
-        for a, t in seen.items():
-            out[a] = subsampled(t, ctx, a)
+        for a in self.COALITIONS:
+            out[a] = self.view(ctx, a)
         return out
+
+    def view(self, ctx: ReleaseContext, adversary: str) -> Transcript | None:
+        """One adversary's view alone (no search over coalitions it does not bring)."""
+        if adversary not in self.COALITIONS:
+            return None
+        return subsampled(self._view(ctx, self.COALITIONS[adversary]), ctx, adversary)
 
     def secrets(
         self, members: np.ndarray, links: Any, dim: int, ctx: RoundContext
