@@ -14,7 +14,12 @@ server links (a :class:`ServerNoise`) is one object that
     sensitivity, noise scale, distribution, copies — as ``dp_accounting``'s events), for
     the run's :class:`ReleaseContext` (step size, clipping, sizes);
 (c) states its threat model (:attr:`Mechanism.protects`, :attr:`Mechanism.exposes`:
-    which of the :data:`ADVERSARIES` its ε covers, and which it does not).
+    which of the :data:`ADVERSARIES` its ε covers, and which it does not;
+    :attr:`Mechanism.trusted`: the parties its ε trusts), what each adversary observes
+    (:meth:`Mechanism.views`, with amplification by client sampling only where the
+    observer lacks the sample, :func:`subsampled`), and builds each adversary's view from
+    the arrays the engine emitted (:meth:`Mechanism.observe` on :class:`Emitted`: what
+    the audit attacks, so that what is accounted is what is sent).
 
 The engine knows a mechanism only through (a); the accountant only through (b).
 """
