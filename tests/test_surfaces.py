@@ -418,8 +418,44 @@ def test_the_summary_table_is_narrow_and_shows_accuracy_to_a_tenth_of_a_point(na
     if name == "digits-like":  # no MSD without a closed-form optimum
         assert "centroid" not in header
     if any("epsilon" in c for c in summary["curves"]):  # the sound ε first, the papers' marked
-        assert header.index("ε pld") < header.index("ε paper*")
+        above = lines[lines.index(header) - 1]
+        assert header.index(" pld ") < header.index(" paper* ") and "link ε" in above
+        assert "link ε: the link's own ε" in text and "no sampling credit" in text
         assert "* paper: the papers' published bound" in text and "M > 1" in text
+
+
+@pytest.mark.parametrize("mixed", [False, True])
+def test_the_first_epsilon_column_is_the_calibrated_adversarys_and_names_its_accountant(mixed):
+    """The ε a curve was calibrated to comes first, against the adversary named in the header
+    (or below it, when the curves' differ); the link's own ε without sampling credit second;
+    a value that is the Rényi bound says so (an RDP bound is not labelled pld)."""
+    rng = np.random.default_rng(4)
+    curves = [_curve("none", rng, test=False, eps=False)]
+    for label, adversary in (("central", "other_server" if mixed else "link_eavesdropper"),
+                             ("pairwise_cancelling", "link_eavesdropper")):  # fmt: skip
+        c = _curve(label, rng, test=False, target=1.0)
+        c.update(calibrated_adversary=adversary,
+                 epsilon_by_adversary={adversary: 1.0004, "own_server": None},
+                 accountant_by_adversary={adversary: "rdp", "own_server": None},
+                 epsilon={"pld": 4.861}, epsilon_source={"pld": "pld"})  # fmt: skip
+        curves.append(c)
+    text = _printed({"experiment": "x", "curves": curves})
+    lines = text.splitlines()
+    table = [line for line in lines if line[:1] in "┏┃┡│└"]
+    assert max(map(len, table)) <= WIDTH, "\n" + text
+    head = "\n".join(line for line in lines if line.startswith("┃"))
+    assert head.index("ε vs") < head.index("link ε")
+    row = next(line for line in lines if line.startswith("│ central "))
+    assert "1.00 rdp" in row and "4.86" in row and "4.86 rdp" not in row
+    if mixed:
+        assert "calibrated" in head and "adversary" in head
+        flat = " ".join(text.split())
+        assert "ε vs calibrated adversary: " in flat
+        assert "link_eavesdropper for pairwise_cancelling" in flat
+        assert "other_server for central" in flat
+        assert "rdp beside an ε: the Rényi bound" in text
+    else:
+        assert "eavesdropper" in head and "calibrated" not in head
 
 
 def test_accuracies_a_tenth_of_a_point_apart_print_differently():

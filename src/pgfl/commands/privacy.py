@@ -27,6 +27,8 @@ from pgfl.commands.printing import (
     PAPER_NOTE,
     accountant_header,
     accountant_order,
+    calibration_line,
+    epsilon_columns,
     out,
     print_adversaries,
 )
@@ -338,7 +340,7 @@ def config_command(
         priv = curve.privacy
         series, entry = curve_epsilon(
             settings, net, cfg.iterations, delta=priv.delta, accountants=priv.accountants,
-            checkpoints=priv.epsilon_checkpoints,
+            checkpoints=priv.epsilon_checkpoints, adversary=priv.adversary,
         )  # fmt: skip
         report[curve.label] = entry
         if series:
@@ -350,29 +352,31 @@ def config_command(
             )
         )
         return
-    found = {a for e in report.values() for a in e.get("epsilon", {})}
-    accountants = accountant_order(found)  # the papers' published bound last, marked
+    rows = [{"label": label, **entry} for label, entry in report.items()]
+    columns = epsilon_columns(rows)
     table = Table(title=f"{cfg.name}: epsilon after T={cfg.iterations} iterations")
     table.add_column("curve")
     table.add_column("noise variance", justify="right")
-    for a in accountants:
-        table.add_column(accountant_header(a, "eps "), justify="right")
+    for header, _ in columns:
+        table.add_column(header, justify="right")
     table.add_column("delta", justify="right")
-    for label, entry in report.items():
-        eps = entry.get("epsilon", {})
+    for row in rows:
         table.add_row(
-            label,
-            _fmt(entry["noise_variance"]) if "noise_variance" in entry else "-",
-            *[_fmt(float(eps[a])) if a in eps else "-" for a in accountants],
-            _fmt(entry["delta"]) if "delta" in entry else "-",
+            row["label"],
+            _fmt(row["noise_variance"]) if "noise_variance" in row else "-",
+            *[cell(row) if "epsilon" in row else "-" for _, cell in columns],
+            _fmt(row["delta"]) if "delta" in row else "-",
         )
     out.print(table)
-    out.print(
-        "eps: the privatized link's own epsilon (what its transcript reveals, no sampling credit)",
-        markup=False,
-        soft_wrap=True,
-    )
-    if "paper" in accountants:
+    against = {r["label"]: r["calibrated_adversary"] for r in rows if "calibrated_adversary" in r}
+    for line in (
+        calibration_line(against),
+        "link ε: the privatized link's own ε (what its transcript reveals), no sampling "
+        "credit; rdp beside a value: the Rényi bound was the smaller",
+    ):
+        if line:
+            out.print(line, markup=False, soft_wrap=True)
+    if any("paper" in row.get("epsilon", {}) for row in rows):
         out.print(PAPER_NOTE, markup=False, soft_wrap=True)
     for label, entry in report.items():
         print_adversaries({"label": label, **entry})
@@ -395,6 +399,14 @@ def audit_command(
         str,
         typer.Option("--view", help="message | server-model | centroid | client-update."),
     ] = "message",
+    adversary: Annotated[
+        str | None,
+        typer.Option(
+            "--adversary",
+            help="Attack this adversary's whole view instead of --view (an adversary of "
+            "epsilon_by_adversary, docs/privacy.md section 2.1).",
+        ),
+    ] = None,
     trials: Annotated[int, typer.Option("--trials", help="Trials per world (>= 200).")] = 20000,
     round_: Annotated[int, typer.Option("--round", help="First audited iteration i.")] = 1,
     rounds: Annotated[
@@ -424,8 +436,8 @@ def audit_command(
         checked("privacy.accountants", accountant, "--accountant")
     cfg = load_experiment(config, quick)
     result = audit(
-        cfg, curve, view, trials=trials, round=round_, rounds=rounds, confidence=confidence,
-        accountants=accountant,
+        cfg, curve, view, adversary=adversary, trials=trials, round=round_, rounds=rounds,
+        confidence=confidence, accountants=accountant,
     )  # fmt: skip
     if plot is not None:
         with writing(plot):
@@ -469,6 +481,8 @@ def audit_command(
                 table.add_row(name, _fmt(eps), _fmt(result.ratio[name]), verdict)
             out.print(table)
             out.print(f"[bold]scope[/bold]: {result.scope}", highlight=False)
+        for party, what in result.trusted.items():
+            out.print(f"[bold]trusts[/bold] the {party}: {what}", highlight=False)
         for note in result.notes:
             out.print(f"[dim]note: {note}[/dim]", highlight=False)
         if plot is not None:

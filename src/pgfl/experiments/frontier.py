@@ -532,17 +532,31 @@ PRESETS: dict[str, Callable[..., dict[str, ExperimentConfig]]] = {"frontier": fr
 #: (those that protect against it), on the ``regression-record`` set-up.
 ADVERSARY_SCHEMES = ("central", "random_gaussian", "client_gaussian_models",
                      "graph_homomorphic_gaussian")  # fmt: skip
-ADVERSARY_FRONTIER = ("link_eavesdropper", "unit_client", "own_server")
+ADVERSARY_FRONTIER = ("link_eavesdropper", "other_server", "unit_client", "own_server")
 #: Target ε of the frontier by adversary (ε ≤ 10: what a practitioner would accept).
 ADVERSARY_EPSILONS = (0.5, 1.0, 2.0, 5.0, 10.0)
 
 
-def _protects(scheme: str, adversary: str) -> bool:
-    """Whether a frontier scheme's calibrated mechanism protects against ``adversary``."""
+def _calibrated_class(scheme: str) -> type:
+    """The mechanism class a frontier scheme's ``target_epsilon`` calibrates (the registry's)."""
     priv = SCHEMES[scheme].privacy
     server = priv.get("server_noise", "none")
-    cls = mechanisms.SERVER[server] if server != "none" else mechanisms.CLIENT[priv["client_noise"]]
-    return adversary in cls.protects
+    return (
+        mechanisms.SERVER[server] if server != "none" else mechanisms.CLIENT[priv["client_noise"]]
+    )
+
+
+def _protects(scheme: str, adversary: str) -> bool:
+    """Whether a frontier scheme's calibrated mechanism protects against ``adversary``."""
+    return adversary in _calibrated_class(scheme).protects
+
+
+def _trusts(scheme: str) -> bool:
+    """Whether a frontier scheme's ε trusts a party (a trusted aggregator, a dealer)."""
+    priv = SCHEMES[scheme].privacy
+    server = mechanisms.SERVER[priv.get("server_noise", "none")]
+    client = mechanisms.CLIENT[priv.get("client_noise", "none")]
+    return bool(server.trusted or client.trusted)
 
 
 def adversary_configs(
@@ -569,11 +583,11 @@ def best_schemes(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Per adversary and target ε, the scheme with the lowest centroid MSD (dB).
 
     ``best``/``best_db`` over every scheme, ``distributed``/``distributed_db`` over those
-    that need no trusted aggregator.
+    that trust no party (a trusted aggregator, a dealer: the mechanisms' ``trusted``).
     """
     rows: dict[tuple[str, float], dict[str, Any]] = {}
     for c in summary["curves"]:
-        trusted = SCHEMES[c["label"]].privacy.get("server_noise") == "central"
+        trusted = _trusts(c["label"])
         for x, db in zip(c["x"], c["centroid_msd_db"], strict=True):
             row = rows.setdefault((c["setup"], x), {"adversary": c["setup"], "target_epsilon": x})
             for key in ("best", "distributed") if not trusted else ("best",):

@@ -53,6 +53,7 @@ def _accounting(plan: Plan) -> dict[int, tuple[dict[str, np.ndarray], dict[str, 
                 delta=priv.delta,
                 accountants=priv.accountants,
                 checkpoints=priv.epsilon_checkpoints,
+                adversary=priv.adversary,
             )
     return out
 
