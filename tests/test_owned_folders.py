@@ -366,3 +366,16 @@ def test_results_of_pgfl_older_than_the_marker_are_foreign(tmp_path):
     assert np.isfinite(run_experiment(parse_config(SMALL), out, force=True)["curves"][0][
         "centroid_msd_db"])  # fmt: skip
     shutil.rmtree(out)
+
+
+def test_resume_does_not_replace_results_of_another_kind_of_run(tmp_path):
+    from pgfl.folders import check_output, staged
+
+    out = tmp_path / "out"
+    with staged(
+        check_output(out, digest="a graph-learning run's", what="a graph-learning run")
+    ) as s:
+        (s / "summary.json").write_text("{}")
+    with pytest.raises(FileError, match="another configuration"):
+        prepare_experiment(parse_config(SMALL), out, resume=True)
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "summary.json"]

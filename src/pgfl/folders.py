@@ -215,9 +215,10 @@ def check_output(
     Refused (:class:`~pgfl.files.FileError`, one line): what
     :func:`~pgfl.files.check_output_folder` refuses; a link at the marker, the lock, the
     staging folder or one of ``dirs``; unless ``force``, entries pgfl did not write, or
-    results of another configuration (a marker whose digest is not ``digest``; with
-    ``resume`` the caller compares configurations itself). Results that this run will
-    replace are announced with a :class:`ReplacingResultsWarning`.
+    results of another configuration (a marker whose digest is not ``digest``), except
+    with ``resume``: the run continues an interrupted one of this configuration, which
+    was allowed to replace them. Results that this run will replace are announced with
+    a :class:`ReplacingResultsWarning`.
     """
     p = check_output_folder(out)
     output = Output(p, digest, what, tuple(dirs), force)

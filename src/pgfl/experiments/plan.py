@@ -66,6 +66,8 @@ class Plan:
         output: ``out`` as checked for this run (:func:`pgfl.folders.check_output`);
             ``None`` for a run that is part of a larger one (a frontier's sub-run), whose
             folder the larger run holds and commits.
+        resumed_from: the folder ``--resume`` loaded partial files from (``work``: an
+            interrupted run of this configuration; ``out``: the files a finished one kept).
 
     """
 
@@ -77,6 +79,7 @@ class Plan:
     work: Path
     resume: bool = False
     output: Output | None = None
+    resumed_from: Path | None = None
 
 
 def _changed(stored: object, now: dict) -> str:
@@ -154,7 +157,8 @@ def prepare_experiment(
     part_of = work is not None
     work = Path(work) if part_of else out / STAGE
     loaded: dict[int, dict[str, np.ndarray]] = {}
-    if resume and (source := _resume_from([work, out], fingerprint)) is not None:
+    source = _resume_from([work, out], fingerprint) if resume else None
+    if source is not None:
         for i, c in enumerate(cfg.curves):
             metrics = load_curve(source, i, c.label, fingerprint)
             if metrics is not None:
@@ -178,6 +182,6 @@ def prepare_experiment(
     if not part_of:  # last: a wrong setting is named before the folder's contents are
         output = check_output(
             out, digest=digest_of(fingerprint), what=f"experiment {cfg.name!r}", force=force,
-            resume=resume, dirs=("partial",) if cfg.run.keep_partial else (),
+            resume=source == work, dirs=("partial",) if cfg.run.keep_partial else (),
         )  # fmt: skip
-    return Plan(cfg, out, fingerprint, loaded, tuple(batches), work, resume, output)
+    return Plan(cfg, out, fingerprint, loaded, tuple(batches), work, resume, output, source)

@@ -13,6 +13,8 @@ the results replace the folder's only when all are written.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +30,7 @@ from pgfl.experiments.partial import remove_partial, save_curve
 from pgfl.experiments.plan import Batch, Plan, prepare_experiment
 from pgfl.experiments.privacy import curve_epsilon, resolved_variances, secagg_entry
 from pgfl.experiments.results import curve_metrics, write_results
-from pgfl.files import jsonable, write_json, writing
+from pgfl.files import FileError, jsonable, open_folder, write_json, writing
 from pgfl.folders import staged
 
 __all__ = ["run_experiment", "run_plan"]
@@ -37,15 +39,36 @@ __all__ = ["run_experiment", "run_plan"]
 def _open(plan: Plan) -> None:
     """Write ``config.json`` in the run's folder, and the partial files of resumed curves.
 
-    A curve resumed from the partial files a finished run kept (``out/partial``) is saved
-    again beside this run's, so that they go together (``run.keep_partial``, an interrupt).
+    A curve resumed from the partial files a finished run kept (``out/partial``) joins
+    this run's (a hard link to the same file where the file system allows, else a copy),
+    so that they go together (``run.keep_partial``, an interrupt).
     """
     cfg, work = plan.cfg, plan.work
     with writing(work):
         write_json(work / "config.json", json.loads(plan.fingerprint))
         for i, metrics in plan.loaded.items():
-            if not (work / "partial" / f"curve-{i:03d}.npz").is_file():
+            name = f"curve-{i:03d}.npz"
+            if not (work / "partial" / name).is_file() and not _link(plan.out, work, name):
                 save_curve(work, i, cfg.curves[i].label, plan.fingerprint, metrics)
+
+
+def _link(out: Path, work: Path, name: str) -> bool:
+    """Hard-link ``out/partial/name`` (a regular file, no link followed) into ``work``."""
+    try:
+        src = open_folder(out / "partial", create=False)
+    except (OSError, FileError):
+        return False
+    try:
+        dst = open_folder(work / "partial")
+        try:
+            os.link(name, name, src_dir_fd=src, dst_dir_fd=dst, follow_symlinks=False)
+            return stat.S_ISREG(os.stat(name, dir_fd=dst, follow_symlinks=False).st_mode)
+        except OSError:
+            return False
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
 
 
 def _accounting(plan: Plan) -> dict[int, tuple[dict[str, np.ndarray], dict[str, Any]]]:
