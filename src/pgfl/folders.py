@@ -276,8 +276,10 @@ def staged(output: Output) -> Iterator[Path]:
             _finish_commit(p, stage)
             _remove_litter(p)
             fd = open_folder(stage)  # created if missing; a link is refused
-            os.close(fd)
-            os.chmod(stage, 0o700)  # nobody else writes in a run's own folder
+            try:
+                os.fchmod(fd, 0o700)  # nobody else writes in a run's own folder
+            finally:
+                os.close(fd)
             _clear_stage(stage)
         yield stage
         with writing(p):
