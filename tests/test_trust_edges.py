@@ -164,13 +164,22 @@ def test_keyboard_interrupt_raised_by_a_model_is_not_a_ctrl_c(tmp_path):
     assert "interrupted" not in proc.stderr
 
 
-def test_a_model_that_never_returns_is_stopped_after_model_timeout(tmp_path):
-    project = _project(tmp_path, make="    while True:\n        pass", model="timeout = 1")
+SWALLOWS = (  # a loop that swallows whatever is raised in it
+    "    while True:\n        try:\n            pass\n        except BaseException:\n"
+    "            pass"
+)
+
+
+@pytest.mark.parametrize(
+    "loop", ["    while True:\n        pass", SWALLOWS], ids=["loop", "swallows"]
+)
+def test_a_model_that_never_returns_is_stopped_after_model_timeout(tmp_path, loop):
+    project = _project(tmp_path, make=loop, model="timeout = 1")
     started = time.monotonic()
     proc = pgfl_cli("run", "c.toml", "--out", "out", cwd=project, timeout=120)
     message = _one_error_line(proc, 1)
     assert "did not return within model.timeout = 1 s" in message, message
-    assert "model.py:7 in make" in message or "model.py:8 in make" in message  # the loop
+    assert any(f"model.py:{n} in make" in message for n in range(7, 12))  # in the loop
     assert time.monotonic() - started < 60
     assert not (project / "out").exists()
 
@@ -375,8 +384,13 @@ def test_the_docs_say_pairwise_secrets_are_keyed_draws_in_simulation():
 
 def test_the_docs_promise_bit_identity_only_where_it_holds():
     """Ray actors and the local engine agree to 1e-12, not bit for bit: the docs say so."""
-    for doc in ("README.md", "docs/ray.md"):
-        text = " ".join((ROOT / doc).read_text(encoding="utf-8").split())
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    ray_section = readme.split("## Running on a Ray cluster", 1)[1].split("\n## ", 1)[0]
+    for doc, text in (
+        ("README.md", ray_section),
+        ("docs/ray.md", (ROOT / "docs" / "ray.md").read_text(encoding="utf-8")),
+    ):
+        text = " ".join(text.split())
         at = text.find("bit for bit")
         assert at >= 0, doc
         said = text[at : at + 400]

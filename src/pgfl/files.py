@@ -270,8 +270,9 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         ) from None
     if _DOTTED.search(text):  # tomllib takes time quadratic in a dotted key's length
         raise ConfigError(
-            f"config file {path} has a dotted key of more than {MAX_CONFIG_DEPTH} parts; a "
-            f"configuration nests at most {MAX_CONFIG_DEPTH} levels of tables and arrays"
+            f"config file {path} has a dotted key of more than {MAX_CONFIG_DEPTH} parts: "
+            f"nested deeper than a configuration may be ({MAX_CONFIG_DEPTH} levels of tables "
+            "and arrays)"
         )
     try:
         table = tomllib.loads(text)

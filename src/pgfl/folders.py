@@ -215,10 +215,10 @@ def check_output(
     Refused (:class:`~pgfl.files.FileError`, one line): what
     :func:`~pgfl.files.check_output_folder` refuses; a link at the marker, the lock, the
     staging folder or one of ``dirs``; unless ``force``, entries pgfl did not write, or
-    results of another configuration (a marker whose digest is not ``digest``), except
-    with ``resume``: the run continues an interrupted one of this configuration, which
-    was allowed to replace them. Results that this run will replace are announced with
-    a :class:`ReplacingResultsWarning`.
+    results of another configuration (a marker whose digest is not ``digest``). Results
+    that this run will replace are announced with a :class:`ReplacingResultsWarning`.
+    Neither with ``resume``: the run continues one of this configuration (whose files
+    the caller found), which was allowed to replace what the folder holds.
     """
     p = check_output_folder(out)
     output = Output(p, digest, what, tuple(dirs), force)

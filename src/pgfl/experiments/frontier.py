@@ -467,9 +467,9 @@ def prepare_frontier(
         for key, cfg in configs.items()
     }
     digest = digest_of({key: plan.fingerprint for key, plan in plans.items()})
-    interrupted = any(p.resumed_from == p.work for p in plans.values())
+    resumed = any(p.resumed_from is not None for p in plans.values())
     output = check_output(out, digest=digest, what="a privacy-utility frontier", force=force,
-                          resume=interrupted, dirs=tuple(plans))  # fmt: skip
+                          resume=resumed, dirs=tuple(plans))  # fmt: skip
     return FrontierPlan(out, plans, keep, output)
 
 

@@ -182,6 +182,6 @@ def prepare_experiment(
     if not part_of:  # last: a wrong setting is named before the folder's contents are
         output = check_output(
             out, digest=digest_of(fingerprint), what=f"experiment {cfg.name!r}", force=force,
-            resume=source == work, dirs=("partial",) if cfg.run.keep_partial else (),
+            resume=source is not None, dirs=("partial",) if cfg.run.keep_partial else (),
         )  # fmt: skip
     return Plan(cfg, out, fingerprint, loaded, tuple(batches), work, resume, output, source)

@@ -309,7 +309,7 @@ class UserFunction:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the user's function; what it raises, as a :class:`UserCodeError`."""
-        with _sigint_seen() as ctrl_c, _alarm(self.timeout, self.path) as timed:
+        with _CtrlC() as ctrl_c, _Alarm(self.timeout, self.path) as timed:
             try:
                 out = self.function(*args, **kwargs)
             except (ConfigError, UserCodeError):
@@ -335,7 +335,7 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-class _sigint_seen:
+class _CtrlC:
     """Within the block, remember whether SIGINT (Ctrl-C) arrived; ``()`` says so.
 
     Main thread only (elsewhere SIGINT never raises); the handler that was installed
@@ -363,14 +363,16 @@ class _sigint_seen:
             signal.signal(signal.SIGINT, self.previous)
 
 
-class _alarm:
+class _Alarm:
     """Raise :class:`UserCodeTimeout` in the block after ``seconds`` (main thread).
 
     ``()`` says whether this timer fired. Once due, the timer ticks every
     :data:`TICK` seconds and raises at the first tick that finds the user's own code
     running (not, say, a garbage-collector callback, where the exception would be lost),
-    or after :data:`TICKS` ticks wherever the code is. Nothing when ``seconds`` is None,
-    off the main thread, or while another timer (an outer call's, the caller's) is set.
+    or after :data:`TICKS` ticks wherever the code is; then again at every tick that finds
+    the user's code running (code that swallows the exception does not outlast it).
+    Nothing when ``seconds`` is None, off the main thread, or while another timer (an
+    outer call's, the caller's) is set.
     """
 
     def __init__(self, seconds: float | None, path: str) -> None:
@@ -388,9 +390,8 @@ class _alarm:
     def _tick(self, signum: int, frame: Any) -> None:
         self.ticks += 1
         mine = frame is not None and os.path.abspath(frame.f_code.co_filename) == self.path
-        if not self.fired and (mine or self.ticks > TICKS):
+        if mine or (not self.fired and self.ticks > TICKS):
             self.fired = True
-            signal.setitimer(signal.ITIMER_REAL, 0)
             raise UserCodeTimeout
 
     def __exit__(self, *exc: Any) -> None:
@@ -399,7 +400,7 @@ class _alarm:
             signal.signal(signal.SIGALRM, self.previous)
 
 
-#: Seconds between the ticks of a due :class:`_alarm`, and the ticks before it raises anywhere.
+#: Seconds between the ticks of a due :class:`_Alarm`, and the ticks before it raises anywhere.
 TICK, TICKS = 0.05, 40
 
 
