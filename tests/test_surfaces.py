@@ -31,6 +31,7 @@ from pgfl.experiments.partial import remove_partial
 from pgfl.experiments.plan import prepare_experiment
 from pgfl.experiments.presets import MIN_PER_CLIENT, preset_names, preset_text
 from pgfl.experiments.runner import run_experiment, run_plan
+from pgfl.folders import STAGE
 from pgfl.graphlearn.config import parse_config as parse_graphlearn
 from pgfl.graphlearn.presets import PRESETS as GRAPHLEARN
 from pgfl.graphlearn.presets import SWEEPS
@@ -262,12 +263,13 @@ def test_an_interrupted_run_keeps_partial_and_resume_finishes_and_removes_it(tmp
 
     with pytest.raises(KeyboardInterrupt):
         run_experiment(cfg, tmp_path / "part", on_progress=interrupt_second_batch)
-    kept = _partial(tmp_path / "part")
+    kept = _partial(tmp_path / "part" / STAGE)  # the run's staging folder
     assert kept and len(kept) < len(RAW["curves"])  # the finished batch, not the other
     assert not (tmp_path / "part" / "summary.json").exists()
     resumed = run_experiment(cfg, tmp_path / "part", resume=True)
     assert resumed["curves"] == full["curves"]
     assert not (tmp_path / "part" / "partial").exists()
+    assert not (tmp_path / "part" / STAGE).exists()
 
 
 def test_cli_keep_partial(tmp_path, capsys):
@@ -329,8 +331,9 @@ def test_an_interrupted_frontier_keeps_its_finished_sub_runs_for_resume(tmp_path
 
     with pytest.raises(KeyboardInterrupt):
         run_frontier(tmp_path, configs=configs, run=run)
-    assert _partial(tmp_path / calls[0])  # the finished sub-run, kept for --resume
-    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / calls[0] / "partial").iterdir()}
+    staged = tmp_path / STAGE / calls[0]  # in the frontier's staging folder
+    assert _partial(staged)  # the finished sub-run, kept for --resume
+    stamps = {p: p.stat().st_mtime_ns for p in (staged / "partial").iterdir()}
     seen = []
 
     def watch(plan):

@@ -406,7 +406,13 @@ def _summary_cells(
 def _print_faults(c: dict[str, Any], repetitions: int) -> None:
     """One line per thing that went wrong in a curve: divergence, aborts, clipping."""
     count = c.get("diverged_repetitions", int(bool(c.get("diverged"))))
-    if c.get("diverged"):
+    if c.get("diverged") and count < repetitions:  # fewer than half stayed finite
+        _plain(
+            f"curve {c['label']} diverged: {count} of {repetitions} repetitions (the first at "
+            f"iteration {c['diverged_at']}); its values are those of the other "
+            f"{repetitions - count} only"
+        )
+    elif c.get("diverged"):
         _plain(f"curve {c['label']} diverged at iteration {c['diverged_at']}")
     elif count:
         _plain(

@@ -22,7 +22,13 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from pgfl.commands.common import checked, load_experiment, run_frontier_command
+from pgfl.commands.common import (
+    ForceOpt,
+    checked,
+    default_folder,
+    load_experiment,
+    run_frontier_command,
+)
 from pgfl.commands.printing import (
     PAPER_NOTE,
     accountant_header,
@@ -79,6 +85,8 @@ PaperOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON to stdout instead of a table.")]
+#: Where ``pgfl privacy frontier`` writes by default (``pgfl reproduce frontier``: runs/frontier).
+FRONTIER_FOLDER = "privacy-frontier"
 
 
 def _fmt(x: float) -> str:
@@ -521,7 +529,12 @@ def frontier_command(
     seed: Annotated[int | None, typer.Option("--seed", help="Root seed >= 0.")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="T = 200 and 20, one repetition.")] = False,
     out_dir: Annotated[
-        Path | None, typer.Option("--out", help="Output folder (default: runs/frontier).")
+        Path | None,
+        typer.Option(
+            "--out",
+            help=f"Output folder (default: runs/{FRONTIER_FOLDER}, with --quick "
+            f"runs/{FRONTIER_FOLDER}-quick).",
+        ),
     ] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Keep the curves an interrupted run saved in --out.")
@@ -529,6 +542,7 @@ def frontier_command(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the frontier summary JSON to stdout.")
     ] = False,
+    force: ForceOpt = False,
 ) -> None:
     """Privacy-utility frontier: each scheme's noise calibrated to each target epsilon.
 
@@ -552,5 +566,6 @@ def frontier_command(
         quick=quick, seed=seed, setups=setups, iterations=counts or None,
         epsilons=sorted(eps) or None, schemes=schemes, repetitions=repetitions, mu=mu,
     )  # fmt: skip
-    folder = out_dir or Path("runs") / "frontier"
-    run_frontier_command(folder, configs, quick=quick, resume=resume, as_json=as_json)
+    folder = out_dir or default_folder(FRONTIER_FOLDER, quick=quick)
+    run_frontier_command(folder, configs, quick=quick, resume=resume, as_json=as_json,
+                         force=force)  # fmt: skip

@@ -160,6 +160,7 @@ class ModelConfig(_Section):
     hidden: tuple = _default("model.hidden")
     activation: str = _default("model.activation")
     channels: int = _default("model.channels")
+    timeout: float = _default("model.timeout")
 
 
 @dataclass(frozen=True)

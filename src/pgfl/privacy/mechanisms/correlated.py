@@ -7,10 +7,12 @@ clients behind each node: every round server ``m`` sends
     ψ_m + v̄_m + Σ_{j ∼ m} v_mj        (the same message on every link and on its own copy)
 
 with ``v̄_m ~ N(0, σ² I)`` its own and ``v_mj = −v_jm ~ N(0, σ_cor² I)`` drawn fresh each
-round from a secret the two endpoints of edge ``{m, j}`` share (in the simulator: the keyed
-stream ``pairwise_noise`` of the edge's cell, the lower endpoint's, counter = the upper
-endpoint; with ``secagg_protocol = "cryptographic"`` the seed would come from the pair's
-X25519 agreement — the draws are the same function of a per-edge key). The pairwise terms
+round from a secret the two endpoints of edge ``{m, j}`` share. The simulator has no such
+secret: the terms are the keyed stream ``pairwise_noise`` of the edge's cell (the lower
+endpoint's, counter = the upper endpoint), a function of the configuration's seed in
+every mode (``secagg_protocol`` concerns the clients' secure aggregation, not these terms;
+a deployment would key the stream with, e.g., the pair's X25519 agreement instead;
+docs/privacy.md §5.1). The pairwise terms
 cancel in the network sum, so with a doubly stochastic ``A`` the centroid carries only
 ``(1/P) Σ_m v̄_m``, as central DP with variance σ²/P; the messages carry the covariance
 ``Σ = σ² I + σ_cor² L`` across servers (L the graph Laplacian).
