@@ -1,4 +1,4 @@
-"""Guards every test shares: nothing a test starts outlives it."""
+"""Guards every test shares (nothing a test starts outlives it), and the Ray fixture."""
 
 import sys
 
@@ -10,14 +10,30 @@ def _ray_running() -> bool:
     return ray is not None and ray.is_initialized()
 
 
+@pytest.fixture(scope="module")
+def ray_local():
+    """The ``ray`` module with a local 2-CPU session, shut down after the module.
+
+    Not kept for the whole session: a Ray driver left running inside the pytest process
+    is a crash waiting for a loaded machine (its core worker aborts the process when the
+    local cluster stops answering), and it would take every later test down with it.
+    """
+    ray = pytest.importorskip("ray")
+    from pgfl.backends import ray_session
+
+    ray_session(workers=2)
+    yield ray
+    ray.shutdown()
+
+
 @pytest.fixture(autouse=True)
 def _no_ray_driver_left_running():
     """A Ray instance a test started (``--backend ray`` through the CLI, say) is shut down.
 
     A Ray driver left in the pytest process is a crash waiting for a loaded machine (its
     core worker aborts the process when the local cluster stops answering) and would take
-    every later test down with it. The module-scoped ``ray_local`` fixture of
-    ``tests/backends`` starts its instance before the test and stops it after its module.
+    every later test down with it. The module-scoped ``ray_local`` fixture
+    starts its instance before the test and stops it after its module.
     """
     before = _ray_running()
     yield

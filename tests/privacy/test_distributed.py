@@ -33,7 +33,7 @@ from pgfl.privacy.distributed import accounting as acc
 from pgfl.privacy.distributed import encoding as enc
 from pgfl.privacy.distributed import samplers as smp
 from pgfl.privacy.mechanisms import DistributedNoise, ReleaseContext, RoundContext
-from pgfl.privacy.mechanisms.base import SAMPLING_SECRET
+from pgfl.privacy.mechanisms.base import SERVER_SIDE
 from pgfl.privacy.secagg import SecAggConfig
 from pgfl.rng import KeyedDraws
 from pgfl.validation import ConfigError
@@ -450,7 +450,7 @@ def test_the_transcript_is_the_own_servers_view_with_the_rounding_in_its_sensiti
     assert t.shares == (8, 9, 10) and t.dim == 4 and t.distribution == "discrete_gaussian"
     views = m.views(ctx)
     assert views["own_server"] == t and views["own_server"].sampling is None
-    assert all(views[a].sampling == (100, 10) for a in SAMPLING_SECRET)
+    assert all(views[a].sampling == (100, 10) for a in SERVER_SIDE)
     eps = epsilon_curve(views["link_eavesdropper"], accountants=["rdp"], checkpoints=2).final()
     own = epsilon_curve(t, accountants=["rdp"], checkpoints=2).final()
     assert eps["rdp"] < own["rdp"]  # amplified where the observer lacks the sample
@@ -500,7 +500,7 @@ def test_the_own_servers_view_is_audited_below_the_accountant(noise, neighbours)
     # test of the (nearly Gaussian) sum of shares stays below ε(1) and reaches a fair part
     from pgfl.experiments.audit import audit
 
-    r = audit(_audit_config(noise, neighbours, 4.0), "c", "own-server", trials=20_000)
+    r = audit(_audit_config(noise, neighbours, 4.0), "c", adversary="own_server", trials=20_000)
     assert r.protected and r.level == "client" and r.attack == "likelihood_ratio"
     assert r.epsilon["pld"] == pytest.approx(4.0, rel=1e-3)
     assert r.refuted == ()
@@ -518,7 +518,7 @@ def test_the_own_server_view_of_secure_aggregation_alone_is_not_protected():
         "training": {"mu": 0.5, "L": 5, "clip_norm": 1.0},
         "privacy": {"client_noise": "secure_aggregation"}, "curves": [{"label": "c"}],
     })  # fmt: skip
-    r = audit(cfg, "c", "own-server", trials=400)
+    r = audit(cfg, "c", adversary="own_server", trials=400)
     assert not r.protected and r.success > 0.95  # the exact sum gives the canary away
 
 

@@ -11,7 +11,14 @@ Aggregation", ICML 2021, arXiv:2102.06387: shares ``N_Z(0, σ²/t)``) and the Sk
 mechanism (Agarwal, Kairouz & Liu, "The Skellam Mechanism for Differentially Private
 Federated Learning", NeurIPS 2021, arXiv:2110.04995: shares ``Sk(λ, λ)``, 2λ = σ²/t).
 So a unit's own server, who sees its clients' aggregate, is protected at central-DP
-utility, trusting only the cryptography and fewer than t colluding clients.
+utility, trusting the cryptography of secure aggregation and that no client colludes with
+it (a colluding client knows its own share).
+
+Adversaries (:meth:`DistributedNoise.views`): the own server decodes the noisy sum and
+knows the sample (no sampling credit); an observer of the uploads sees masked codes,
+hidden computationally, and at most what the server decodes from them (the same ε); a
+client of the unit knows the sample (secure aggregation's keys) and its own share; the
+servers' side sees functions of the unit's decoded sum, on a sample it does not know.
 
 Dropout: every client adds the share for the worst allowed dropout, the threshold t of
 secure aggregation (fewer survivors abort the round), and the accountant charges each
@@ -59,10 +66,12 @@ from pgfl.privacy.distributed.samplers import (
 )
 from pgfl.privacy.mechanisms.base import (
     ADVERSARIES,
+    SERVER_SIDE,
     Aggregate,
     ClientAggregation,
     Mechanism,
     ReleaseContext,
+    subsampled,
 )
 from pgfl.privacy.mechanisms.client import Mean, noise_level
 from pgfl.privacy.secagg import PARAMS as SECAGG_PARAMS
@@ -181,6 +190,21 @@ class DistributedNoise(ClientAggregation):
     calibrates: ClassVar[str | None] = "privacy.ddp_variance"
     protects: ClassVar[tuple[str, ...]] = tuple(ADVERSARIES)
     amplified: ClassVar[bool] = True
+    reveals_sample: ClassVar[bool] = True
+    summed: ClassVar[bool] = True
+    trusted: ClassVar[Mapping[str, str]] = {
+        "secure-aggregation cryptography": "X25519 key agreement, AES-CTR masks and Shamir "
+        "recovery hide each client's masked code from its server and from an observer of "
+        "the uploads (computationally, not by DP; docs/secagg.md)",
+        "clients": "no client of a unit colludes with its server: a colluding client "
+        "removes its own noise share from the sum the server decodes, and t of them could "
+        "unmask another client's code",
+    }
+    notes: ClassVar[Mapping[str, str]] = {
+        "upload_eavesdropper": "masked codes, hidden computationally by secure aggregation; "
+        "what they reveal beyond that is at most the noisy sum the server decodes from them "
+        "(the own server's epsilon, who sees them all)",
+    }
     rules_doc: ClassVar[str] = (
         '`privacy.client_noise = "distributed_gaussian"/"skellam"` needs a finite '
         "`training.clip_norm` (a message's norm bound c = μB, or B for updates) and "
@@ -308,8 +332,8 @@ class DistributedNoise(ClientAggregation):
         scope = ("covers the noisy sum of a unit's clients' messages that secure aggregation "
                  "releases to the unit's server every round, and everything computed from it; "
                  "adversary: the unit's own server (honest-but-curious, knows the sample), and "
-                 "by post-processing anyone; trusted: the secure-aggregation cryptography and "
-                 "fewer than t clients colluding with the server")  # fmt: skip
+                 "by post-processing anyone; trusted: the secure-aggregation cryptography, and "
+                 "no client colluding with the server")  # fmt: skip
         settings = (("mechanism", self.name), ("sigma", self.std), ("bits", self.bits),
                     ("grid", g.scale), ("share_variance_grid", g.variance), ("beta", self.beta),
                     ("clip", self.clip), ("threshold", t), ("sampled", L))  # fmt: skip
@@ -328,6 +352,46 @@ class DistributedNoise(ClientAggregation):
         pad = (1.0 + MARGIN) / g.scale
         l2 = rounded_sensitivity(shift * pad, self.clip * pad, g.dim, self.beta)
         return Transcript((l2,) * ctx.iterations, **common)
+
+    def views(self, ctx: ReleaseContext) -> dict[str, Transcript | None]:
+        """What each adversary observes of the noisy sums (the own server's: :meth:`transcript`).
+
+        * ``own_server``: the sum it decodes, on a sample it draws: no sampling credit;
+        * ``upload_eavesdropper``: the masked codes, computationally hidden; whatever they
+          reveal is a function of the server's view (the server receives every upload),
+          which secure aggregation reduces to the sum: the own server's transcript, no
+          credit (it sees who uploads);
+        * ``unit_client``: its server's model, a function of the sum; it knows the sample
+          (secure aggregation routes the sampled clients' keys to them: no credit) and,
+          when it is sampled with the target, its own share: the sum then holds n − 1
+          shares it does not know, n ∈ [max(t, 2), L] survivors (charged the fewest);
+        * the servers' side (eavesdropper, other and neighbouring servers, coalitions):
+          functions of the units' decoded sums and of noise independent of the target's,
+          on a client sample they do not know: the sum's transcript with amplification by
+          sampling (:func:`~pgfl.privacy.mechanisms.base.subsampled`). No secret is shared
+          between servers, so a coalition sees no more than an eavesdropper.
+
+        >>> m = DistributedNoise(std=20.0, clip=0.3, config=SecAggConfig(threshold=4))
+        >>> v = m.views(ReleaseContext(mu=0.3, clip=1.0, iterations=2, dim=2,
+        ...                            clients_per_round=4, clients=20, sampled=5))
+        >>> v["own_server"].shares, v["unit_client"].shares, v["other_server"].sampling
+        ((4, 5), (3, 4, 5), (20, 5))
+        """
+        own = self.transcript(ctx)
+        out: dict[str, Transcript | None] = dict.fromkeys(ADVERSARIES, own)
+        if not own.sensitivities:
+            return out
+        for a in SERVER_SIDE:
+            out[a] = subsampled(own, ctx, a)
+        L, t = ctx.sampled or ctx.clients_per_round, ctx.clients_per_round
+        if L >= 2:  # a client of the unit may be a survivor with the target
+            unknown = tuple(range(max(t, 2) - 1, L + 1))
+            scope = ("covers the noisy sums of its unit a client sees through its server's "
+                     "model, less its own share when it is sampled; adversary: a client of "
+                     "the unit (knows the sample); trusted: the secure-aggregation "
+                     "cryptography")  # fmt: skip
+            out["unit_client"] = replace(own, shares=unknown, scope=scope)
+        return out
 
     @classmethod
     def aggregate(cls, schemes, start, local, mu, updates, ctx) -> Aggregate:
