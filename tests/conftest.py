@@ -46,11 +46,15 @@ def _no_ray_driver_left_running():
 RAY_TIMEOUT = 600
 
 
-def pytest_collection_modifyitems(items):
+def pytest_itemcollected(item):
     """Ray tests: a time bound of their own, and one pytest worker for all of them
-    (``--dist loadgroup``: one local Ray instance at a time on the machine)."""
-    for item in items:
-        ray = "ray_local" in getattr(item, "fixturenames", ())
-        if ray or item.get_closest_marker("ray") is not None:
-            item.add_marker(pytest.mark.timeout(RAY_TIMEOUT))
-            item.add_marker(pytest.mark.xdist_group("ray"))
+    (``--dist loadgroup``: one local Ray instance at a time on the machine).
+
+    Marked as each test is collected: pytest-xdist reads the ``xdist_group`` marks in its
+    ``pytest_collection_modifyitems``, before a conftest's hook of that name has run
+    (marks added there were ignored, and both workers started Ray).
+    """
+    ray = "ray_local" in getattr(item, "fixturenames", ())
+    if ray or item.get_closest_marker("ray") is not None:
+        item.add_marker(pytest.mark.timeout(RAY_TIMEOUT))
+        item.add_marker(pytest.mark.xdist_group("ray"))

@@ -235,6 +235,7 @@ def test_a_singular_risk_is_refused_before_anything_is_written(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.ray
 def test_ray_starts_its_own_cluster_beside_a_ray_address(tmp_path):
     pytest.importorskip("ray")
     code = (
