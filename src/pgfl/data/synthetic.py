@@ -72,6 +72,29 @@ def _draw_units(draw, shape: tuple[int, ...], units: tuple[int, int] | None) -> 
     return kept
 
 
+#: Bytes of samples generated at a time (a chunk of whole units; at least one unit).
+GENERATE_CHUNK_BYTES = 16 << 20
+
+
+def _unit_chunks(
+    P: int, unit_bytes: int, units: tuple[int, int] | None
+) -> list[tuple[int, int, bool]]:
+    """Chunks ``(a, b, kept)`` of units ``a..b-1`` covering ``0..P-1`` in order.
+
+    Each holds about :data:`GENERATE_CHUNK_BYTES` of samples (``unit_bytes`` per unit) and
+    lies wholly inside or outside the kept ``units`` (all units when ``None``).
+
+    >>> _unit_chunks(5, GENERATE_CHUNK_BYTES // 2, (1, 4))
+    [(0, 1, False), (1, 3, True), (3, 4, True), (4, 5, False)]
+    """
+    start, stop = (0, P) if units is None else units
+    step = max(1, GENERATE_CHUNK_BYTES // max(unit_bytes, 1))
+    out = []
+    for lo, hi, kept in ((0, start, False), (start, stop, True), (stop, P, False)):
+        out.extend((a, min(a + step, hi), kept) for a in range(lo, hi, step))
+    return out
+
+
 def _check_units(units: tuple[int, int] | None, P: int) -> tuple[int, int] | None:
     if units is None:
         return None
@@ -133,22 +156,41 @@ def regression_data(
     w_star = np.asarray(w_star, dtype=float)
     if w_star.shape != (M,):
         raise ConfigError(f"data.w_star must have {M} entries; got shape {w_star.shape}")
-    # random rotations via QR of Gaussian matrices, sign-fixed so Q is Haar distributed
-    G = _draw_units(rng.standard_normal, (P, K, M, M), units)
-    Q, Rq = np.linalg.qr(G)
-    Q = Q * np.sign(np.diagonal(Rq, axis1=-2, axis2=-1))[..., None, :]
+    # random rotations via QR of Gaussian matrices, sign-fixed so Q is Haar distributed;
+    # the stream holds every unit's rotations, then their eigenvalues, samples and noise:
+    # the samples are written unit chunk by unit chunk into the one array Xy, each chunk's
+    # rotations drawn again from the state saved at its place in the stream
+    chunks = _unit_chunks(P, K * n_max * (M + 1) * 8, units)
+    rotations = []
+    for a, b, kept in chunks:
+        rotations.append(rng.bit_generator.state if kept else None)
+        rng.standard_normal((b - a, K, M, M))  # walked over: drawn again below
     lam = _draw_units(lambda size: rng.uniform(ev_lo, ev_hi, size=size), (P, K, M), units)
-    root = Q * np.sqrt(lam)[..., None, :]  # R = root root^T
-    z = _draw_units(rng.standard_normal, (P, K, n_max, M), units)
-    X = np.einsum("pkij,pknj->pkni", root, z)
-    del z  # the peak memory is two copies of the features
+    lo = 0 if units is None else units[0]
+    Xy = np.empty((P if units is None else units[1] - lo, K, n_max, M + 1))
+    for (a, b, kept), state in zip(chunks, rotations, strict=True):
+        if not kept:
+            rng.standard_normal((b - a, K, n_max, M))
+            continue
+        here = rng.bit_generator.state
+        rng.bit_generator.state = state
+        Q, Rq = np.linalg.qr(rng.standard_normal((b - a, K, M, M)))
+        rng.bit_generator.state = here
+        Q = Q * np.sign(np.diagonal(Rq, axis1=-2, axis2=-1))[..., None, :]
+        root = Q * np.sqrt(lam[a - lo : b - lo])[..., None, :]  # R = root root^T
+        z = rng.standard_normal((b - a, K, n_max, M))
+        Xy[a - lo : b - lo, ..., :M] = np.einsum("pkij,pknj->pkni", root, z)
     sigma_v = np.sqrt(rng.uniform(nv_lo, nv_hi, size=(P, K)))[keep]
-    v = _draw_units(rng.standard_normal, (P, K, n_max), units) * sigma_v[..., None]
     counts = counts[keep]
     mask = np.arange(n_max) < counts[..., None]
-    y = (X @ w_star + v) * mask
-    X *= mask[..., None]
-    return FederatedData(X, y, counts, w_star=w_star)
+    for a, b, kept in chunks:
+        v = rng.standard_normal((b - a, K, n_max))
+        if kept:
+            rows = slice(a - lo, b - lo)
+            X = np.ascontiguousarray(Xy[rows, ..., :M])
+            Xy[rows, ..., M] = (X @ w_star + v * sigma_v[rows, :, None]) * mask[rows]
+            Xy[rows, ..., :M] = X * mask[rows, ..., None]
+    return FederatedData(Xy[..., :M], Xy[..., M], counts, w_star=w_star)
 
 
 def logistic_data(
@@ -182,19 +224,30 @@ def logistic_data(
     n_max = int(counts.max())
     counts = counts[keep]
     mask = np.arange(n_max) < counts[..., None]
-    gamma = np.where(_draw_units(rng.random, (P, K, n_max), units) < 0.5, -1.0, 1.0)
+    chunks = _unit_chunks(P, K * n_max * (M + 1) * 8, units)
+    lo = 0 if units is None else units[0]
+    Xy = np.empty((P if units is None else units[1] - lo, K, n_max, M + 1))
+    for a, b, kept in chunks:  # the labels first (every unit's), into the target column
+        gamma = np.where(rng.random((b - a, K, n_max)) < 0.5, -1.0, 1.0)
+        if kept:
+            Xy[a - lo : b - lo, ..., M] = gamma
     sigma = np.sqrt(rng.uniform(fv_lo, fv_hi, size=(P, K)))[keep]
-    z = _draw_units(rng.standard_normal, (P, K, n_max, M), units)
-    z *= sigma[..., None, None]
-    X = np.add(gamma[..., None], z, out=z)
-    X *= mask[..., None]
+    for a, b, kept in chunks:
+        z = rng.standard_normal((b - a, K, n_max, M))
+        if kept:
+            rows = slice(a - lo, b - lo)
+            z *= sigma[rows, :, None, None]
+            X = np.add(Xy[rows, ..., M, None], z, out=z)
+            X *= mask[rows, ..., None]
+            Xy[rows, ..., :M] = X
+            Xy[rows, ..., M] *= mask[rows]
     extra: dict[str, np.ndarray] = {}
     if test_size:
         test_size = _P["data.test_size"].check(test_size)
         g = np.where(rng.random(test_size) < 0.5, -1.0, 1.0)
         s = np.sqrt(0.5 * (fv_lo + fv_hi))
         extra = {"X_test": g[:, None] + s * rng.standard_normal((test_size, M)), "y_test": g}
-    return FederatedData(X, gamma * mask, counts, **extra)
+    return FederatedData(Xy[..., :M], Xy[..., M], counts, **extra)
 
 
 def client_schedule(

@@ -462,7 +462,7 @@ def _kth_smallest(a, n, kth):
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
-def _sample_cell(key, K, L, sigmas, cand_u, cand_k, sel, row):
+def _scan_cell(key, K, L, sigmas, cand_u, cand_k, sel, row):
     """The ``L`` clients of smallest keyed uniform of one cell, ascending, into ``row[L]``.
 
     Scratch ``cand_u[K]``, ``cand_k[K]``, ``sel[K]``. One pass computes the ``K`` uniforms
@@ -497,39 +497,88 @@ def _sample_cell(key, K, L, sigmas, cand_u, cand_k, sel, row):
             j += 1
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy")
-def sample_clients(stream_key, rnd, reps, units, K, out, sigmas=4.0):
-    """Per cell ``(r, p)``, the ``L`` clients of smallest keyed uniform, into ``out[R, P, L]``.
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def _floyd_cell(key, K, L, table, row):
+    """``L`` distinct clients of ``K`` by Floyd's algorithm, ascending, into ``row[L]``.
 
-    Uniform ``k`` is entry ``k`` of cell ``(reps[r], units[p])`` of stream ``sampling`` (key
-    ``stream_key``) in round ``rnd`` (:func:`cell_key`); ``out`` ascending, as
-    :func:`pgfl.engine.step.sample_clients` selects them (:func:`_sample_cell`).
+    Step ``i = 0..L−1`` (``j = K − L + i``) takes ``t = min(⌊u_i (j + 1)⌋, j)``, ``u_i``
+    entry ``i`` of the keyed cell, or ``j`` itself if ``t`` was taken before: a uniformly
+    random subset from ``L`` numbers, without looking at the other clients
+    (:func:`pgfl.engine.step.floyd_clients` is the numpy version). ``table`` (a power of
+    two ≥ ``2L`` entries) is the open-addressing set of the clients taken.
+    """
+    mask = np.uint64(table.size - 1)
+    for i in range(table.size):
+        table[i] = -1
+    for i in range(L):
+        j = K - L + i
+        t = np.int64(keyed_uniform(key, i) * (j + 1))
+        if t > j:
+            t = j
+        h = (np.uint64(t) * _GAMMA) & mask
+        while table[h] != -1 and table[h] != t:
+            h = (h + _ONE) & mask
+        if table[h] == t:  # taken: j is new (every earlier pick is < j)
+            t = j
+            h = (np.uint64(t) * _GAMMA) & mask
+            while table[h] != -1:
+                h = (h + _ONE) & mask
+        table[h] = t
+        row[i] = t
+    row.sort()
+
+
+@numba.njit(cache=True, error_model="numpy")
+def sampler_scratch(K, L, scan):
+    """A worker's scratch for :func:`sample_cell`: ``(cand_u, cand_k, sel, table)``."""
+    n = K if scan else 1
+    size = 1
+    while size < 2 * L:
+        size *= 2
+    table = np.empty(1 if scan else size, dtype=np.int64)
+    return np.empty(n), np.empty(n, dtype=np.int64), np.empty(n), table
+
+
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def sample_cell(key, K, L, scan, sigmas, sc, row):
+    """One cell's ``L`` clients, ascending, into ``row``.
+
+    The ``L`` smallest of ``K`` keyed uniforms (``scan``, :func:`_scan_cell`) or Floyd's
+    algorithm (:func:`_floyd_cell`), as :func:`pgfl.engine.network.scans_clients` says
+    (``K`` up to :data:`~pgfl.engine.network.SCAN_CLIENTS`); ``sc``: :func:`sampler_scratch`.
+    """
+    cand_u, cand_k, sel, table = sc
+    if scan:
+        _scan_cell(key, K, L, sigmas, cand_u, cand_k, sel, row)
+    else:
+        _floyd_cell(key, K, L, table, row)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def sample_clients(stream_key, rnd, reps, units, K, out, scan=True, sigmas=4.0):
+    """Per cell ``(r, p)``, its ``L`` sampled clients, into ``out[R, P, L]`` (ascending).
+
+    The uniforms are the entries of cell ``(reps[r], units[p])`` of stream ``sampling`` (key
+    ``stream_key``) in round ``rnd`` (:func:`cell_key`), as
+    :func:`pgfl.engine.step.draw_clients` uses them (:func:`sample_cell`).
     """
     S = round_key(stream_key, rnd)
     R, P, L = out.shape
-    cand_u = np.empty(K)
-    cand_k = np.empty(K, dtype=np.int64)
-    sel = np.empty(K)
+    sc = sampler_scratch(K, L, scan)
     for r in range(R):
         for p in range(P):
-            _sample_cell(
-                cell_key(S, reps[r], units[p]), K, L, sigmas, cand_u, cand_k, sel, out[r, p]
-            )
+            sample_cell(cell_key(S, reps[r], units[p]), K, L, scan, sigmas, sc, out[r, p])
 
 
 @numba.njit(cache=True, parallel=True, nogil=True, error_model="numpy")
-def sample_clients_parallel(stream_key, rnd, reps, units, K, out, threads, sigmas=4.0):
+def sample_clients_parallel(stream_key, rnd, reps, units, K, out, threads, scan=True, sigmas=4.0):
     """:func:`sample_clients` with the cells split over ``threads`` (cells cost the same)."""
     R, P, L = out.shape
     S = round_key(stream_key, rnd)
     workers = min(threads, R * P)
     for t in numba.prange(workers):
-        cand_u = np.empty(K)
-        cand_k = np.empty(K, dtype=np.int64)
-        sel = np.empty(K)
+        sc = sampler_scratch(K, L, scan)
         for cell in range(t * R * P // workers, (t + 1) * R * P // workers):
             r = cell // P
             p = cell - r * P
-            _sample_cell(
-                cell_key(S, reps[r], units[p]), K, L, sigmas, cand_u, cand_k, sel, out[r, p]
-            )
+            sample_cell(cell_key(S, reps[r], units[p]), K, L, scan, sigmas, sc, out[r, p])

@@ -17,6 +17,7 @@ import numpy as np
 
 from pgfl.engine import metrics
 from pgfl.engine.network import Network
+from pgfl.engine.rounds import CompiledRounds
 from pgfl.engine.settings import CurveBatch, CurveSettings
 from pgfl.engine.step import round_step
 from pgfl.params import PARAMS
@@ -172,17 +173,28 @@ def simulate(
     if w0 is not None:
         W += np.asarray(w0, float)
     rec = _Recorder(net, iterations, len(batch), R, w_opt)
-    for i in range(iterations):
-        # A diverging repetition may overflow inside a round; it is detected right after
-        # the round, reported in diverged_at and frozen at NaN (NaN arithmetic is quiet).
-        with np.errstate(over="ignore", invalid="ignore"):
-            r = round_step(W, blocks, net.links, batch, seed=seed, iteration=i + 1, reps=reps)
-        W = r.W
-        rec.round(i + 1, r, reps)
-        W[rec.diverged_at >= 0] = np.nan
-        rec.keep(i, W)
+    fast = CompiledRounds.prepare(net, batch, seed=seed, reps=reps)
+    i = 0
+    while i < iterations:
+        if fast is not None:  # several rounds in one compiled call, up to the next metrics
+            at = i % METRICS_CHUNK
+            n = min(fast.T, METRICS_CHUNK - at, iterations - i)
+            fast.run(W, i, rec.history[at : at + n], rec.diverged_at)
+            W = rec.history[at + n - 1].copy()
+            i += n
+            rec.kept(i - 1)
+        else:
+            # A diverging repetition may overflow inside a round; it is detected right after
+            # the round, reported in diverged_at and frozen at NaN (NaN arithmetic is quiet).
+            with np.errstate(over="ignore", invalid="ignore"):
+                r = round_step(W, blocks, net.links, batch, seed=seed, iteration=i + 1, reps=reps)
+            W = r.W
+            i += 1
+            rec.round(i, r, reps)
+            W[rec.diverged_at >= 0] = np.nan
+            rec.keep(i - 1, W)
         if progress is not None:
-            progress(i + 1)
+            progress(i)
     return rec.trajectory(W, reps)
 
 
@@ -234,6 +246,10 @@ class _Recorder:
     def keep(self, i: int, W: np.ndarray) -> None:
         """Keep iteration ``i``'s models (0-based); a full chunk (or the last) is recorded."""
         self.history[i % METRICS_CHUNK] = W
+        self.kept(i)
+
+    def kept(self, i: int) -> None:
+        """Iterations up to ``i`` (0-based) are kept: record a full chunk (or the last)."""
         if (i + 1) % METRICS_CHUNK == 0 or i + 1 == self.T:
             self.record(i + 1, i % METRICS_CHUNK + 1)
 

@@ -32,7 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pgfl.engine import compiled
-from pgfl.engine.network import Links, Network, UnitBlock
+from pgfl.engine.network import Links, Network, UnitBlock, scans_clients
 from pgfl.engine.settings import CurveBatch, CurveSettings
 from pgfl.privacy.mechanisms import RoundContext
 from pgfl.rng import KeyedDraws
@@ -52,11 +52,41 @@ def sample_clients(u: np.ndarray, L: int) -> np.ndarray:
     return np.sort(np.argpartition(u, L - 1, axis=-1)[..., :L], axis=-1)
 
 
+def floyd_clients(u: np.ndarray, K: int) -> np.ndarray:
+    """``[R, P_b, L]`` indices: ``L`` distinct clients of ``K`` from ``u [R, P_b, L]`` (Floyd).
+
+    Step ``i`` (``j = K − L + i``) takes ``t = min(⌊u_i (j + 1)⌋, j)``, or ``j`` if ``t``
+    was taken before (R. W. Floyd's sampling algorithm, Bentley & Floyd, "Programming
+    pearls: a sample of brilliance", CACM 30(9), 1987): with i.i.d. uniforms, a uniformly
+    random subset, drawn from ``L`` numbers whatever ``K``. Sorted ascending.
+
+    >>> floyd_clients(np.array([[[0.9, 0.1]]]), 10)[0, 0].tolist()   # ⌊0.9·9⌋, ⌊0.1·10⌋
+    [1, 8]
+    >>> floyd_clients(np.array([[[0.95, 0.85]]]), 10)[0, 0].tolist()  # ⌊0.85·10⌋ = 8 taken: 9
+    [8, 9]
+    """
+    L = u.shape[-1]
+    out = np.empty(u.shape, dtype=np.int64)
+    for i in range(L):
+        j = K - L + i
+        t = np.minimum((u[..., i] * (j + 1)).astype(np.int64), j)
+        taken = (out[..., :i] == t[..., None]).any(axis=-1)
+        out[..., i] = np.where(taken, j, t)
+    return np.sort(out, axis=-1)
+
+
 def draw_clients(block: UnitBlock, draws: KeyedDraws) -> np.ndarray:
-    """The sampled clients of a block's units, ``[R, P_b, L]`` (stream ``sampling``)."""
+    """The sampled clients of a block's units, ``[R, P_b, L]`` (stream ``sampling``).
+
+    Units of up to :data:`~pgfl.engine.network.SCAN_CLIENTS` clients take the ``L``
+    smallest of ``K`` keyed uniforms (:func:`sample_clients`), larger ones Floyd's
+    algorithm on ``L`` of them (:func:`floyd_clients`).
+    """
     K = block.data.X.shape[1]
     if block.L == K:
         return np.broadcast_to(np.arange(K), (draws.reps.size, block.size, K))
+    if not scans_clients(K, block.L):
+        return floyd_clients(draws.uniform("sampling", (block.L,)), K)
     return sample_clients(draws.uniform("sampling", (K,)), block.L)
 
 
