@@ -63,8 +63,8 @@ class FederatedData:
                 f"counts must be in [1, N_max={N}] for every client; "
                 f"got {int(n[tuple(bad)])} at client (p={bad[0]}, k={bad[1]})"
             )
-        if not np.all(np.isfinite(X)) or not np.all(np.isfinite(y)):
-            raise ConfigError("X and y must be finite (no NaN or inf)")
+        if not all(np.isfinite(a.max()) and np.isfinite(a.min()) for a in (X, y) if a.size):
+            raise ConfigError("X and y must be finite (no NaN or inf)")  # NaN and ±inf propagate
         self._keep(_joined(X, y))
 
     def _keep(self, Xy: np.ndarray) -> None:

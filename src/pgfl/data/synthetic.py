@@ -72,26 +72,30 @@ def _draw_units(draw, shape: tuple[int, ...], units: tuple[int, int] | None) -> 
     return kept
 
 
-#: Bytes of samples generated at a time (a chunk of whole units; at least one unit).
+#: Samples are generated a chunk of clients at a time: about 1/128 of the data set, at
+#: most this many bytes (at least one client), so the generator's temporaries stay a few
+#: percent of the one array the samples are written into.
 GENERATE_CHUNK_BYTES = 16 << 20
 
 
-def _unit_chunks(
-    P: int, unit_bytes: int, units: tuple[int, int] | None
+def _client_chunks(
+    P: int, K: int, client_bytes: int, units: tuple[int, int] | None
 ) -> list[tuple[int, int, bool]]:
-    """Chunks ``(a, b, kept)`` of units ``a..b-1`` covering ``0..P-1`` in order.
+    """Chunks ``(a, b, kept)`` of clients ``a..b-1`` (``p·K + k``) covering all ``P·K`` in order.
 
-    Each holds about :data:`GENERATE_CHUNK_BYTES` of samples (``unit_bytes`` per unit) and
-    lies wholly inside or outside the kept ``units`` (all units when ``None``).
+    Each holds about 1/128 of the samples (at most :data:`GENERATE_CHUNK_BYTES`, at least a
+    client, ``client_bytes`` each) and lies wholly inside or outside the kept ``units``
+    (all units when ``None``).
 
-    >>> _unit_chunks(5, GENERATE_CHUNK_BYTES // 2, (1, 4))
-    [(0, 1, False), (1, 3, True), (3, 4, True), (4, 5, False)]
+    >>> _client_chunks(3, 2, GENERATE_CHUNK_BYTES // 2, (1, 2))
+    [(0, 2, False), (2, 4, True), (4, 6, False)]
     """
     start, stop = (0, P) if units is None else units
-    step = max(1, GENERATE_CHUNK_BYTES // max(unit_bytes, 1))
+    size = min(GENERATE_CHUNK_BYTES, P * K * client_bytes // 128)
+    step = max(1, size // max(client_bytes, 1))
     out = []
     for lo, hi, kept in ((0, start, False), (start, stop, True), (stop, P, False)):
-        out.extend((a, min(a + step, hi), kept) for a in range(lo, hi, step))
+        out.extend((c, min(c + step, hi * K), kept) for c in range(lo * K, hi * K, step))
     return out
 
 
@@ -157,39 +161,41 @@ def regression_data(
     if w_star.shape != (M,):
         raise ConfigError(f"data.w_star must have {M} entries; got shape {w_star.shape}")
     # random rotations via QR of Gaussian matrices, sign-fixed so Q is Haar distributed;
-    # the stream holds every unit's rotations, then their eigenvalues, samples and noise:
-    # the samples are written unit chunk by unit chunk into the one array Xy, each chunk's
-    # rotations drawn again from the state saved at its place in the stream
-    chunks = _unit_chunks(P, K * n_max * (M + 1) * 8, units)
+    # the stream holds every client's rotation, then the eigenvalues, samples and noise: the
+    # samples are written a chunk of clients at a time into the one array Xy, each chunk's
+    # rotations drawn again from the state saved at their place in the stream
+    chunks = _client_chunks(P, K, n_max * (M + 1) * 8, units)
     rotations = []
     for a, b, kept in chunks:
         rotations.append(rng.bit_generator.state if kept else None)
-        rng.standard_normal((b - a, K, M, M))  # walked over: drawn again below
+        rng.standard_normal((1, b - a, M, M))  # walked over: drawn again below
     lam = _draw_units(lambda size: rng.uniform(ev_lo, ev_hi, size=size), (P, K, M), units)
-    lo = 0 if units is None else units[0]
-    Xy = np.empty((P if units is None else units[1] - lo, K, n_max, M + 1))
+    lam = lam.reshape(-1, M)
+    first = 0 if units is None else units[0] * K  # the first kept client
+    Xy = np.empty((P if units is None else units[1] - units[0], K, n_max, M + 1))
+    rows = Xy.reshape(-1, n_max, M + 1)  # [kept clients, N, M + 1]
     for (a, b, kept), state in zip(chunks, rotations, strict=True):
         if not kept:
-            rng.standard_normal((b - a, K, n_max, M))
+            rng.standard_normal((1, b - a, n_max, M))
             continue
         here = rng.bit_generator.state
         rng.bit_generator.state = state
-        Q, Rq = np.linalg.qr(rng.standard_normal((b - a, K, M, M)))
+        Q, Rq = np.linalg.qr(rng.standard_normal((1, b - a, M, M)))
         rng.bit_generator.state = here
         Q = Q * np.sign(np.diagonal(Rq, axis1=-2, axis2=-1))[..., None, :]
-        root = Q * np.sqrt(lam[a - lo : b - lo])[..., None, :]  # R = root root^T
-        z = rng.standard_normal((b - a, K, n_max, M))
-        Xy[a - lo : b - lo, ..., :M] = np.einsum("pkij,pknj->pkni", root, z)
-    sigma_v = np.sqrt(rng.uniform(nv_lo, nv_hi, size=(P, K)))[keep]
+        root = Q * np.sqrt(lam[None, a - first : b - first])[..., None, :]  # R = root root^T
+        z = rng.standard_normal((1, b - a, n_max, M))
+        rows[a - first : b - first, :, :M] = np.einsum("pkij,pknj->pkni", root, z)[0]
+    sigma_v = np.sqrt(rng.uniform(nv_lo, nv_hi, size=(P, K)))[keep].reshape(-1)
     counts = counts[keep]
-    mask = np.arange(n_max) < counts[..., None]
+    mask = (np.arange(n_max) < counts[..., None]).reshape(-1, n_max)
     for a, b, kept in chunks:
-        v = rng.standard_normal((b - a, K, n_max))
+        v = rng.standard_normal((1, b - a, n_max))
         if kept:
-            rows = slice(a - lo, b - lo)
-            X = np.ascontiguousarray(Xy[rows, ..., :M])
-            Xy[rows, ..., M] = (X @ w_star + v * sigma_v[rows, :, None]) * mask[rows]
-            Xy[rows, ..., :M] = X * mask[rows, ..., None]
+            c = slice(a - first, b - first)
+            X = np.ascontiguousarray(rows[None, c, :, :M])
+            rows[c, :, M] = ((X @ w_star + v * sigma_v[None, c, None]) * mask[None, c])[0]
+            rows[c, :, :M] = (X * mask[None, c, :, None])[0]
     return FederatedData(Xy[..., :M], Xy[..., M], counts, w_star=w_star)
 
 
@@ -224,23 +230,25 @@ def logistic_data(
     n_max = int(counts.max())
     counts = counts[keep]
     mask = np.arange(n_max) < counts[..., None]
-    chunks = _unit_chunks(P, K * n_max * (M + 1) * 8, units)
-    lo = 0 if units is None else units[0]
-    Xy = np.empty((P if units is None else units[1] - lo, K, n_max, M + 1))
-    for a, b, kept in chunks:  # the labels first (every unit's), into the target column
-        gamma = np.where(rng.random((b - a, K, n_max)) < 0.5, -1.0, 1.0)
+    chunks = _client_chunks(P, K, n_max * (M + 1) * 8, units)
+    first = 0 if units is None else units[0] * K  # the first kept client
+    Xy = np.empty((P if units is None else units[1] - units[0], K, n_max, M + 1))
+    rows = Xy.reshape(-1, n_max, M + 1)  # [kept clients, N, M + 1]
+    for a, b, kept in chunks:  # the labels first (every client's), into the target column
+        gamma = np.where(rng.random((1, b - a, n_max)) < 0.5, -1.0, 1.0)
         if kept:
-            Xy[a - lo : b - lo, ..., M] = gamma
-    sigma = np.sqrt(rng.uniform(fv_lo, fv_hi, size=(P, K)))[keep]
+            rows[a - first : b - first, :, M] = gamma[0]
+    sigma = np.sqrt(rng.uniform(fv_lo, fv_hi, size=(P, K)))[keep].reshape(-1)
+    mask = mask.reshape(-1, n_max)
     for a, b, kept in chunks:
-        z = rng.standard_normal((b - a, K, n_max, M))
+        z = rng.standard_normal((1, b - a, n_max, M))
         if kept:
-            rows = slice(a - lo, b - lo)
-            z *= sigma[rows, :, None, None]
-            X = np.add(Xy[rows, ..., M, None], z, out=z)
-            X *= mask[rows, ..., None]
-            Xy[rows, ..., :M] = X
-            Xy[rows, ..., M] *= mask[rows]
+            c = slice(a - first, b - first)
+            z *= sigma[None, c, None, None]
+            X = np.add(rows[None, c, :, M, None], z, out=z)
+            X *= mask[None, c, :, None]
+            rows[c, :, :M] = X[0]
+            rows[c, :, M] *= mask[c]
     extra: dict[str, np.ndarray] = {}
     if test_size:
         test_size = _P["data.test_size"].check(test_size)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from pgfl.engine import metrics
+from pgfl.engine.compiled import local_phase_kind
 from pgfl.engine.network import Network
 from pgfl.engine.rounds import CompiledRounds
 from pgfl.engine.settings import CurveBatch, CurveSettings
@@ -174,28 +175,45 @@ def simulate(
         W += np.asarray(w0, float)
     rec = _Recorder(net, iterations, len(batch), R, w_opt)
     fast = CompiledRounds.prepare(net, batch, seed=seed, reps=reps)
+    if fast is not None:
+        W = _compiled_rounds(fast, W, rec, iterations, progress)
+    else:
+        W = _rounds(net, blocks, batch, W, rec, iterations, progress, seed, reps)
+    return rec.trajectory(W, reps)
+
+
+def _compiled_rounds(fast, W, rec, iterations, progress) -> np.ndarray:
+    """The run's rounds in compiled calls of several rounds, up to the next metrics chunk."""
     i = 0
     while i < iterations:
-        if fast is not None:  # several rounds in one compiled call, up to the next metrics
-            at = i % METRICS_CHUNK
-            n = min(fast.T, METRICS_CHUNK - at, iterations - i)
-            fast.run(W, i, rec.history[at : at + n], rec.diverged_at)
-            W = rec.history[at + n - 1].copy()
-            i += n
-            rec.kept(i - 1)
-        else:
-            # A diverging repetition may overflow inside a round; it is detected right after
-            # the round, reported in diverged_at and frozen at NaN (NaN arithmetic is quiet).
-            with np.errstate(over="ignore", invalid="ignore"):
-                r = round_step(W, blocks, net.links, batch, seed=seed, iteration=i + 1, reps=reps)
+        at = i % METRICS_CHUNK
+        n = min(fast.T, METRICS_CHUNK - at, iterations - i)
+        fast.run(W, i, rec.history[at : at + n], rec.diverged_at)
+        W = rec.history[at + n - 1].copy()
+        i += n
+        rec.kept(i - 1)
+        if progress is not None:
+            progress(i)
+    return W
+
+
+def _rounds(net, blocks, batch, W, rec, iterations, progress, seed, reps) -> np.ndarray:
+    """The run's rounds one by one (:func:`~pgfl.engine.step.round_step`)."""
+    kind = local_phase_kind(net.problem)  # the environment, read once
+    # A diverging repetition may overflow inside a round; it is detected right after the
+    # round, reported in diverged_at and frozen at NaN (NaN arithmetic is quiet).
+    with np.errstate(over="ignore", invalid="ignore"):
+        for i in range(1, iterations + 1):
+            r = round_step(
+                W, blocks, net.links, batch, seed=seed, iteration=i, reps=reps, kind=kind
+            )
             W = r.W
-            i += 1
             rec.round(i, r, reps)
             W[rec.diverged_at >= 0] = np.nan
             rec.keep(i - 1, W)
-        if progress is not None:
-            progress(i)
-    return rec.trajectory(W, reps)
+            if progress is not None:
+                progress(i)
+    return W
 
 
 def _check_memory(net: Network, C: int, R: int, iterations: int) -> None:

@@ -174,12 +174,21 @@ def _rows(a: np.ndarray, index: np.ndarray) -> np.ndarray:
 
 
 def local_phase(
-    W: np.ndarray, block: UnitBlock, curves: CurveBatch, draws: KeyedDraws, iteration: int
+    W: np.ndarray,
+    block: UnitBlock,
+    curves: CurveBatch,
+    draws: KeyedDraws,
+    iteration: int,
+    kind: str | None = None,
 ) -> LocalResult:
-    """Local SGD and the units' aggregates (eqs. 3 and 7) for one block; ``W[C, R, P_b, M]``."""
+    """Local SGD and the units' aggregates (eqs. 3 and 7) for one block; ``W[C, R, P_b, M]``.
+
+    ``kind``: the local phase to run (:func:`pgfl.engine.compiled.local_phase_kind`, which
+    reads the environment; a run of many rounds passes what it found once).
+    """
     # the one dispatch point: numba kernels for the built-in losses (pgfl.engine.compiled),
     # a model's own fused local phase, or the numpy reference below
-    kind = compiled.local_phase_kind(block.problem)
+    kind = compiled.local_phase_kind(block.problem) if kind is None else kind
     clients = (compiled.draw_clients if kind == "compiled" else draw_clients)(block, draws)
     if kind == "compiled":
         local = compiled.local_models(W, block, curves, draws, clients)
@@ -271,10 +280,16 @@ def round_step(
     iteration: int,
     reps: np.ndarray,
     keep_local: bool = False,
+    kind: str | None = None,
 ) -> RoundResult:
-    """One round over a network partitioned into ``blocks`` (contiguous, in order)."""
+    """One round over a network partitioned into ``blocks`` (contiguous, in order).
+
+    ``kind``: the local phase (:func:`local_phase`; ``None``: looked up).
+    """
     if len(blocks) == 1:  # the whole network in one block: no copies between blocks
-        return _one_block_round(W, blocks[0], links, curves, seed, iteration, reps, keep_local)
+        return _one_block_round(
+            W, blocks[0], links, curves, seed, iteration, reps, keep_local, kind
+        )
     psi = np.empty_like(W)
     C, R, P, _ = W.shape
     L = blocks[0].L
@@ -286,7 +301,7 @@ def round_step(
     for b in blocks:
         s = slice(b.start, b.stop)
         draws[b.start] = KeyedDraws(seed, iteration, reps, b.units)
-        out = local_phase(W[:, :, s], b, curves, draws[b.start], iteration)
+        out = local_phase(W[:, :, s], b, curves, draws[b.start], iteration, kind)
         psi[:, :, s], aborted[:, :, s], clients[:, s] = out.psi, out.aborted, out.clients
         clipped += out.clipped
         if local is not None:
@@ -311,10 +326,12 @@ def round_step(
     return RoundResult(new, psi, messages, local, clients, aborted, clipped)
 
 
-def _one_block_round(W, block, links, curves, seed, iteration, reps, keep_local) -> RoundResult:
+def _one_block_round(
+    W, block, links, curves, seed, iteration, reps, keep_local, kind
+) -> RoundResult:
     """:func:`round_step` for a single block (the same arithmetic, fewer arrays)."""
     draws = KeyedDraws(seed, iteration, reps, block.units)
-    out = local_phase(W, block, curves, draws, iteration)
+    out = local_phase(W, block, curves, draws, iteration, kind)
     messages = server_messages(out.psi, links, curves, draws, 0, iteration)
     new = combine_phase(messages, links, 0, W.shape[2])
     clients = out.clients if out.clients.flags.writeable else out.clients.copy()
