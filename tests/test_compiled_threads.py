@@ -148,9 +148,9 @@ def test_sampler_selects_the_L_smallest_keyed_uniforms(K, L, sigmas):
     expected = np.sort(np.argsort(u, axis=-1)[..., :L], axis=-1)
     cells = (np.uint64(stream_key(8, "sampling")), 5, draws.reps, draws.units)
     serial = np.empty((3, 2, L), dtype=np.int64)
-    _kernels.sample_clients(*cells, K, serial, sigmas)
+    _kernels.sample_clients(*cells, K, serial, True, sigmas)
     parallel = np.empty_like(serial)
-    _kernels.sample_clients_parallel(*cells, K, parallel, 2, sigmas)
+    _kernels.sample_clients_parallel(*cells, K, parallel, 2, True, sigmas)
     assert np.array_equal(serial, expected)
     assert np.array_equal(parallel, expected)
 
