@@ -127,22 +127,55 @@ def test_diverging_repetitions_are_marked_and_frozen_as_round_by_round(monkeypat
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_the_parallel_kernel_gives_the_serial_bits_on_any_thread_count(monkeypatch, threads):
+@pytest.mark.parametrize("pick", ["all", "alternate"])
+def test_the_parallel_kernel_gives_the_serial_bits_on_any_thread_count(monkeypatch, threads, pick):
+    """Every call on the threads, or one call on them and the next on one thread."""
     if threads > compiled.max_threads():
         pytest.skip("numba's pool has fewer threads")
     net = small_network(P=5, K=20, L=12, M=2)
+    monkeypatch.setattr(rounds, "ROUNDS_PER_CALL", 16)
+    monkeypatch.setattr(rounds, "WHOLE_ROUNDS", False)
+    reference = simulate(net, CURVES, iterations=67, repetitions=3, seed=1)
     monkeypatch.setattr(rounds, "WHOLE_ROUNDS", True)
-    serial = simulate(net, CURVES, iterations=67, repetitions=3, seed=1)
+    calls = []
+
+    def choose(pace):
+        calls.append(pace.choices[0 if pick == "all" else len(calls) % len(pace.choices)])
+        return calls[-1]
+
     old = compiled.set_threads(threads)
     try:
-        monkeypatch.setattr(compiled, "PARALLEL_WORK", 0)  # every call on the threads
+        monkeypatch.setattr(compiled, "PARALLEL_WORK", 0)  # every call may use the threads
         monkeypatch.setattr(compiled, "CHUNKS_PER_THREAD", 3)
+        monkeypatch.setattr(rounds._Pace, "choose", choose)
         run = rounds.CompiledRounds.prepare(net, CurveBatch.of(CURVES, net), seed=1, reps=[0])
         assert run.workers == threads
-        parallel = simulate(net, CURVES, iterations=67, repetitions=3, seed=1)
+        got = simulate(net, CURVES, iterations=67, repetitions=3, seed=1)
     finally:
         compiled.set_threads(old)
-    assert_bits(parallel, serial)
+    assert_bits(got, reference)
+    assert len(calls) == 5 and threads in calls
+
+
+def test_the_pace_keeps_the_faster_thread_count_and_retries_the_other():
+    pace = rounds._Pace(2)
+    assert pace.choose() == 2
+    pace.record(2, 1.0)
+    assert pace.choose() == 1  # not timed yet
+    pace.record(1, 3.0)
+    for _ in range(rounds.RETRY_CALLS):
+        assert pace.choose() == 2
+        pace.record(2, 1.0)
+    assert pace.choose() == 1  # timed again
+    pace.record(1, 2.0)  # still slower: twice as long before the next try
+    assert pace.wait[1] == 2 * rounds.RETRY_CALLS
+    for _ in range(2 * rounds.RETRY_CALLS):
+        assert pace.choose() == 2
+        pace.record(2, 1.5)
+    assert pace.choose() == 1
+    pace.record(1, 0.5)  # now one thread is faster (another job took a core)
+    assert pace.choose() == 1 and pace.wait[1] == rounds.RETRY_CALLS
+    assert rounds._Pace(1).choose() == 1
 
 
 def test_equal_to_the_plain_loop_reference():

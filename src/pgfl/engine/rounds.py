@@ -19,6 +19,7 @@ call's rounds), because numpy's ``log1p`` and the C library's differ in the last
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +62,8 @@ ROUNDS_PER_CALL = 64
 NOISE_BYTES = 8 << 20
 #: Sampling cells a worker takes at a time in a parallel call, per thread: a few claims each.
 _CLAIMS_PER_THREAD = 8
+#: Calls after which the thread count that ran slower is timed again (:class:`_Pace`).
+RETRY_CALLS = 8
 
 
 def unsupported(net: Network, batch: CurveBatch) -> str | None:
@@ -134,7 +137,6 @@ class CompiledRounds:
         work = C * R * P * L * per_client * M
         parallel = threads > 1 and work >= compiled._threshold(compiled.PARALLEL_WORK)
         self.workers = threads if parallel else 1
-        n_chunks = threads * compiled.CHUNKS_PER_THREAD if parallel else 1
         links, units = net.links, np.ascontiguousarray(block.units, dtype=np.int64)
         kinds, noise = _codes(batch, links, units, L, M)
         per_round = sum(n.values.nbytes for n in noise) * R * 4  # values and numpy's temporaries
@@ -147,28 +149,36 @@ class CompiledRounds:
         clients = np.empty((T, R, P, L), dtype=np.int64)
         if not sample:  # every client, every round
             clients[...] = np.arange(L)
-        bounds = np.zeros((T, n_chunks + 1), dtype=np.int64)
-        bounds[:, 1] = R * P * L  # serial calls: one chunk of every work item
         first = np.searchsorted(links.dst, np.arange(P + 1))
-        cells = T * R * P
-        self._state = (np.empty((C, R, P, L, M)), clients, bounds, np.ones(T, dtype=np.int64))
+        self._state = (np.empty((C, R, P, L, M)), clients)
         self._draws = (
             sample, scans_clients(K, L), np.uint64(stream_key(seed, "sampling")),
             np.uint64(stream_key(seed, "batches")),
         )  # fmt: skip
-        self._rest = (
+        self._data = (
             self.reps, units, K, Xy, epochs, bsize, counts,
             np.ascontiguousarray(batch.mu, dtype=np.float64),
             np.full(C, np.inf) if batch.clip is None else np.asarray(batch.clip, np.float64),
             rho, loss, full, batch.clip is not None, compiled.SAMPLE_LOOP, e_max, b_max,
-            Xy.shape[2] if full else b_max, n_chunks,
-            cells if not parallel else max(1, cells // (threads * _CLAIMS_PER_THREAD)),
+            Xy.shape[2] if full else b_max,
+        )  # fmt: skip
+        self._mechanisms = (
             *kinds[:3], client.reshape(*client.shape[:4], L, M), *kinds[3:],
             server, link, central.reshape(*central.shape[:3], M),
             np.ascontiguousarray(links.src, dtype=np.int64),
             np.ascontiguousarray(links.weight, dtype=np.float64),
             np.ascontiguousarray(first, dtype=np.int64), int(np.diff(first).max()),
         )  # fmt: skip
+        # per thread count: the chunks of a round's local SGD (filled by the kernel when
+        # there are several) and the sampling cells a worker takes at a time
+        self._split = {}
+        for n in {1, self.workers}:
+            chunks = 1 if n == 1 else n * compiled.CHUNKS_PER_THREAD
+            bounds = np.zeros((T, chunks + 1), dtype=np.int64)
+            bounds[:, 1] = R * P * L  # one chunk of every work item
+            per_claim = max(1, T * R * P // (1 if n == 1 else n * _CLAIMS_PER_THREAD))
+            self._split[n] = ((bounds, np.ones(T, dtype=np.int64)), (chunks, per_claim))
+        self._pace = _Pace(self.workers)
         self._ctl = np.zeros(2 * (2 + 2 * T), dtype=np.int64)
         self._kernels = compiled._round_kernels()
 
@@ -188,12 +198,54 @@ class CompiledRounds:
         for noise in self.noise:
             noise.draw(self.seed, rnd0, self.reps, n, self._kernels)
         self._ctl[:] = 0
+        workers = self._pace.choose()
+        bounds, chunks = self._split[workers]
         args = (self._ctl, np.ascontiguousarray(W, dtype=np.float64), history, *self._state,
-                diverged, *self._draws, rnd0, *self._rest)  # fmt: skip
-        if self.workers > 1:
-            compiled._launch(self._kernels.rounds_parallel, self.workers, *args)
+                *bounds, diverged, *self._draws, rnd0, *self._data, *chunks,
+                *self._mechanisms)  # fmt: skip
+        start = time.perf_counter()
+        if workers > 1:
+            compiled._launch(self._kernels.rounds_parallel, workers, *args)
         else:
             self._kernels.rounds_serial(*args)
+        self._pace.record(workers, (time.perf_counter() - start) / n)
+
+
+class _Pace:
+    """One thread or all of them for the next call: whichever ran rounds faster lately.
+
+    Both give the same bits, so the choice is speed alone: the machine's other jobs decide
+    it (two threads are faster on idle cores, one is when another job holds a core and the
+    workers would wait for each other). The slower choice is timed again after
+    :data:`RETRY_CALLS` calls, twice as many after each time it loses again.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.choices = (1,) if workers == 1 else (workers, 1)
+        self.seconds: dict[int, float] = {}  # per round, the latest call of each choice
+        self.wait = dict.fromkeys(self.choices, RETRY_CALLS)
+        self.since = dict.fromkeys(self.choices, 0)
+
+    def choose(self) -> int:
+        """The thread count of the next call."""
+        for n in self.choices:
+            if n not in self.seconds:
+                return n
+        best = min(self.choices, key=self.seconds.__getitem__)
+        for n in self.choices:
+            if n != best and self.since[n] >= self.wait[n]:
+                return n
+        return best
+
+    def record(self, n: int, seconds: float) -> None:
+        """A call on ``n`` threads took ``seconds`` per round."""
+        for m in self.choices:
+            self.since[m] = 0 if m == n else self.since[m] + 1
+        retried = n in self.seconds
+        self.seconds[n] = seconds
+        if retried:
+            lost = seconds > min(self.seconds.values())
+            self.wait[n] = min(self.wait[n] * 2, 1 << 10) if lost else RETRY_CALLS
 
 
 def _codes(batch: CurveBatch, links: Any, units: np.ndarray, L: int, M: int) -> tuple:
