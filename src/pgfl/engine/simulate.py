@@ -136,7 +136,8 @@ def simulate(
             ``None`` there, e.g. for a neural network, makes the MSD metrics NaN).
         w0: initial model of every server (default ``net.problem.initial`` if the problem
             has one, else zeros).
-        progress: called with the number of finished iterations.
+        progress: called with the number of finished iterations (after every compiled
+            call of up to 64 rounds, or every round).
         first_repetition: global id of the first repetition: repetitions
             ``first_repetition..first_repetition+R−1`` are simulated, and a block of
             repetitions gives the same bits as those rows of a larger run.
