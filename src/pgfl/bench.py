@@ -331,8 +331,9 @@ def _compare_one(name: str, seconds: float, counts: list[int] | None = None) -> 
     """One workload: the engine (on each thread count of ``counts``) and the loop, interleaved.
 
     :data:`COMPARE_PAIRS` pairs, each the engine then the loop for ``seconds / pairs``
-    each; the rates are the medians and the ratio the median of the pairs' ratios, so
-    that a change of the machine's speed between pairs (other jobs) cancels.
+    each (``pairs``: their rates); the rates are the medians and the ratio the median of
+    the pairs' ratios, so that a change of the machine's speed between pairs (other jobs)
+    cancels.
     """
     from pgfl.engine.compiled import local_phase_kind
     from pgfl.engine.rounds import CompiledRounds
@@ -360,14 +361,13 @@ def _compare_one(name: str, seconds: float, counts: list[int] | None = None) -> 
         n, t = _timed(rounds_, each)
         return n * P * L / t
 
-    def pairs(_: int | None = None) -> tuple[float, float, float]:
-        runs = [(engine(), loop()) for _ in range(COMPARE_PAIRS)]
-        a, b = zip(*runs, strict=True)
-        return float(np.median(a)), float(np.median(b)), float(np.median(np.divide(a, b)))
+    def pairs(_: int | None = None) -> list[tuple[float, float]]:
+        return [(engine(), loop()) for _ in range(COMPARE_PAIRS)]
 
     measured = [pairs()] if counts is None else _with_threads(counts, pairs)
     rows = []
-    for i, (rate, baseline, ratio) in enumerate(measured):
+    for i, runs in enumerate(measured):
+        a, b = np.array(runs).T
         row = {
             "workload": name,
             "P": P,
@@ -377,9 +377,10 @@ def _compare_one(name: str, seconds: float, counts: list[int] | None = None) -> 
             "loss": net.problem.name,
             "local_phase": local_phase_kind(net.problem),
             "rounds": "round by round" if rounds is None else "compiled",
-            "pgfl_client_updates_per_s": rate,
-            "loop_client_updates_per_s": baseline,
-            "ratio": ratio,
+            "pgfl_client_updates_per_s": float(np.median(a)),
+            "loop_client_updates_per_s": float(np.median(b)),
+            "ratio": float(np.median(a / b)),
+            "pairs": [list(map(float, r)) for r in runs],
         }
         if counts is not None:
             row["threads"] = counts[i]

@@ -193,11 +193,20 @@ def _items_m2(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units
     The expressions and orders of :func:`_items_by_batch` (each sum starts from ``0.0`` and
     adds its terms in order), so the same bits; with two coordinates the model, gradient
     and margin stay in registers instead of memory, which halves the time per sample.
+    The next epoch's samples (or the next client's first) are located and prefetched while
+    this epoch computes: a data set larger than the core's cache (the papers' is 2.4 MB)
+    is then read at the cache's speed, not memory's.
     """
     C, R, P = W.shape[:3]
     L = clients.shape[2]
     K, N, F = KNF
     one, two = np.uint64(1), np.uint64(2)
+    if lo < hi:
+        r, p, slot, E, B, n_k, key, row0 = _item(
+            lo, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units
+        )
+        _offsets(off, 0, key, slot * e_max * b_max, B, n_k, row0, F, full)
+    cur = 0
     for item in range(lo, hi):
         r, p, slot, E, B, n_k, key, row0 = _item(
             item, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units
@@ -207,12 +216,26 @@ def _items_m2(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units
             wc[c, 0] = W[c, r, p, 0]
             wc[c, 1] = W[c, r, p, 1]
         for e in range(E):
-            if e == 0 or not full:  # a full batch is the same every epoch
-                _offsets(off, 0, key, (slot * e_max + e) * b_max, B, n_k, row0, F, full)
-                if clipping:
+            nxt = 1 - cur
+            if e + 1 < E:
+                if full:  # a full batch is the same every epoch
+                    nxt = cur
+                else:
+                    _offsets(off, nxt, key, (slot * e_max + e + 1) * b_max, B, n_k, row0, F,
+                             full)  # fmt: skip
                     for b in range(B):
-                        x0 = off[0, b]
-                        u2b[b] = 0.0 + Xf[x0] * Xf[x0] + Xf[x0 + one] * Xf[x0 + one]
+                        _prefetch(Xf, off[nxt, b])
+            elif item + 1 < hi:  # the next client's first epoch
+                r2, p2, s2, E2, B2, n2, key2, row2 = _item(
+                    item + 1, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units
+                )
+                _offsets(off, nxt, key2, s2 * e_max * b_max, B2, n2, row2, F, full)
+                for b in range(B2):
+                    _prefetch(Xf, off[nxt, b])
+            if clipping and (e == 0 or not full):
+                for b in range(B):
+                    x0 = off[cur, b]
+                    u2b[b] = 0.0 + Xf[x0] * Xf[x0] + Xf[x0 + one] * Xf[x0 + one]
             for c in range(C):
                 w0 = wc[c, 0]
                 w1 = wc[c, 1]
@@ -221,7 +244,7 @@ def _items_m2(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units
                 g1 = 0.0
                 kept = 0.0
                 for b in range(B):
-                    x0 = off[0, b]
+                    x0 = off[cur, b]
                     u0 = Xf[x0]
                     u1 = Xf[x0 + one]
                     margin = 0.0 + u0 * w0 + u1 * w1
@@ -237,6 +260,7 @@ def _items_m2(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units
                 reg = 2.0 * rho * (kept if clipping else 1.0)
                 wc[c, 0] = w0 - step * (g0 + reg * w0)
                 wc[c, 1] = w1 - step * (g1 + reg * w1)
+            cur = nxt
         for c in range(C):
             out[c, r, p, slot, 0] = wc[c, 0]
             out[c, r, p, slot, 1] = wc[c, 1]
