@@ -3,9 +3,10 @@
 Builds the case (data, network, ``w°``) and simulates it with ``tracemalloc`` on, after the
 imports and the compiled kernels are loaded (a tiny run first), and prints the data's
 bytes (``Xy[P, K, N, M+1]``: the samples, stored once), the results' (the Trajectory's
-arrays), the traced peak (numpy's allocations: every array of the run; numba's own
-scratch, a few kilobytes per thread, is not traced) and the growth of the process's peak
-resident memory over what it held before the case was built.
+arrays), the traced peaks (numpy's allocations: every array; numba's own scratch, a few
+kilobytes per thread, is not traced) of the set-up (data, network, ``w°``) and of the run
+(``simulate``, the data held), and the growth of the process's peak resident memory over
+what it held before the case was built.
 
     PYTHONPATH=src python benchmarks/bench_memory.py --case paper --iterations 2000
 """
@@ -44,8 +45,10 @@ def measure(case: str, iterations: int) -> dict:
     tracemalloc.start()
     net, curves, R, w_opt = bench_network(case)
     setup = tracemalloc.get_traced_memory()[1]
+    tracemalloc.reset_peak()
     t = simulate(net, curves, iterations=iterations, repetitions=R, w_opt=w_opt)
-    peak = tracemalloc.get_traced_memory()[1]
+    run = tracemalloc.get_traced_memory()[1]
+    peak = max(setup, run)
     tracemalloc.stop()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
     data = net.data.Xy.nbytes
@@ -57,7 +60,9 @@ def measure(case: str, iterations: int) -> dict:
         "results_mib": results / 2**20,
         "traced_peak_mib": peak / 2**20,
         "traced_peak_setup_mib": setup / 2**20,
+        "traced_peak_run_mib": run / 2**20,
         "peak_over_data_plus_results": peak / (data + results),
+        "run_peak_over_data_plus_results": run / (data + results),
         "rss_growth_mib": rss / 2**10,
         "rss_growth_over_data_plus_results": rss * 1024 / (data + results),
     }

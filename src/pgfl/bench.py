@@ -154,10 +154,15 @@ def amdahl_speedup(serial_fraction: float, threads: int) -> float:
 
 
 def _with_threads(counts: list[int], measure: Callable[[int], Any]) -> list[Any]:
-    """``measure(n)`` with the compiled kernels on ``n`` threads, for each ``n`` of ``counts``."""
-    from pgfl.engine import compiled
+    """``measure(n)`` with the compiled kernels on ``n`` threads, for each ``n`` of ``counts``.
 
-    old = compiled.set_threads(None)
+    Every compiled call of rounds large enough for the threads runs on all ``n`` (not the
+    faster of one and ``n``, as runs do: :data:`pgfl.engine.rounds.ADAPTIVE`).
+    """
+    from pgfl.engine import compiled, rounds
+
+    old, adaptive = compiled.set_threads(None), rounds.ADAPTIVE
+    rounds.ADAPTIVE = False
     try:
         out = []
         for n in counts:
@@ -166,6 +171,7 @@ def _with_threads(counts: list[int], measure: Callable[[int], Any]) -> list[Any]
         return out
     finally:
         compiled.set_threads(old)
+        rounds.ADAPTIVE = adaptive
 
 
 def _runs_parallel(name: str) -> bool:

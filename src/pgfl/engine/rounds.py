@@ -64,6 +64,9 @@ NOISE_BYTES = 8 << 20
 _CLAIMS_PER_THREAD = 8
 #: Calls after which the thread count that ran slower is timed again (:class:`_Pace`).
 RETRY_CALLS = 8
+#: False: every call of a run whose rounds are large enough for the threads runs on all of
+#: them (``pgfl bench --threads`` measures so); True: :class:`_Pace` chooses per call.
+ADAPTIVE = True
 
 
 def unsupported(net: Network, batch: CurveBatch) -> str | None:
@@ -221,7 +224,7 @@ class _Pace:
     """
 
     def __init__(self, workers: int) -> None:
-        self.choices = (1,) if workers == 1 else (workers, 1)
+        self.choices = (workers, 1) if workers > 1 and ADAPTIVE else (workers,)
         self.seconds: dict[int, float] = {}  # per round, the latest call of each choice
         self.wait = dict.fromkeys(self.choices, RETRY_CALLS)
         self.since = dict.fromkeys(self.choices, 0)

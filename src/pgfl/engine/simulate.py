@@ -141,7 +141,8 @@ def simulate(
         first_repetition: global id of the first repetition: repetitions
             ``first_repetition..first_repetition+R−1`` are simulated, and a block of
             repetitions gives the same bits as those rows of a larger run.
-        block_size: units per block of the local phase (memory; same bits for any value).
+        block_size: units per block of the local phase when rounds run one by one (memory;
+            same bits for any value); the compiled rounds hold one round of local models.
 
     Returns:
         A :class:`Trajectory`.
