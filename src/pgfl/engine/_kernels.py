@@ -282,13 +282,19 @@ def _items_by_batch(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps,
     A mini-batch at a time: all margins (feature by feature, so the ``B`` sums advance
     together instead of one long chain after another), all residual weights (the ``tanh``
     calls of a batch do not wait on each other), then ``g`` sample by sample, with the next
-    epoch's samples prefetched meanwhile. :func:`_items_m2` computes the same expressions
-    sample by sample.
+    epoch's samples (or the next client's first) prefetched meanwhile. :func:`_items_m2`
+    computes the same expressions sample by sample.
     """
     C, R, P, M = W.shape
     L = clients.shape[2]
     K, N, F = KNF
     uM = np.uint64(M)
+    if lo < hi:
+        r, p, slot, E, B, n_k, key, row0 = _item(
+            lo, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units
+        )
+        _offsets(off, 0, key, slot * e_max * b_max, B, n_k, row0, F, full)
+    cur = 0
     for item in range(lo, hi):
         r, p, slot, E, B, n_k, key, row0 = _item(
             item, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units
@@ -297,18 +303,26 @@ def _items_by_batch(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps,
         for c in range(C):
             for m in range(M):
                 wc[c, m] = W[c, r, p, m]
-        cur = 0
-        _offsets(off, 0, key, slot * e_max * b_max, B, n_k, row0, F, full)
         for e in range(E):
             nxt = 1 - cur
-            if full:
-                nxt = cur
-            elif e + 1 < E:  # the next epoch's samples; prefetched while this epoch computes
-                _offsets(off, nxt, key, (slot * e_max + e + 1) * b_max, B, n_k, row0, F, full)
-                for b in range(B):
-                    for j in range(0, F, 8):
-                        _prefetch(Xf, off[nxt, b] + np.uint64(j))
-                    _prefetch(Xf, off[nxt, b] + uM)
+            B_next = 0
+            if e + 1 < E:
+                if full:
+                    nxt = cur
+                else:  # the next epoch's samples; prefetched while this epoch computes
+                    _offsets(off, nxt, key, (slot * e_max + e + 1) * b_max, B, n_k, row0, F,
+                             full)  # fmt: skip
+                    B_next = B
+            elif item + 1 < hi:  # the next client's first epoch
+                r2, p2, s2, E2, B2, n2, key2, row2 = _item(
+                    item + 1, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units
+                )
+                _offsets(off, nxt, key2, s2 * e_max * b_max, B2, n2, row2, F, full)
+                B_next = B2
+            for b in range(B_next):
+                for j in range(0, F, 8):
+                    _prefetch(Xf, off[nxt, b] + np.uint64(j))
+                _prefetch(Xf, off[nxt, b] + uM)
             if clipping:
                 for b in range(B):
                     x0 = off[cur, b]
