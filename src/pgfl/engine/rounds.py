@@ -125,7 +125,24 @@ class CompiledRounds:
     as many as ``history`` holds (at most :attr:`T`), writing them into
     ``history[n, C, R, P, M]`` and the rounds at which repetitions diverge into
     ``diverged[C, R]`` (frozen at NaN from then on), exactly as
-    :func:`pgfl.engine.simulate` does round by round.
+    :func:`pgfl.engine.simulate` does round by round:
+
+    >>> from pgfl.data.synthetic import regression_data
+    >>> from pgfl.engine.settings import CurveSettings
+    >>> from pgfl.engine.step import gfl_round
+    >>> from pgfl.privacy.mechanisms import ClientNoise
+    >>> from pgfl.problems import LeastSquares
+    >>> data = regression_data(np.random.default_rng(0), P=3, K=5, N=8)
+    >>> E, B = np.ones((3, 5), dtype=int), np.full((3, 5), 4)
+    >>> net = Network(data, LeastSquares(0.1), np.full((3, 3), 1 / 3), L=2, epochs=E, batch=B)
+    >>> curves = [CurveSettings(mu=0.5, client=ClientNoise(std=0.1))]
+    >>> run = CompiledRounds.prepare(net, CurveBatch.of(curves, net), seed=7, reps=[0])
+    >>> W, history = np.zeros((1, 1, 3, 2)), np.empty((4, 1, 1, 3, 2))
+    >>> _ = run is None or run.run(W, 0, history, np.full((1, 1), -1))  # 4 rounds (numba)
+    >>> for i in range(1, 5):
+    ...     W = gfl_round(W, net, curves, seed=7, iteration=i).W
+    >>> run is None or bool((history[-1] == W).all())
+    True
     """
 
     def __init__(self, net: Network, batch: CurveBatch, seed: int, reps: np.ndarray) -> None:
