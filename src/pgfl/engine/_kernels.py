@@ -126,11 +126,11 @@ def scratch(n, C, M):
     ``off[2, n]`` flat offsets of this epoch's samples and the next's, ``marg[n]`` margins
     ``u_bᵀw``, ``ck[n]`` residual weights times clipping factors, ``u2[n]`` squared feature
     norms, ``wc[C, M]`` the curves' models between epochs, ``w[M]`` and ``g[M]`` one curve's
-    model and gradient.
+    model and gradient, ``last[2]`` the last cell ``r·P + p + 1`` and its key (:func:`_item`).
     """
     return (
         np.zeros((2, n), dtype=np.uint64), np.zeros(n), np.zeros(n), np.zeros(n),
-        np.zeros((C, M)), np.zeros(M), np.zeros(M),
+        np.zeros((C, M)), np.zeros(M), np.zeros(M), np.zeros(2, dtype=np.uint64),
     )  # fmt: skip
 
 
@@ -168,12 +168,13 @@ def _offsets(off, i, key, first, B, n_k, row0, F, full):
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
-def _item(item, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units):
+def _item(item, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units, last):
     """Work item ``item`` (row-major over ``[R, P, L]``): ``(r, p, slot, E, B, n_k, key, row0)``.
 
     ``E``, ``B`` and ``n_k`` are the client's epochs, batch size (``n_k`` for full batches)
     and sample count, ``key`` its cell's key of stream ``batches``, ``row0`` the flat row of
-    its first sample.
+    its first sample. ``last`` keeps the last cell and its key (a cell's items are
+    consecutive: its key is computed once; ``last[0] = 0`` forgets it).
     """
     r = item // (P * L)
     rest = item - r * (P * L)
@@ -182,12 +183,16 @@ def _item(item, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units
     k = clients[r, p, slot]
     n_k = counts[p, k]
     B = n_k if full else batch[p, k]
-    return r, p, slot, epochs[p, k], B, n_k, cell_key(S, reps[r], units[p]), (p * K + k) * N
+    cell = np.uint64(r * P + p + 1)
+    if last[0] != cell:
+        last[0] = cell
+        last[1] = cell_key(S, reps[r], units[p])
+    return r, p, slot, epochs[p, k], B, n_k, last[1], (p * K + k) * N
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
 def _items_m2(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units, mu, clip, rho,
-              loss, full, clipping, e_max, b_max, out, off, u2b, wc):  # fmt: skip
+              loss, full, clipping, e_max, b_max, out, off, u2b, wc, last):  # fmt: skip
     """Work items ``lo..hi-1`` for ``M = 2`` (the papers'): sample by sample, in registers.
 
     The expressions and orders of :func:`_items_by_batch` (each sum starts from ``0.0`` and
@@ -203,13 +208,13 @@ def _items_m2(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units
     one, two = np.uint64(1), np.uint64(2)
     if lo < hi:
         r, p, slot, E, B, n_k, key, row0 = _item(
-            lo, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units
+            lo, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units, last
         )
         _offsets(off, 0, key, slot * e_max * b_max, B, n_k, row0, F, full)
     cur = 0
     for item in range(lo, hi):
         r, p, slot, E, B, n_k, key, row0 = _item(
-            item, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units
+            item, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units, last
         )
         wt = 1.0 / B
         for c in range(C):
@@ -227,7 +232,7 @@ def _items_m2(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units
                         _prefetch(Xf, off[nxt, b])
             elif item + 1 < hi:  # the next client's first epoch
                 r2, p2, s2, E2, B2, n2, key2, row2 = _item(
-                    item + 1, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units
+                    item + 1, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units, last
                 )
                 _offsets(off, nxt, key2, s2 * e_max * b_max, B2, n2, row2, F, full)
                 for b in range(B2):
@@ -269,7 +274,7 @@ def _items_m2(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units
 @numba.njit(cache=True, inline="always", error_model="numpy")
 def _items_by_batch(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units, mu, clip,
                     rho, loss, full, clipping, e_max, b_max, out, off, marg, ckb, u2b, wc, w,
-                    g):  # fmt: skip
+                    g, last):  # fmt: skip
     """Work items ``lo..hi-1``, any ``M``: local SGD of each sampled client, every curve.
 
     Per curve ``c`` and epoch (eq. 3), with ``κ_b = min(1, clip/‖∇_b‖)/B`` (``1/B`` without
@@ -291,13 +296,13 @@ def _items_by_batch(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps,
     uM = np.uint64(M)
     if lo < hi:
         r, p, slot, E, B, n_k, key, row0 = _item(
-            lo, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units
+            lo, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units, last
         )
         _offsets(off, 0, key, slot * e_max * b_max, B, n_k, row0, F, full)
     cur = 0
     for item in range(lo, hi):
         r, p, slot, E, B, n_k, key, row0 = _item(
-            item, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units
+            item, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units, last
         )
         wt = 1.0 / B
         for c in range(C):
@@ -315,7 +320,7 @@ def _items_by_batch(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps,
                     B_next = B
             elif item + 1 < hi:  # the next client's first epoch
                 r2, p2, s2, E2, B2, n2, key2, row2 = _item(
-                    item + 1, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units
+                    item + 1, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units, last
                 )
                 _offsets(off, nxt, key2, s2 * e_max * b_max, B2, n2, row2, F, full)
                 B_next = B2
@@ -377,14 +382,15 @@ def _run_items(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, unit
     a time (:func:`_items_by_batch`). Compiled once (not inlined into the kernels: that
     doubled the compile time) and called once per chunk.
     """
-    off, marg, ck, u2, wc, w, g = sc
+    off, marg, ck, u2, wc, w, g, last = sc
+    last[0] = 0  # a new round's key S: no cell's key is known
     if by_sample and W.shape[3] == 2:
         _items_m2(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units, mu, clip,
-                  rho, loss, full, clipping, e_max, b_max, out, off, u2, wc)  # fmt: skip
+                  rho, loss, full, clipping, e_max, b_max, out, off, u2, wc, last)  # fmt: skip
     else:
         _items_by_batch(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units, mu,
                         clip, rho, loss, full, clipping, e_max, b_max, out, off, marg, ck, u2, wc,
-                        w, g)  # fmt: skip
+                        w, g, last)  # fmt: skip
 
 
 @numba.njit(cache=True, error_model="numpy")
