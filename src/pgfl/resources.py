@@ -6,10 +6,12 @@ arrays a batched simulation holds at its peak (named by their shapes, the symbol
 ``ARCHITECTURE.md``):
 
 * the data ``Xy[P, K, N, M+1]`` (features and targets side by side, stored once), two
-  floats per sample more (masks, the weights of ``w°``), and the generator's chunk of
-  clients (:data:`GENERATOR_CHUNK_BYTES` or 1/128 of the data, at least a client; ×6
-  for its temporaries, and for regression the chunk's covariance factors ``[M, M]``
-  per client, ×8: QR factors, workspace and products); the combination matrix ``[P, P]``;
+  floats per sample more for regression (masks, the weights of ``w°``) and six for
+  classification (Newton's margins, weights and curvature for ``w°``), and the
+  generator's chunk of clients (:data:`GENERATOR_CHUNK_BYTES` or 1/128 of the data, at
+  least a client; ×6 for its temporaries, and for regression the chunk's covariance
+  factors ``[M, M]`` per client, ×8: QR factors, workspace and products); the
+  combination matrix ``[P, P]``;
 * the per-iteration metrics ``[T, C, R]`` (centroid MSD, individual MSD, disagreement;
   with a test set also test error and log-loss ``[T, C, R]`` and the servers' test errors
   ``[T, C, R, P]``);
@@ -237,7 +239,8 @@ def simulation_memory(
     chunk = max(1, min(GENERATOR_CHUNK_BYTES, P * K * client // 128) // client)  # clients
     terms = {
         "data [P, K, N, M+1]": FLOAT
-        * (P * K * N * (M + 3) + 6 * chunk * N * (M + 1) + P * K * (M + 2)
+        * (P * K * N * (M + 1 + (2 if covariances else 6)) + 6 * chunk * N * (M + 1)
+           + P * K * (M + 2)
            + (8 * chunk * M * M if covariances else 0) + 2 * test_size * (M + 1)),
         "combination matrix [P, P]": FLOAT * 3 * P * P,
         "metrics [T, C, R]": FLOAT * T * C * R * metrics,

@@ -136,13 +136,12 @@ class FederatedData:
         M = Xs[0][0].shape[1]
         counts = np.array([[len(ys[p][k]) for k in range(K)] for p in range(P)], dtype=np.int64)
         N = int(counts.max())
-        X = np.zeros((P, K, N, M))
-        y = np.zeros((P, K, N))
+        Xy = np.zeros((P, K, N, M + 1))
         for p in range(P):
             for k in range(K):
-                X[p, k, : counts[p, k]] = Xs[p][k]
-                y[p, k, : counts[p, k]] = ys[p][k]
-        return cls(X, y, counts, **extra)
+                Xy[p, k, : counts[p, k], :M] = Xs[p][k]
+                Xy[p, k, : counts[p, k], M] = ys[p][k]
+        return cls(Xy[..., :M], Xy[..., M], counts, **extra)
 
 
 def _joined(X: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -87,8 +87,9 @@ def _client_chunks(
     client, ``client_bytes`` each) and lies wholly inside or outside the kept ``units``
     (all units when ``None``).
 
-    >>> _client_chunks(3, 2, GENERATE_CHUNK_BYTES // 2, (1, 2))
-    [(0, 2, False), (2, 4, True), (4, 6, False)]
+    >>> chunks = _client_chunks(4, 128, 1000, (1, 3))  # 4 clients of 1,000 bytes each
+    >>> len(chunks), chunks[0], chunks[31], chunks[32], chunks[95], chunks[96]
+    (128, (0, 4, False), (124, 128, False), (128, 132, True), (380, 384, True), (384, 388, False))
     """
     start, stop = (0, P) if units is None else units
     size = min(GENERATE_CHUNK_BYTES, P * K * client_bytes // 128)
