@@ -27,6 +27,16 @@ default the compiled path runs when numba is importable and the loss is
 :class:`~pgfl.problems.LeastSquares` or :class:`~pgfl.problems.Logistic` (exactly those
 classes: a subclass may change the gradient).
 
+Threads and processes. pgfl needs no particular numba threading layer (``tbb``, ``omp`` or
+``workqueue``, whichever numba loads; ``NUMBA_THREADING_LAYER`` is respected): a process
+launches at most one parallel kernel at a time (:data:`LAUNCH`, a lock held around every
+parallel launch, so two Python threads — the runner's accounting thread, a user's own —
+never enter a layer at once, which ``workqueue`` would answer by aborting the process),
+and no process forks after numba has started its threads (the secure-aggregation workers
+then start from a fork server: :func:`pgfl.privacy.secagg.pool.start_method`; Ray and
+``reproduce --jobs`` start fresh interpreters). :func:`load` readies the compiled path in a
+process before it is given data.
+
 >>> import numpy as np
 >>> from pgfl.problems import LeastSquares
 >>> local_phase_kind(LeastSquares(0.0)) in ("compiled", "numpy")
@@ -36,6 +46,7 @@ True
 from __future__ import annotations
 
 import os
+import threading
 from functools import lru_cache
 from typing import Any
 
@@ -68,6 +79,8 @@ PARALLEL_SAMPLING = 100_000
 #: Chunks of work items per thread in a parallel round (taken dynamically by the threads).
 CHUNKS_PER_THREAD = 4
 _LOSS_CODE = {LeastSquares: 0, Logistic: 1}
+#: Held around every parallel kernel launch: one parallel region per process at a time.
+LAUNCH = threading.Lock()
 
 
 def local_phase_kind(problem: Any) -> str:
@@ -181,8 +194,12 @@ def local_models(W, block, curves, draws, clients) -> np.ndarray:
 
 
 def _launch(kernel, *args) -> None:
-    """Run a parallel kernel: every parallel region of pgfl starts here, and only here."""
-    kernel(*args)
+    """Run a parallel kernel: every parallel region of pgfl starts here, and only here.
+
+    Under :data:`LAUNCH`: one parallel launch at a time in this process.
+    """
+    with LAUNCH:
+        kernel(*args)
 
 
 def _block_arrays(block) -> tuple:
@@ -277,6 +294,22 @@ def _round_kernels():
     from pgfl.engine import _round_kernels  # lazy: numba
 
     return _round_kernels
+
+
+def load() -> None:
+    """Ready the compiled path in this process: numba, its kernels, its typing context.
+
+    The first call of any numba function loads numba's typing and target contexts (about
+    15 MiB of Python objects in numba 0.68); a process that is about to be given data
+    (a Ray actor's block, :class:`pgfl.backends.ray_actors.BlockActor`) calls this first,
+    so that what it then allocates is its data and models only. Idempotent.
+    """
+    _kernels()
+    _samplers()
+    from pgfl.engine._kernels import cell_keys  # lazy: numba is optional (extra "fast")
+
+    one = np.zeros(1, dtype=np.int64)
+    cell_keys(np.uint64(1), 1, one, one)  # any call: numba's contexts load on the first
 
 
 def spinning() -> bool:
