@@ -236,8 +236,9 @@ def _trial(c, r, t, rnd, Wn, local, diverged, psi, xs, client_kind, client_dist,
     ``ψ_p`` = the mean of the local models (``+ scale_c · mean_k g_pk`` with client noise,
     ``scale_c = σ_c`` for shared models, ``−μ_c σ_c`` for updates); each link ``m → p``
     carries ``(ψ_m + g_pm) a_pm`` with ``g_pm = σ_c (g_m c_pm)`` (random and
-    graph-homomorphic noise, coefficient ``c_pm``), ``σ_c g_pm`` (per link) or ``σ_c z``
-    (central); ``w_p`` sums them as ``np.add.reduceat`` does. A repetition with an entry
+    graph-homomorphic noise, coefficient ``c_pm``), ``σ_c g_pm`` (per link) or
+    ``σ_c (z c_pm)`` (central: the aggregator's draw on a unit's copy to itself,
+    ``c_pp = 1/a_pp``, none on the uplinks); ``w_p`` sums them as ``np.add.reduceat`` does. A repetition with an entry
     that is not finite or above the bound is marked diverged (``diverged[c, r] = rnd``)
     and frozen at NaN, as is one that diverged before.
     """
@@ -265,7 +266,7 @@ def _trial(c, r, t, rnd, Wn, local, diverged, psi, xs, client_kind, client_dist,
                 elif kind == 2:
                     x = x + std * link_noise[d, t, r, j, m]
                 elif kind == 3:
-                    x = x + std * central_noise[d, t, r, m]
+                    x = x + std * (central_noise[d, t, r, m] * coef[c, j])
                 xs[j - lo, m] = x * weight[j]
         for m in range(M):
             v = xs[0, m]

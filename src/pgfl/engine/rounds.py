@@ -294,7 +294,7 @@ def _codes(batch: CurveBatch, links: Any, units: np.ndarray, L: int, M: int) -> 
     for group in batch.server_groups:
         code = server_kind[group.index] = SERVER_CODES[group.cls]
         server_std[group.index] = [s.std for s in group.schemes]
-        if code == 1:
+        if code in (1, 3):  # server noise's c_pm; central: 1/a_pp on the self-copies
             coef[group.index] = group.cls.coefficients(links)
         used[FAMILIES[code]] |= {s.distribution for s in group.schemes}
     dists = {k: tuple(sorted(v)) for k, v in used.items()}
