@@ -7,10 +7,13 @@ For each case (``pgfl bench`` cases and ``--compare`` workloads), one trial batc
 bench runs it:
 
 1. **Profile, one thread** (load-robust: CPU time of the calling thread,
-   ``time.thread_time``): the share of a round spent in what runs on the worker threads
-   (the compiled local SGD and client sampler) against the whole round (numpy steps:
-   aggregation, messages, combination, metrics, bookkeeping). ``s_profile`` is the rest.
-2. **Measured, 1 vs n threads** (wall clock, interleaved repeats, medians): the speed-up
+   ``time.thread_time``): a round as ``simulate`` runs it (``compiled round``: whole rounds
+   in compiled calls, :mod:`pgfl.engine.rounds`), and round by round the share spent in
+   what runs on the worker threads (the compiled local SGD and client sampler) against the
+   whole round (numpy steps: aggregation, messages, combination, metrics, bookkeeping).
+   ``s_profile`` is the rest (of the round-by-round path).
+2. **Measured, 1 vs n threads** (wall clock, interleaved repeats, medians; every compiled
+   call on all n threads, not the faster of 1 and n as runs choose): the speed-up
    ``S(n)`` and Amdahl's ``s = (n/S − 1)/(n − 1)``. On a machine shared with other jobs
    this one moves with their load (a busy core is a straggler every round).
 3. **Fork-join cost**: an empty parallel region on n threads, back to back and 100 µs of
@@ -45,6 +48,7 @@ from pgfl.bench import (  # noqa: E402
     compare_network,
 )
 from pgfl.engine import CurveSettings, compiled, simulate  # noqa: E402
+from pgfl.engine import rounds as whole_rounds  # noqa: E402
 
 
 def _setup(case: str):
@@ -74,6 +78,10 @@ def profile(case: str, rounds: int) -> dict[str, float]:
     old = compiled.set_threads(1)
     try:
         simulate(net, curves, iterations=2, repetitions=R, w_opt=w_opt)
+        t0 = time.thread_time()
+        simulate(net, curves, iterations=rounds, repetitions=R, w_opt=w_opt)
+        compiled_round = time.thread_time() - t0
+        whole_rounds.WHOLE_ROUNDS = False  # round by round, its phases timed
         compiled.local_models = timed("local SGD", originals[0])
         compiled.draw_clients = timed("sampler", originals[1])
         t0 = time.thread_time()
@@ -82,8 +90,10 @@ def profile(case: str, rounds: int) -> dict[str, float]:
     finally:
         compiled.local_models, compiled.draw_clients = originals
         compiled.set_threads(old)
+        whole_rounds.WHOLE_ROUNDS = True
     out = {k: v / rounds * 1e6 for k, v in spent.items()}
     out["round"] = whole / rounds * 1e6
+    out["compiled round"] = compiled_round / rounds * 1e6
     out["s_profile"] = 1.0 - (spent["local SGD"] + spent["sampler"]) / whole
     return out
 
@@ -93,6 +103,7 @@ def measured(case: str, rounds: int, repeats: int, counts: list[int]) -> dict[in
     net, curves, R, w_opt = _setup(case)
     saved = compiled.PARALLEL_WORK, compiled.PARALLEL_SAMPLING
     compiled.PARALLEL_WORK = compiled.PARALLEL_SAMPLING = 0  # the parallel kernels always
+    whole_rounds.ADAPTIVE = False  # every compiled call on all the threads
     old = compiled.set_threads(None)
     times: dict[int, list[float]] = {n: [] for n in counts}
     try:
@@ -108,6 +119,7 @@ def measured(case: str, rounds: int, repeats: int, counts: list[int]) -> dict[in
     finally:
         compiled.PARALLEL_WORK, compiled.PARALLEL_SAMPLING = saved
         compiled.set_threads(old)
+        whole_rounds.ADAPTIVE = True
     return {n: statistics.median(v) for n, v in times.items()}
 
 
@@ -196,7 +208,8 @@ def main() -> None:
         p = r["profile_us_per_round_1_thread"]
         s_meas = r["s_measured"]
         print(
-            f"{case:13s} round {p['round']:8.1f} µs (1 thread CPU): local SGD "
+            f"{case:13s} compiled round {p['compiled round']:8.1f} µs, round by round "
+            f"{p['round']:8.1f} µs (1 thread CPU): local SGD "
             f"{p['local SGD']:8.1f}, sampler {p['sampler']:6.1f} → s_profile "
             f"{r['s_profile']:.2f}; wall {r['wall_us_per_round']} → speed-up "
             f"{r[f'speedup_{counts[-1]}']:.2f}, s_measured "

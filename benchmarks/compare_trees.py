@@ -4,9 +4,10 @@ Usage: python benchmarks/compare_trees.py OLD_SRC NEW_SRC [--cases paper,paper_f
 [--rounds 3] [--seconds 2] [--local-phase numpy|compiled] [--threads N]. Each measurement
 runs in a fresh interpreter with PYTHONPATH=SRC, so the two trees never share imported
 modules; interleaving spreads any change of machine load over both. Prints each case's
-median client updates/s and the ratio NEW / OLD (used for the engine restructuring's "at
-most 10% slower" check with the numpy local phase, the default, and for the compiled
-kernels' before/after with ``--local-phase compiled``). ``--threads`` sets
+median client updates/s, the median of the pairs' ratios NEW / OLD and their range
+(used for the engine restructuring's "at most 10% slower" check with the numpy local
+phase, the default, and for the compiled kernels' before/after with ``--local-phase
+compiled``). ``--threads`` sets
 ``NUMBA_NUM_THREADS`` for both sides (numba's worker threads; default: all cores).
 """
 
@@ -49,14 +50,18 @@ def main() -> None:
     parser.add_argument("--local-phase", choices=("numpy", "compiled"), default="numpy")
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
-    print(f"{'case':14s} {'old /s':>12s} {'new /s':>12s} {'new/old':>8s}")
+    print(f"load average {os.getloadavg()[0]:.2f}")
+    print(f"{'case':14s} {'old /s':>12s} {'new /s':>12s} {'new/old':>8s}  pairs new/old")
     for case in args.cases.split(","):
         old, new = [], []
         for _ in range(args.rounds):
             old.append(measure(args.old, case, args.seconds, args.local_phase, args.threads))
             new.append(measure(args.new, case, args.seconds, args.local_phase, args.threads))
         a, b = statistics.median(old), statistics.median(new)
-        print(f"{case:14s} {a:12,.0f} {b:12,.0f} {b / a:8.2f}", flush=True)
+        pairs = [n / o for o, n in zip(old, new, strict=True)]
+        print(f"{case:14s} {a:12,.0f} {b:12,.0f} {statistics.median(pairs):8.2f}  "
+              f"{min(pairs):.2f}-{max(pairs):.2f}", flush=True)  # fmt: skip
+    print(f"load average {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

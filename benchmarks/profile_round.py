@@ -2,8 +2,10 @@
 
 Runs the phases of :func:`pgfl.engine.step.round_step` by hand (one block, as the engine
 does at this scale) and times each over many rounds, for the numpy and the compiled local
-phase; ``simulate`` end to end gives the bookkeeping (divergence check, history, metrics)
-as the remainder. Prints microseconds per round and the share of each phase.
+phase; ``simulate`` end to end round by round gives the bookkeeping (divergence check,
+history, metrics) as the remainder, and ``simulate`` as it runs by default (whole rounds in
+compiled calls, :mod:`pgfl.engine.rounds`) the last row. Prints microseconds per round
+and each row's share of the round-by-round round.
 
     PYTHONPATH=src python benchmarks/profile_round.py [--case paper|paper_fig2|paper_trials]
 """
@@ -18,6 +20,7 @@ import numpy as np
 
 from pgfl.bench import CASES, COMPARE, bench_network, compare_network
 from pgfl.engine import CurveSettings, compiled, simulate
+from pgfl.engine import rounds as whole_rounds
 from pgfl.engine.settings import CurveBatch
 from pgfl.engine.step import _rows, combine_phase, draw_clients, local_models, server_messages
 from pgfl.privacy.mechanisms import RoundContext
@@ -64,11 +67,17 @@ def profile(case: str, kind: str, rounds: int) -> dict[str, float]:
         for key, a, b in zip(t, (t0, t1, t2, t3, t4, t5), (t1, t2, t3, t4, t5, t6), strict=True):
             t[key] += b - a
     split = {k: v / rounds * 1e6 for k, v in t.items()}
+    whole_rounds.WHOLE_ROUNDS = False  # round by round: the phases above, and the bookkeeping
     start = time.perf_counter()
     simulate(net, curves, iterations=rounds, repetitions=R, w_opt=w_opt)
     split["simulate (whole round)"] = (time.perf_counter() - start) / rounds * 1e6
+    whole_rounds.WHOLE_ROUNDS = True
     phases = sum(t.values()) / rounds * 1e6
     split["bookkeeping (remainder)"] = split["simulate (whole round)"] - phases
+    if kind == "compiled":  # simulate's default: whole rounds in compiled calls
+        start = time.perf_counter()
+        simulate(net, curves, iterations=rounds, repetitions=R, w_opt=w_opt)
+        split["compiled rounds (default)"] = (time.perf_counter() - start) / rounds * 1e6
     return split
 
 

@@ -29,9 +29,18 @@ def unit_draws(seed, iteration, rep, unit):
 
 
 def sampled_clients(draws, K, L):
-    """L distinct clients: those of the L smallest keys, in increasing client order."""
+    """L distinct clients in increasing order: those of the L smallest keys (K <= 1024),
+    else Floyd's algorithm on L keyed uniforms."""
     if L == K:
         return list(range(K))
+    if K > 1024:
+        u = draws.uniform("sampling", (L,))[0, 0]
+        chosen = []
+        for i in range(L):
+            j = K - L + i
+            t = min(int(u[i] * (j + 1)), j)
+            chosen.append(j if t in chosen else t)
+        return sorted(chosen)
     keys = draws.uniform("sampling", (K,))[0, 0]
     return sorted(int(k) for k in np.argsort(keys)[:L])
 

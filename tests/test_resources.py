@@ -35,7 +35,9 @@ def test_closed_forms_of_the_terms():
     assert t["models [C, R, P, M]"] == 8 * 6 * 2 * 6 * 3 * 2
     assert t["kept models [64, C, R, P, M]"] == 8 * 4 * 64 * 2 * 6 * 3 * 2
     assert t["combination matrix [P, P]"] == 8 * 3 * 9
-    assert t["data [P, K, N, M+1]"] == 8 * (5 * 3 * 5 * 7 * 3 // 2 + 5 * 3 * 5 * 4)
+    # the samples once and two floats each, a one-client chunk ×6, eigenvalues and counts,
+    # one client's covariance factors ×8
+    assert t["data [P, K, N, M+1]"] == 8 * (3 * 5 * 7 * 5 + 6 * 7 * 3 + 3 * 5 * 4 + 8 * 4)
     # a test set adds two [T, C, R] metrics and the servers' [T, C, R, P], and the margins
     tt = simulation_memory(**sizes, test_size=10, covariances=False)
     assert tt["metrics [T, C, R]"] == 8 * 100 * 2 * 6 * (3 + 2 + 3)

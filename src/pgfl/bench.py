@@ -39,11 +39,13 @@ CASES: dict[str, tuple[int, int, int, int, int, int, int]] = {
     "paper_trials": (10, 100, 100, 2, 11, 32, 3),
     "medium": (20, 1000, 50, 50, 100, 1, 1),
     "large": (100, 1000, 100, 20, 10, 4, 1),
+    "wide": (10, 10_000, 20, 2, 11, 1, 1),
 }
 SCALES = {
     "paper": ("paper", "paper_fig2", "paper_trials"),
     "medium": ("medium",),
     "large": ("large",),
+    "wide": ("wide",),
     "all": tuple(CASES),
 }
 
@@ -65,9 +67,17 @@ def bench_network(name: str) -> tuple[Network, list[CurveSettings], int, np.ndar
 
 
 def bench_case(name: str, seconds: float = 3.0) -> dict[str, Any]:
-    """Time the engine on case ``name`` of :data:`CASES` for about ``seconds``."""
+    """Time the engine on case ``name`` of :data:`CASES` for about ``seconds``.
+
+    Also says how the rounds ran (``rounds``: compiled, several per call, or round by
+    round; ``workers``: the threads of a compiled call) and the data's size (``Xy``).
+    """
+    from pgfl.engine.rounds import CompiledRounds
+    from pgfl.engine.settings import CurveBatch
+
     P, K, N, M, L, R, C = CASES[name]
     net, curves, R, w_opt = bench_network(name)
+    fast = CompiledRounds.prepare(net, CurveBatch.of(curves, net), seed=0, reps=np.arange(R))
     simulate(net, curves, iterations=1, repetitions=R, w_opt=w_opt)  # compile / load kernels
     iterations, elapsed = 1, 0.0
     while True:
@@ -90,6 +100,9 @@ def bench_case(name: str, seconds: float = 3.0) -> dict[str, Any]:
         "seconds": round(elapsed, 3),
         "rounds_per_s": rounds,
         "client_updates_per_s": rounds * R * C * P * L,
+        "rounds": "round by round" if fast is None else "compiled",
+        "workers": 1 if fast is None else fast.workers,
+        "data_mib": round(net.data.Xy.nbytes / 2**20, 2),
         "peak_rss_gib": round(_peak_rss_gib(), 3),
     }
 
@@ -141,10 +154,15 @@ def amdahl_speedup(serial_fraction: float, threads: int) -> float:
 
 
 def _with_threads(counts: list[int], measure: Callable[[int], Any]) -> list[Any]:
-    """``measure(n)`` with the compiled kernels on ``n`` threads, for each ``n`` of ``counts``."""
-    from pgfl.engine import compiled
+    """``measure(n)`` with the compiled kernels on ``n`` threads, for each ``n`` of ``counts``.
 
-    old = compiled.set_threads(None)
+    Every compiled call of rounds large enough for the threads runs on all ``n`` (not the
+    faster of one and ``n``, as runs do: :data:`pgfl.engine.rounds.ADAPTIVE`).
+    """
+    from pgfl.engine import compiled, rounds
+
+    old, adaptive = compiled.set_threads(None), rounds.ADAPTIVE
+    rounds.ADAPTIVE = False
     try:
         out = []
         for n in counts:
@@ -153,6 +171,7 @@ def _with_threads(counts: list[int], measure: Callable[[int], Any]) -> list[Any]
         return out
     finally:
         compiled.set_threads(old)
+        rounds.ADAPTIVE = adaptive
 
 
 def _runs_parallel(name: str) -> bool:
@@ -228,7 +247,7 @@ def bench_threads(
 def run_bench(
     scale: str = "paper", seconds: float = 3.0, log: Callable[[str], None] | None = None
 ) -> dict[str, Any]:
-    """Run the cases of ``scale`` (paper, medium, large or all); return a JSON-able dict.
+    """Run the cases of ``scale`` (paper, medium, large, wide or all); return a JSON-able dict.
 
     The top-level ``client_updates_per_s`` and ``rounds_per_s`` are those of the
     paper-scale regression configuration with a single trial (``paper``) when it ran;
@@ -310,32 +329,51 @@ def _timed(step: Callable[[int], None], seconds: float) -> tuple[int, float]:
         n = max(n * 2, int(n * seconds / max(elapsed, 1e-3) * 1.1))
 
 
+#: Engine/loop pairs of ``pgfl bench --compare``, timed in turn (A B A B ...).
+COMPARE_PAIRS = 3
+
+
 def _compare_one(name: str, seconds: float, counts: list[int] | None = None) -> list[dict]:
-    """One workload: the engine (on each thread count of ``counts``) and the loop."""
+    """One workload: the engine (on each thread count of ``counts``) and the loop, interleaved.
+
+    :data:`COMPARE_PAIRS` pairs, each the engine then the loop for ``seconds / pairs``
+    each (``pairs``: their rates); the rates are the medians and the ratio the median of
+    the pairs' ratios, so that a change of the machine's speed between pairs (other jobs)
+    cancels.
+    """
     from pgfl.engine.compiled import local_phase_kind
+    from pgfl.engine.rounds import CompiledRounds
+    from pgfl.engine.settings import CurveBatch
 
     net = compare_network(name)
     P, L, M = net.data.shape[0], net.L, net.dim
     curves = [CurveSettings(mu=0.5)]
     w_opt = np.zeros(M)
     simulate(net, curves, iterations=1, w_opt=w_opt)  # compile / warm up
-
-    def engine(_: int | None = None) -> float:
-        n, t = _timed(lambda n: simulate(net, curves, iterations=n, w_opt=w_opt), seconds)
-        return n * P * L / t
-
-    rates = [engine()] if counts is None else _with_threads(counts, engine)
+    rounds = CompiledRounds.prepare(net, CurveBatch.of(curves, net), seed=0, reps=np.arange(1))
+    each = seconds / COMPARE_PAIRS
     rng = stream(0, "bench.loop")
 
-    def loop(n: int) -> None:
-        W = np.zeros((P, M))
-        for _ in range(n):
-            W = loop_round(W, net, 0.5, rng)
+    def engine() -> float:
+        n, t = _timed(lambda n: simulate(net, curves, iterations=n, w_opt=w_opt), each)
+        return n * P * L / t
 
-    n_loop, t_loop = _timed(loop, seconds)
-    baseline = n_loop * P * L / t_loop
+    def loop() -> float:
+        def rounds_(n: int) -> None:
+            W = np.zeros((P, M))
+            for _ in range(n):
+                W = loop_round(W, net, 0.5, rng)
+
+        n, t = _timed(rounds_, each)
+        return n * P * L / t
+
+    def pairs(_: int | None = None) -> list[tuple[float, float]]:
+        return [(engine(), loop()) for _ in range(COMPARE_PAIRS)]
+
+    measured = [pairs()] if counts is None else _with_threads(counts, pairs)
     rows = []
-    for i, rate in enumerate(rates):
+    for i, runs in enumerate(measured):
+        a, b = np.array(runs).T
         row = {
             "workload": name,
             "P": P,
@@ -344,9 +382,11 @@ def _compare_one(name: str, seconds: float, counts: list[int] | None = None) -> 
             "L": L,
             "loss": net.problem.name,
             "local_phase": local_phase_kind(net.problem),
-            "pgfl_client_updates_per_s": rate,
-            "loop_client_updates_per_s": baseline,
-            "ratio": rate / baseline,
+            "rounds": "round by round" if rounds is None else "compiled",
+            "pgfl_client_updates_per_s": float(np.median(a)),
+            "loop_client_updates_per_s": float(np.median(b)),
+            "ratio": float(np.median(a / b)),
+            "pairs": [list(map(float, r)) for r in runs],
         }
         if counts is not None:
             row["threads"] = counts[i]
@@ -362,9 +402,10 @@ def compare(
     """Pgfl against a per-client numpy loop (:func:`loop_round`) on the same work.
 
     In one process, for each workload of :data:`COMPARE`: client updates per second of
-    :func:`pgfl.engine.simulate` (one trial, no noise) and of the loop, and their ratio.
-    With ``counts`` (``pgfl bench --compare --threads``) pgfl is measured on each of those
-    thread counts (the loop is single-threaded: measured once), one row per count.
+    :func:`pgfl.engine.simulate` (one trial, no noise, default settings) and of the loop,
+    timed in turn (:func:`_compare_one`), and their ratio. With ``counts`` (``pgfl bench
+    --compare --threads``) pgfl is measured on each of those thread counts, each against
+    loops timed beside it, one row per count.
     """
     rows = []
     for name in COMPARE:

@@ -5,11 +5,13 @@ inside numpy ("Unable to allocate 14.6 TiB"). :func:`simulation_memory` adds up 
 arrays a batched simulation holds at its peak (named by their shapes, the symbols of
 ``ARCHITECTURE.md``):
 
-* the data ``X[P, K, N, M+1]`` (features and targets, and their side-by-side copy that
-  the rounds gather from, ×2, plus a quarter for masks and the generator's temporaries:
-  ×2.5, measured ×2.0 with ``tracemalloc`` and ×2.1 in peak RSS) and, for regression,
-  the per-client covariance factors ``[P, K, M, M]`` (×5: QR factors and workspace);
-  the combination matrix ``[P, P]``;
+* the data ``Xy[P, K, N, M+1]`` (features and targets side by side, stored once), two
+  floats per sample more for regression (masks, the weights of ``w°``) and six for
+  classification (Newton's margins, weights and curvature for ``w°``), and the
+  generator's chunk of clients (:data:`GENERATOR_CHUNK_BYTES` or 1/128 of the data, at
+  least a client; ×6 for its temporaries, and for regression the chunk's covariance
+  factors ``[M, M]`` per client, ×8: QR factors, workspace and products); the
+  combination matrix ``[P, P]``;
 * the per-iteration metrics ``[T, C, R]`` (centroid MSD, individual MSD, disagreement;
   with a test set also test error and log-loss ``[T, C, R]`` and the servers' test errors
   ``[T, C, R, P]``);
@@ -78,6 +80,8 @@ __all__ = [
 FLOAT = 8
 #: Iterations whose models are kept before their metrics are computed together.
 KEPT_ITERATIONS = 64
+#: The synthetic generators' largest chunk of clients (``pgfl.data.synthetic``).
+GENERATOR_CHUNK_BYTES = 16 << 20
 #: Bytes per iteration of ε accounting, by accountant (measured peak RSS, rounded up):
 #: the privacy-loss distribution and Rényi accountants keep a Python object per release.
 ACCOUNTING_BYTES_PER_ITERATION = {"pld": 6144, "rdp": 6144}
@@ -231,10 +235,13 @@ def simulation_memory(
         + 2 * n * M  # client noise
     )
     kept = min(KEPT_ITERATIONS, T)
+    client = FLOAT * N * (M + 1)
+    chunk = max(1, min(GENERATOR_CHUNK_BYTES, P * K * client // 128) // client)  # clients
     terms = {
         "data [P, K, N, M+1]": FLOAT
-        * (5 * P * K * N * (M + 1) // 2 + (5 * P * K * M * M if covariances else 0)
-           + 2 * test_size * (M + 1)),
+        * (P * K * N * (M + 1 + (2 if covariances else 6)) + 6 * chunk * N * (M + 1)
+           + P * K * (M + 2)
+           + (8 * chunk * M * M if covariances else 0) + 2 * test_size * (M + 1)),
         "combination matrix [P, P]": FLOAT * 3 * P * P,
         "metrics [T, C, R]": FLOAT * T * C * R * metrics,
         "models [C, R, P, M]": FLOAT * 6 * C * R * P * M,

@@ -358,7 +358,9 @@ def _preset_list(names: list[str]) -> str:
 
 def bench(
     as_json: JsonOpt = False,
-    scale: Annotated[str, typer.Option("--scale", help="paper, medium, large or all.")] = "paper",
+    scale: Annotated[
+        str, typer.Option("--scale", help="paper, medium, large, wide or all.")
+    ] = "paper",
     seconds: Annotated[
         float, typer.Option("--seconds", help="Target time per case, in seconds (> 0).")
     ] = 3.0,

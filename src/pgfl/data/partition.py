@@ -279,13 +279,13 @@ def partition(
         xi = noise_rng.standard_normal((total, M))
         Xc = Xc + noisy * (shift[cid] + scales[cid, None] * xi)
 
-    Xp = np.zeros((C, N_max, M))
-    yp = np.zeros((C, N_max))
-    Xp[cid, slot] = Xc
-    yp[cid, slot] = y[order]
+    Xy = np.zeros((P, K, N_max, M + 1))  # the data's one array: features and target
+    flat = Xy.reshape(C, N_max, M + 1)
+    flat[cid, slot, :M] = Xc
+    flat[cid, slot, M] = y[order]
     return FederatedData(
-        Xp.reshape(P, K, N_max, M),
-        yp.reshape(P, K, N_max),
+        Xy[..., :M],
+        Xy[..., M],
         counts,
         X_test=None if X_test is None else np.asarray(X_test, dtype=np.float64),
         y_test=None if y_test is None else np.asarray(y_test, dtype=np.float64),

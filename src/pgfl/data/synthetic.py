@@ -72,6 +72,34 @@ def _draw_units(draw, shape: tuple[int, ...], units: tuple[int, int] | None) -> 
     return kept
 
 
+#: Samples are generated a chunk of clients at a time: about 1/128 of the data set, at
+#: most this many bytes (at least one client), so the generator's temporaries stay a few
+#: percent of the one array the samples are written into.
+GENERATE_CHUNK_BYTES = 16 << 20
+
+
+def _client_chunks(
+    P: int, K: int, client_bytes: int, units: tuple[int, int] | None
+) -> list[tuple[int, int, bool]]:
+    """Chunks ``(a, b, kept)`` of clients ``a..b-1`` (``p·K + k``) covering all ``P·K`` in order.
+
+    Each holds about 1/128 of the samples (at most :data:`GENERATE_CHUNK_BYTES`, at least a
+    client, ``client_bytes`` each) and lies wholly inside or outside the kept ``units``
+    (all units when ``None``).
+
+    >>> chunks = _client_chunks(4, 128, 1000, (1, 3))  # 4 clients of 1,000 bytes each
+    >>> len(chunks), chunks[0], chunks[31], chunks[32], chunks[95], chunks[96]
+    (128, (0, 4, False), (124, 128, False), (128, 132, True), (380, 384, True), (384, 388, False))
+    """
+    start, stop = (0, P) if units is None else units
+    size = min(GENERATE_CHUNK_BYTES, P * K * client_bytes // 128)
+    step = max(1, size // max(client_bytes, 1))
+    out = []
+    for lo, hi, kept in ((0, start, False), (start, stop, True), (stop, P, False)):
+        out.extend((c, min(c + step, hi * K), kept) for c in range(lo * K, hi * K, step))
+    return out
+
+
 def _check_units(units: tuple[int, int] | None, P: int) -> tuple[int, int] | None:
     if units is None:
         return None
@@ -133,22 +161,43 @@ def regression_data(
     w_star = np.asarray(w_star, dtype=float)
     if w_star.shape != (M,):
         raise ConfigError(f"data.w_star must have {M} entries; got shape {w_star.shape}")
-    # random rotations via QR of Gaussian matrices, sign-fixed so Q is Haar distributed
-    G = _draw_units(rng.standard_normal, (P, K, M, M), units)
-    Q, Rq = np.linalg.qr(G)
-    Q = Q * np.sign(np.diagonal(Rq, axis1=-2, axis2=-1))[..., None, :]
+    # random rotations via QR of Gaussian matrices, sign-fixed so Q is Haar distributed;
+    # the stream holds every client's rotation, then the eigenvalues, samples and noise: the
+    # samples are written a chunk of clients at a time into the one array Xy, each chunk's
+    # rotations drawn again from the state saved at their place in the stream
+    chunks = _client_chunks(P, K, n_max * (M + 1) * 8, units)
+    rotations = []
+    for a, b, kept in chunks:
+        rotations.append(rng.bit_generator.state if kept else None)
+        rng.standard_normal((1, b - a, M, M))  # walked over: drawn again below
     lam = _draw_units(lambda size: rng.uniform(ev_lo, ev_hi, size=size), (P, K, M), units)
-    root = Q * np.sqrt(lam)[..., None, :]  # R = root root^T
-    z = _draw_units(rng.standard_normal, (P, K, n_max, M), units)
-    X = np.einsum("pkij,pknj->pkni", root, z)
-    del z  # the peak memory is two copies of the features
-    sigma_v = np.sqrt(rng.uniform(nv_lo, nv_hi, size=(P, K)))[keep]
-    v = _draw_units(rng.standard_normal, (P, K, n_max), units) * sigma_v[..., None]
+    lam = lam.reshape(-1, M)
+    first = 0 if units is None else units[0] * K  # the first kept client
+    Xy = np.empty((P if units is None else units[1] - units[0], K, n_max, M + 1))
+    rows = Xy.reshape(-1, n_max, M + 1)  # [kept clients, N, M + 1]
+    for (a, b, kept), state in zip(chunks, rotations, strict=True):
+        if not kept:
+            rng.standard_normal((1, b - a, n_max, M))
+            continue
+        here = rng.bit_generator.state
+        rng.bit_generator.state = state
+        Q, Rq = np.linalg.qr(rng.standard_normal((1, b - a, M, M)))
+        rng.bit_generator.state = here
+        Q = Q * np.sign(np.diagonal(Rq, axis1=-2, axis2=-1))[..., None, :]
+        root = Q * np.sqrt(lam[None, a - first : b - first])[..., None, :]  # R = root root^T
+        z = rng.standard_normal((1, b - a, n_max, M))
+        rows[a - first : b - first, :, :M] = np.einsum("pkij,pknj->pkni", root, z)[0]
+    sigma_v = np.sqrt(rng.uniform(nv_lo, nv_hi, size=(P, K)))[keep].reshape(-1)
     counts = counts[keep]
-    mask = np.arange(n_max) < counts[..., None]
-    y = (X @ w_star + v) * mask
-    X *= mask[..., None]
-    return FederatedData(X, y, counts, w_star=w_star)
+    mask = (np.arange(n_max) < counts[..., None]).reshape(-1, n_max)
+    for a, b, kept in chunks:
+        v = rng.standard_normal((1, b - a, n_max))
+        if kept:
+            c = slice(a - first, b - first)
+            X = np.ascontiguousarray(rows[None, c, :, :M])
+            rows[c, :, M] = ((X @ w_star + v * sigma_v[None, c, None]) * mask[None, c])[0]
+            rows[c, :, :M] = (X * mask[None, c, :, None])[0]
+    return FederatedData(Xy[..., :M], Xy[..., M], counts, w_star=w_star)
 
 
 def logistic_data(
@@ -182,19 +231,32 @@ def logistic_data(
     n_max = int(counts.max())
     counts = counts[keep]
     mask = np.arange(n_max) < counts[..., None]
-    gamma = np.where(_draw_units(rng.random, (P, K, n_max), units) < 0.5, -1.0, 1.0)
-    sigma = np.sqrt(rng.uniform(fv_lo, fv_hi, size=(P, K)))[keep]
-    z = _draw_units(rng.standard_normal, (P, K, n_max, M), units)
-    z *= sigma[..., None, None]
-    X = np.add(gamma[..., None], z, out=z)
-    X *= mask[..., None]
+    chunks = _client_chunks(P, K, n_max * (M + 1) * 8, units)
+    first = 0 if units is None else units[0] * K  # the first kept client
+    Xy = np.empty((P if units is None else units[1] - units[0], K, n_max, M + 1))
+    rows = Xy.reshape(-1, n_max, M + 1)  # [kept clients, N, M + 1]
+    for a, b, kept in chunks:  # the labels first (every client's), into the target column
+        gamma = np.where(rng.random((1, b - a, n_max)) < 0.5, -1.0, 1.0)
+        if kept:
+            rows[a - first : b - first, :, M] = gamma[0]
+    sigma = np.sqrt(rng.uniform(fv_lo, fv_hi, size=(P, K)))[keep].reshape(-1)
+    mask = mask.reshape(-1, n_max)
+    for a, b, kept in chunks:
+        z = rng.standard_normal((1, b - a, n_max, M))
+        if kept:
+            c = slice(a - first, b - first)
+            z *= sigma[None, c, None, None]
+            X = np.add(rows[None, c, :, M, None], z, out=z)
+            X *= mask[None, c, :, None]
+            rows[c, :, :M] = X[0]
+            rows[c, :, M] *= mask[c]
     extra: dict[str, np.ndarray] = {}
     if test_size:
         test_size = _P["data.test_size"].check(test_size)
         g = np.where(rng.random(test_size) < 0.5, -1.0, 1.0)
         s = np.sqrt(0.5 * (fv_lo + fv_hi))
         extra = {"X_test": g[:, None] + s * rng.standard_normal((test_size, M)), "y_test": g}
-    return FederatedData(X, gamma * mask, counts, **extra)
+    return FederatedData(Xy[..., :M], Xy[..., M], counts, **extra)
 
 
 def client_schedule(

@@ -126,11 +126,11 @@ def scratch(n, C, M):
     ``off[2, n]`` flat offsets of this epoch's samples and the next's, ``marg[n]`` margins
     ``u_bᵀw``, ``ck[n]`` residual weights times clipping factors, ``u2[n]`` squared feature
     norms, ``wc[C, M]`` the curves' models between epochs, ``w[M]`` and ``g[M]`` one curve's
-    model and gradient.
+    model and gradient, ``last[2]`` the last cell ``r·P + p + 1`` and its key (:func:`_item`).
     """
     return (
         np.zeros((2, n), dtype=np.uint64), np.zeros(n), np.zeros(n), np.zeros(n),
-        np.zeros((C, M)), np.zeros(M), np.zeros(M),
+        np.zeros((C, M)), np.zeros(M), np.zeros(M), np.zeros(2, dtype=np.uint64),
     )  # fmt: skip
 
 
@@ -168,12 +168,13 @@ def _offsets(off, i, key, first, B, n_k, row0, F, full):
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
-def _item(item, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units):
+def _item(item, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units, last):
     """Work item ``item`` (row-major over ``[R, P, L]``): ``(r, p, slot, E, B, n_k, key, row0)``.
 
     ``E``, ``B`` and ``n_k`` are the client's epochs, batch size (``n_k`` for full batches)
     and sample count, ``key`` its cell's key of stream ``batches``, ``row0`` the flat row of
-    its first sample.
+    its first sample. ``last`` keeps the last cell and its key (a cell's items are
+    consecutive: its key is computed once; ``last[0] = 0`` forgets it).
     """
     r = item // (P * L)
     rest = item - r * (P * L)
@@ -182,37 +183,64 @@ def _item(item, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units
     k = clients[r, p, slot]
     n_k = counts[p, k]
     B = n_k if full else batch[p, k]
-    return r, p, slot, epochs[p, k], B, n_k, cell_key(S, reps[r], units[p]), (p * K + k) * N
+    cell = np.uint64(r * P + p + 1)
+    if last[0] != cell:
+        last[0] = cell
+        last[1] = cell_key(S, reps[r], units[p])
+    return r, p, slot, epochs[p, k], B, n_k, last[1], (p * K + k) * N
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
 def _items_m2(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units, mu, clip, rho,
-              loss, full, clipping, e_max, b_max, out, off, u2b, wc):  # fmt: skip
+              loss, full, clipping, e_max, b_max, out, off, u2b, wc, last):  # fmt: skip
     """Work items ``lo..hi-1`` for ``M = 2`` (the papers'): sample by sample, in registers.
 
     The expressions and orders of :func:`_items_by_batch` (each sum starts from ``0.0`` and
     adds its terms in order), so the same bits; with two coordinates the model, gradient
     and margin stay in registers instead of memory, which halves the time per sample.
+    The next epoch's samples (or the next client's first) are located and prefetched while
+    this epoch computes: a data set larger than the core's cache (the papers' is 2.4 MB)
+    is then read at the cache's speed, not memory's.
     """
     C, R, P = W.shape[:3]
     L = clients.shape[2]
     K, N, F = KNF
     one, two = np.uint64(1), np.uint64(2)
+    if lo < hi:
+        r, p, slot, E, B, n_k, key, row0 = _item(
+            lo, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units, last
+        )
+        _offsets(off, 0, key, slot * e_max * b_max, B, n_k, row0, F, full)
+    cur = 0
     for item in range(lo, hi):
         r, p, slot, E, B, n_k, key, row0 = _item(
-            item, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units
+            item, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units, last
         )
         wt = 1.0 / B
         for c in range(C):
             wc[c, 0] = W[c, r, p, 0]
             wc[c, 1] = W[c, r, p, 1]
         for e in range(E):
-            if e == 0 or not full:  # a full batch is the same every epoch
-                _offsets(off, 0, key, (slot * e_max + e) * b_max, B, n_k, row0, F, full)
-                if clipping:
+            nxt = 1 - cur
+            if e + 1 < E:
+                if full:  # a full batch is the same every epoch
+                    nxt = cur
+                else:
+                    _offsets(off, nxt, key, (slot * e_max + e + 1) * b_max, B, n_k, row0, F,
+                             full)  # fmt: skip
                     for b in range(B):
-                        x0 = off[0, b]
-                        u2b[b] = 0.0 + Xf[x0] * Xf[x0] + Xf[x0 + one] * Xf[x0 + one]
+                        _prefetch(Xf, off[nxt, b])
+            elif item + 1 < hi:  # the next client's first epoch
+                r2, p2, s2, E2, B2, n2, key2, row2 = _item(
+                    item + 1, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units, last
+                )
+                _offsets(off, nxt, key2, s2 * e_max * b_max, B2, n2, row2, F, full)
+                for b in range(B2):
+                    _prefetch(Xf, off[nxt, b])
+            if clipping and (e == 0 or not full):
+                for b in range(B):
+                    x0 = off[cur, b]
+                    u2b[b] = 0.0 + Xf[x0] * Xf[x0] + Xf[x0 + one] * Xf[x0 + one]
             for c in range(C):
                 w0 = wc[c, 0]
                 w1 = wc[c, 1]
@@ -221,7 +249,7 @@ def _items_m2(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units
                 g1 = 0.0
                 kept = 0.0
                 for b in range(B):
-                    x0 = off[0, b]
+                    x0 = off[cur, b]
                     u0 = Xf[x0]
                     u1 = Xf[x0 + one]
                     margin = 0.0 + u0 * w0 + u1 * w1
@@ -237,6 +265,7 @@ def _items_m2(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units
                 reg = 2.0 * rho * (kept if clipping else 1.0)
                 wc[c, 0] = w0 - step * (g0 + reg * w0)
                 wc[c, 1] = w1 - step * (g1 + reg * w1)
+            cur = nxt
         for c in range(C):
             out[c, r, p, slot, 0] = wc[c, 0]
             out[c, r, p, slot, 1] = wc[c, 1]
@@ -245,7 +274,7 @@ def _items_m2(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units
 @numba.njit(cache=True, inline="always", error_model="numpy")
 def _items_by_batch(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units, mu, clip,
                     rho, loss, full, clipping, e_max, b_max, out, off, marg, ckb, u2b, wc, w,
-                    g):  # fmt: skip
+                    g, last):  # fmt: skip
     """Work items ``lo..hi-1``, any ``M``: local SGD of each sampled client, every curve.
 
     Per curve ``c`` and epoch (eq. 3), with ``κ_b = min(1, clip/‖∇_b‖)/B`` (``1/B`` without
@@ -258,33 +287,47 @@ def _items_by_batch(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps,
     A mini-batch at a time: all margins (feature by feature, so the ``B`` sums advance
     together instead of one long chain after another), all residual weights (the ``tanh``
     calls of a batch do not wait on each other), then ``g`` sample by sample, with the next
-    epoch's samples prefetched meanwhile. :func:`_items_m2` computes the same expressions
-    sample by sample.
+    epoch's samples (or the next client's first) prefetched meanwhile. :func:`_items_m2`
+    computes the same expressions sample by sample.
     """
     C, R, P, M = W.shape
     L = clients.shape[2]
     K, N, F = KNF
     uM = np.uint64(M)
+    if lo < hi:
+        r, p, slot, E, B, n_k, key, row0 = _item(
+            lo, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units, last
+        )
+        _offsets(off, 0, key, slot * e_max * b_max, B, n_k, row0, F, full)
+    cur = 0
     for item in range(lo, hi):
         r, p, slot, E, B, n_k, key, row0 = _item(
-            item, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units
+            item, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units, last
         )
         wt = 1.0 / B
         for c in range(C):
             for m in range(M):
                 wc[c, m] = W[c, r, p, m]
-        cur = 0
-        _offsets(off, 0, key, slot * e_max * b_max, B, n_k, row0, F, full)
         for e in range(E):
             nxt = 1 - cur
-            if full:
-                nxt = cur
-            elif e + 1 < E:  # the next epoch's samples; prefetched while this epoch computes
-                _offsets(off, nxt, key, (slot * e_max + e + 1) * b_max, B, n_k, row0, F, full)
-                for b in range(B):
-                    for j in range(0, F, 8):
-                        _prefetch(Xf, off[nxt, b] + np.uint64(j))
-                    _prefetch(Xf, off[nxt, b] + uM)
+            B_next = 0
+            if e + 1 < E:
+                if full:
+                    nxt = cur
+                else:  # the next epoch's samples; prefetched while this epoch computes
+                    _offsets(off, nxt, key, (slot * e_max + e + 1) * b_max, B, n_k, row0, F,
+                             full)  # fmt: skip
+                    B_next = B
+            elif item + 1 < hi:  # the next client's first epoch
+                r2, p2, s2, E2, B2, n2, key2, row2 = _item(
+                    item + 1, P, L, K, N, clients, epochs, batch, counts, full, S, reps, units, last
+                )
+                _offsets(off, nxt, key2, s2 * e_max * b_max, B2, n2, row2, F, full)
+                B_next = B2
+            for b in range(B_next):
+                for j in range(0, F, 8):
+                    _prefetch(Xf, off[nxt, b] + np.uint64(j))
+                _prefetch(Xf, off[nxt, b] + uM)
             if clipping:
                 for b in range(B):
                     x0 = off[cur, b]
@@ -339,14 +382,15 @@ def _run_items(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, unit
     a time (:func:`_items_by_batch`). Compiled once (not inlined into the kernels: that
     doubled the compile time) and called once per chunk.
     """
-    off, marg, ck, u2, wc, w, g = sc
+    off, marg, ck, u2, wc, w, g, last = sc
+    last[0] = 0  # a new round's key S: no cell's key is known
     if by_sample and W.shape[3] == 2:
         _items_m2(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units, mu, clip,
-                  rho, loss, full, clipping, e_max, b_max, out, off, u2, wc)  # fmt: skip
+                  rho, loss, full, clipping, e_max, b_max, out, off, u2, wc, last)  # fmt: skip
     else:
         _items_by_batch(lo, hi, W, Xf, KNF, clients, epochs, batch, counts, S, reps, units, mu,
                         clip, rho, loss, full, clipping, e_max, b_max, out, off, marg, ck, u2, wc,
-                        w, g)  # fmt: skip
+                        w, g, last)  # fmt: skip
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -462,7 +506,7 @@ def _kth_smallest(a, n, kth):
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
-def _sample_cell(key, K, L, sigmas, cand_u, cand_k, sel, row):
+def _scan_cell(key, K, L, sigmas, cand_u, cand_k, sel, row):
     """The ``L`` clients of smallest keyed uniform of one cell, ascending, into ``row[L]``.
 
     Scratch ``cand_u[K]``, ``cand_k[K]``, ``sel[K]``. One pass computes the ``K`` uniforms
@@ -497,39 +541,88 @@ def _sample_cell(key, K, L, sigmas, cand_u, cand_k, sel, row):
             j += 1
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy")
-def sample_clients(stream_key, rnd, reps, units, K, out, sigmas=4.0):
-    """Per cell ``(r, p)``, the ``L`` clients of smallest keyed uniform, into ``out[R, P, L]``.
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def _floyd_cell(key, K, L, table, row):
+    """``L`` distinct clients of ``K`` by Floyd's algorithm, ascending, into ``row[L]``.
 
-    Uniform ``k`` is entry ``k`` of cell ``(reps[r], units[p])`` of stream ``sampling`` (key
-    ``stream_key``) in round ``rnd`` (:func:`cell_key`); ``out`` ascending, as
-    :func:`pgfl.engine.step.sample_clients` selects them (:func:`_sample_cell`).
+    Step ``i = 0..L−1`` (``j = K − L + i``) takes ``t = min(⌊u_i (j + 1)⌋, j)``, ``u_i``
+    entry ``i`` of the keyed cell, or ``j`` itself if ``t`` was taken before: a uniformly
+    random subset from ``L`` numbers, without looking at the other clients
+    (:func:`pgfl.engine.step.floyd_clients` is the numpy version). ``table`` (a power of
+    two ≥ ``2L`` entries) is the open-addressing set of the clients taken.
+    """
+    mask = np.uint64(table.size - 1)
+    for i in range(table.size):
+        table[i] = -1
+    for i in range(L):
+        j = K - L + i
+        t = np.int64(keyed_uniform(key, i) * (j + 1))
+        if t > j:
+            t = j
+        h = (np.uint64(t) * _GAMMA) & mask
+        while table[h] != -1 and table[h] != t:
+            h = (h + _ONE) & mask
+        if table[h] == t:  # taken: j is new (every earlier pick is < j)
+            t = j
+            h = (np.uint64(t) * _GAMMA) & mask
+            while table[h] != -1:
+                h = (h + _ONE) & mask
+        table[h] = t
+        row[i] = t
+    row.sort()
+
+
+@numba.njit(cache=True, error_model="numpy")
+def sampler_scratch(K, L, scan):
+    """A worker's scratch for :func:`sample_cell`: ``(cand_u, cand_k, sel, table)``."""
+    n = K if scan else 1
+    size = 1
+    while size < 2 * L:
+        size *= 2
+    table = np.empty(1 if scan else size, dtype=np.int64)
+    return np.empty(n), np.empty(n, dtype=np.int64), np.empty(n), table
+
+
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def sample_cell(key, K, L, scan, sigmas, sc, row):
+    """One cell's ``L`` clients, ascending, into ``row``.
+
+    The ``L`` smallest of ``K`` keyed uniforms (``scan``, :func:`_scan_cell`) or Floyd's
+    algorithm (:func:`_floyd_cell`), as :func:`pgfl.engine.network.scans_clients` says
+    (``K`` up to :data:`~pgfl.engine.network.SCAN_CLIENTS`); ``sc``: :func:`sampler_scratch`.
+    """
+    cand_u, cand_k, sel, table = sc
+    if scan:
+        _scan_cell(key, K, L, sigmas, cand_u, cand_k, sel, row)
+    else:
+        _floyd_cell(key, K, L, table, row)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def sample_clients(stream_key, rnd, reps, units, K, out, scan=True, sigmas=4.0):
+    """Per cell ``(r, p)``, its ``L`` sampled clients, into ``out[R, P, L]`` (ascending).
+
+    The uniforms are the entries of cell ``(reps[r], units[p])`` of stream ``sampling`` (key
+    ``stream_key``) in round ``rnd`` (:func:`cell_key`), as
+    :func:`pgfl.engine.step.draw_clients` uses them (:func:`sample_cell`).
     """
     S = round_key(stream_key, rnd)
     R, P, L = out.shape
-    cand_u = np.empty(K)
-    cand_k = np.empty(K, dtype=np.int64)
-    sel = np.empty(K)
+    sc = sampler_scratch(K, L, scan)
     for r in range(R):
         for p in range(P):
-            _sample_cell(
-                cell_key(S, reps[r], units[p]), K, L, sigmas, cand_u, cand_k, sel, out[r, p]
-            )
+            sample_cell(cell_key(S, reps[r], units[p]), K, L, scan, sigmas, sc, out[r, p])
 
 
 @numba.njit(cache=True, parallel=True, nogil=True, error_model="numpy")
-def sample_clients_parallel(stream_key, rnd, reps, units, K, out, threads, sigmas=4.0):
+def sample_clients_parallel(stream_key, rnd, reps, units, K, out, threads, scan=True, sigmas=4.0):
     """:func:`sample_clients` with the cells split over ``threads`` (cells cost the same)."""
     R, P, L = out.shape
     S = round_key(stream_key, rnd)
     workers = min(threads, R * P)
     for t in numba.prange(workers):
-        cand_u = np.empty(K)
-        cand_k = np.empty(K, dtype=np.int64)
-        sel = np.empty(K)
+        sc = sampler_scratch(K, L, scan)
         for cell in range(t * R * P // workers, (t + 1) * R * P // workers):
             r = cell // P
             p = cell - r * P
-            _sample_cell(
-                cell_key(S, reps[r], units[p]), K, L, sigmas, cand_u, cand_k, sel, out[r, p]
-            )
+            sample_cell(cell_key(S, reps[r], units[p]), K, L, scan, sigmas, sc, out[r, p])

@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from pgfl.engine.network import scans_clients
 from pgfl.extras import available, require
 from pgfl.problems import LeastSquares, Logistic
 from pgfl.rng import stream_key
@@ -131,11 +132,11 @@ def draw_clients(block, draws) -> np.ndarray:
     cells = _cells(draws, "sampling")
     serial, parallel = _samplers()
     threads = _threads()
-    if threads > 1 and R * block.size * K >= _threshold(PARALLEL_SAMPLING):
-        with LAUNCH:
-            parallel(*cells, K, out, threads)
+    scan = scans_clients(K, block.L)
+    if threads > 1 and R * block.size * (K if scan else block.L) >= _threshold(PARALLEL_SAMPLING):
+        _launch(parallel, *cells, K, out, threads, scan)
     else:
-        serial(*cells, K, out)
+        serial(*cells, K, out, scan)
     return out
 
 
@@ -186,11 +187,19 @@ def local_models(W, block, curves, draws, clients) -> np.ndarray:
     threads = _threads()
     parallel, serial = _kernels()
     if threads > 1 and C * R * P * L * per_client * M >= _threshold(PARALLEL_WORK):
-        with LAUNCH:
-            parallel(*args, threads, threads * CHUNKS_PER_THREAD, scratch_n)
+        _launch(parallel, *args, threads, threads * CHUNKS_PER_THREAD, scratch_n)
     else:
         serial(*args, scratch_n)
     return out
+
+
+def _launch(kernel, *args) -> None:
+    """Run a parallel kernel: every parallel region of pgfl starts here, and only here.
+
+    Under :data:`LAUNCH`: one parallel launch at a time in this process.
+    """
+    with LAUNCH:
+        kernel(*args)
 
 
 def _block_arrays(block) -> tuple:
@@ -276,6 +285,15 @@ def _kernels():
     from pgfl.engine._kernels import local_sgd, local_sgd_serial
 
     return local_sgd, local_sgd_serial
+
+
+@lru_cache(maxsize=1)
+def _round_kernels():
+    """:mod:`pgfl.engine._round_kernels` (whole rounds), after :func:`_kernels`'s set-up."""
+    _kernels()
+    from pgfl.engine import _round_kernels  # lazy: numba
+
+    return _round_kernels
 
 
 def load() -> None:

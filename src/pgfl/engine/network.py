@@ -23,6 +23,21 @@ from pgfl.validation import ConfigError, check_int
 #: counters below these bounds (see :func:`pgfl.engine.step.local_models`).
 MAX_EPOCHS = 1 << 16
 MAX_BATCH = 1 << 20
+#: Units of at most this many clients sample their ``L`` clients as the ``L`` smallest of
+#: ``K`` keyed uniforms (one per client: every client is looked at, ≈ 2–5 ns each); units
+#: of more sample them by Floyd's algorithm from ``L`` keyed uniforms (the other clients
+#: are never looked at). Both give uniformly random subsets; the threshold is part of the
+#: sampling rule (:func:`pgfl.engine.step.draw_clients`), so changing it changes results.
+SCAN_CLIENTS = 1024
+
+
+def scans_clients(K: int, L: int) -> bool:
+    """Whether a unit of ``K`` clients samples ``L`` of them by scanning all ``K`` (else Floyd).
+
+    >>> scans_clients(100, 11), scans_clients(10_000, 11), scans_clients(10_000, 10_000)
+    (True, False, True)
+    """
+    return K <= SCAN_CLIENTS or L == K
 
 
 @dataclass(frozen=True)

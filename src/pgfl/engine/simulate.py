@@ -16,7 +16,9 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from pgfl.engine import metrics
+from pgfl.engine.compiled import local_phase_kind
 from pgfl.engine.network import Network
+from pgfl.engine.rounds import CompiledRounds
 from pgfl.engine.settings import CurveBatch, CurveSettings
 from pgfl.engine.step import round_step
 from pgfl.params import PARAMS
@@ -134,11 +136,13 @@ def simulate(
             ``None`` there, e.g. for a neural network, makes the MSD metrics NaN).
         w0: initial model of every server (default ``net.problem.initial`` if the problem
             has one, else zeros).
-        progress: called with the number of finished iterations.
+        progress: called with the number of finished iterations (after every compiled
+            call of up to 64 rounds, or every round).
         first_repetition: global id of the first repetition: repetitions
             ``first_repetition..first_repetition+R−1`` are simulated, and a block of
             repetitions gives the same bits as those rows of a larger run.
-        block_size: units per block of the local phase (memory; same bits for any value).
+        block_size: units per block of the local phase when rounds run one by one (memory;
+            same bits for any value); the compiled rounds hold one round of local models.
 
     Returns:
         A :class:`Trajectory`.
@@ -172,18 +176,46 @@ def simulate(
     if w0 is not None:
         W += np.asarray(w0, float)
     rec = _Recorder(net, iterations, len(batch), R, w_opt)
-    for i in range(iterations):
-        # A diverging repetition may overflow inside a round; it is detected right after
-        # the round, reported in diverged_at and frozen at NaN (NaN arithmetic is quiet).
-        with np.errstate(over="ignore", invalid="ignore"):
-            r = round_step(W, blocks, net.links, batch, seed=seed, iteration=i + 1, reps=reps)
-        W = r.W
-        rec.round(i + 1, r, reps)
-        W[rec.diverged_at >= 0] = np.nan
-        rec.keep(i, W)
-        if progress is not None:
-            progress(i + 1)
+    fast = CompiledRounds.prepare(net, batch, seed=seed, reps=reps)
+    if fast is not None:
+        W = _compiled_rounds(fast, W, rec, iterations, progress)
+    else:
+        W = _rounds(net, blocks, batch, W, rec, iterations, progress, seed, reps)
     return rec.trajectory(W, reps)
+
+
+def _compiled_rounds(fast, W, rec, iterations, progress) -> np.ndarray:
+    """The run's rounds in compiled calls of several rounds, up to the next metrics chunk."""
+    i = 0
+    while i < iterations:
+        at = i % METRICS_CHUNK
+        n = min(fast.T, METRICS_CHUNK - at, iterations - i)
+        fast.run(W, i, rec.history[at : at + n], rec.diverged_at)
+        W = rec.history[at + n - 1].copy()
+        i += n
+        rec.kept(i - 1)
+        if progress is not None:
+            progress(i)
+    return W
+
+
+def _rounds(net, blocks, batch, W, rec, iterations, progress, seed, reps) -> np.ndarray:
+    """The run's rounds one by one (:func:`~pgfl.engine.step.round_step`)."""
+    kind = local_phase_kind(net.problem)  # the environment, read once
+    # A diverging repetition may overflow inside a round; it is detected right after the
+    # round, reported in diverged_at and frozen at NaN (NaN arithmetic is quiet).
+    with np.errstate(over="ignore", invalid="ignore"):
+        for i in range(1, iterations + 1):
+            r = round_step(
+                W, blocks, net.links, batch, seed=seed, iteration=i, reps=reps, kind=kind
+            )
+            W = r.W
+            rec.round(i, r, reps)
+            W[rec.diverged_at >= 0] = np.nan
+            rec.keep(i - 1, W)
+            if progress is not None:
+                progress(i)
+    return W
 
 
 def _check_memory(net: Network, C: int, R: int, iterations: int) -> None:
@@ -234,6 +266,10 @@ class _Recorder:
     def keep(self, i: int, W: np.ndarray) -> None:
         """Keep iteration ``i``'s models (0-based); a full chunk (or the last) is recorded."""
         self.history[i % METRICS_CHUNK] = W
+        self.kept(i)
+
+    def kept(self, i: int) -> None:
+        """Iterations up to ``i`` (0-based) are kept: record a full chunk (or the last)."""
         if (i + 1) % METRICS_CHUNK == 0 or i + 1 == self.T:
             self.record(i + 1, i % METRICS_CHUNK + 1)
 

@@ -32,7 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pgfl.engine import compiled
-from pgfl.engine.network import Links, Network, UnitBlock
+from pgfl.engine.network import Links, Network, UnitBlock, scans_clients
 from pgfl.engine.settings import CurveBatch, CurveSettings
 from pgfl.privacy.mechanisms import RoundContext
 from pgfl.rng import KeyedDraws
@@ -52,11 +52,41 @@ def sample_clients(u: np.ndarray, L: int) -> np.ndarray:
     return np.sort(np.argpartition(u, L - 1, axis=-1)[..., :L], axis=-1)
 
 
+def floyd_clients(u: np.ndarray, K: int) -> np.ndarray:
+    """``[R, P_b, L]`` indices: ``L`` distinct clients of ``K`` from ``u [R, P_b, L]`` (Floyd).
+
+    Step ``i`` (``j = K − L + i``) takes ``t = min(⌊u_i (j + 1)⌋, j)``, or ``j`` if ``t``
+    was taken before (R. W. Floyd's sampling algorithm, Bentley & Floyd, "Programming
+    pearls: a sample of brilliance", CACM 30(9), 1987): with i.i.d. uniforms, a uniformly
+    random subset, drawn from ``L`` numbers whatever ``K``. Sorted ascending.
+
+    >>> floyd_clients(np.array([[[0.9, 0.1]]]), 10)[0, 0].tolist()   # ⌊0.9·9⌋, ⌊0.1·10⌋
+    [1, 8]
+    >>> floyd_clients(np.array([[[0.95, 0.85]]]), 10)[0, 0].tolist()  # ⌊0.85·10⌋ = 8 taken: 9
+    [8, 9]
+    """
+    L = u.shape[-1]
+    out = np.empty(u.shape, dtype=np.int64)
+    for i in range(L):
+        j = K - L + i
+        t = np.minimum((u[..., i] * (j + 1)).astype(np.int64), j)
+        taken = (out[..., :i] == t[..., None]).any(axis=-1)
+        out[..., i] = np.where(taken, j, t)
+    return np.sort(out, axis=-1)
+
+
 def draw_clients(block: UnitBlock, draws: KeyedDraws) -> np.ndarray:
-    """The sampled clients of a block's units, ``[R, P_b, L]`` (stream ``sampling``)."""
+    """The sampled clients of a block's units, ``[R, P_b, L]`` (stream ``sampling``).
+
+    Units of up to :data:`~pgfl.engine.network.SCAN_CLIENTS` clients take the ``L``
+    smallest of ``K`` keyed uniforms (:func:`sample_clients`), larger ones Floyd's
+    algorithm on ``L`` of them (:func:`floyd_clients`).
+    """
     K = block.data.X.shape[1]
     if block.L == K:
         return np.broadcast_to(np.arange(K), (draws.reps.size, block.size, K))
+    if not scans_clients(K, block.L):
+        return floyd_clients(draws.uniform("sampling", (block.L,)), K)
     return sample_clients(draws.uniform("sampling", (K,)), block.L)
 
 
@@ -144,12 +174,21 @@ def _rows(a: np.ndarray, index: np.ndarray) -> np.ndarray:
 
 
 def local_phase(
-    W: np.ndarray, block: UnitBlock, curves: CurveBatch, draws: KeyedDraws, iteration: int
+    W: np.ndarray,
+    block: UnitBlock,
+    curves: CurveBatch,
+    draws: KeyedDraws,
+    iteration: int,
+    kind: str | None = None,
 ) -> LocalResult:
-    """Local SGD and the units' aggregates (eqs. 3 and 7) for one block; ``W[C, R, P_b, M]``."""
+    """Local SGD and the units' aggregates (eqs. 3 and 7) for one block; ``W[C, R, P_b, M]``.
+
+    ``kind``: the local phase to run (:func:`pgfl.engine.compiled.local_phase_kind`, which
+    reads the environment; a run of many rounds passes what it found once).
+    """
     # the one dispatch point: numba kernels for the built-in losses (pgfl.engine.compiled),
     # a model's own fused local phase, or the numpy reference below
-    kind = compiled.local_phase_kind(block.problem)
+    kind = compiled.local_phase_kind(block.problem) if kind is None else kind
     clients = (compiled.draw_clients if kind == "compiled" else draw_clients)(block, draws)
     if kind == "compiled":
         local = compiled.local_models(W, block, curves, draws, clients)
@@ -241,10 +280,16 @@ def round_step(
     iteration: int,
     reps: np.ndarray,
     keep_local: bool = False,
+    kind: str | None = None,
 ) -> RoundResult:
-    """One round over a network partitioned into ``blocks`` (contiguous, in order)."""
+    """One round over a network partitioned into ``blocks`` (contiguous, in order).
+
+    ``kind``: the local phase (:func:`local_phase`; ``None``: looked up).
+    """
     if len(blocks) == 1:  # the whole network in one block: no copies between blocks
-        return _one_block_round(W, blocks[0], links, curves, seed, iteration, reps, keep_local)
+        return _one_block_round(
+            W, blocks[0], links, curves, seed, iteration, reps, keep_local, kind
+        )
     psi = np.empty_like(W)
     C, R, P, _ = W.shape
     L = blocks[0].L
@@ -256,7 +301,7 @@ def round_step(
     for b in blocks:
         s = slice(b.start, b.stop)
         draws[b.start] = KeyedDraws(seed, iteration, reps, b.units)
-        out = local_phase(W[:, :, s], b, curves, draws[b.start], iteration)
+        out = local_phase(W[:, :, s], b, curves, draws[b.start], iteration, kind)
         psi[:, :, s], aborted[:, :, s], clients[:, s] = out.psi, out.aborted, out.clients
         clipped += out.clipped
         if local is not None:
@@ -281,10 +326,12 @@ def round_step(
     return RoundResult(new, psi, messages, local, clients, aborted, clipped)
 
 
-def _one_block_round(W, block, links, curves, seed, iteration, reps, keep_local) -> RoundResult:
+def _one_block_round(
+    W, block, links, curves, seed, iteration, reps, keep_local, kind
+) -> RoundResult:
     """:func:`round_step` for a single block (the same arithmetic, fewer arrays)."""
     draws = KeyedDraws(seed, iteration, reps, block.units)
-    out = local_phase(W, block, curves, draws, iteration)
+    out = local_phase(W, block, curves, draws, iteration, kind)
     messages = server_messages(out.psi, links, curves, draws, 0, iteration)
     new = combine_phase(messages, links, 0, W.shape[2])
     clients = out.clients if out.clients.flags.writeable else out.clients.copy()

@@ -230,7 +230,8 @@ def run_experiment(
 ) -> dict[str, Any]:
     """Run every curve of ``cfg``, write the results into ``out``, return the summary.
 
-    ``on_progress(batch_labels, done, total)`` is called after every iteration.
+    ``on_progress(batch_labels, done, total)`` is called as iterations finish (every
+    compiled call of up to 64 rounds, or every round).
     With ``resume``, curves already saved by an earlier run of the same configuration are
     loaded instead of recomputed. Everything is validated
     (:func:`~pgfl.experiments.plan.prepare_experiment`) before ``out`` is created or
