@@ -47,7 +47,6 @@ from pgfl.privacy.mechanisms.base import (
 )
 from pgfl.privacy.mechanisms.client import noise_level
 from pgfl.privacy.mechanisms.server import RandomNoise
-from pgfl.rng import KeyedDraws
 from pgfl.validation import ConfigError
 
 __all__ = ["PAIRWISE_VARIANCE", "PairwiseCancelling", "effective_std"]
@@ -214,10 +213,7 @@ class PairwiseCancelling(RandomNoise):
         pair = links.src != links.dst  # each sender's edges, once per out-link
         src, dst = links.src[pair], links.dst[pair]
         lo, hi = np.minimum(src, dst), np.maximum(src, dst)
-        cells, row = np.unique(lo, return_inverse=True)
-        draws = KeyedDraws(ctx.draws.seed, ctx.draws.round, ctx.draws.reps, cells)
-        counters = hi[:, None] * dim + np.arange(dim)
-        xi = draws.noise_at("pairwise_noise", "gaussian", row, counters)  # [R, e, M]
+        xi = ctx.draws.edge_noise("pairwise_noise", "gaussian", lo, hi, dim)  # [R, e, M]
         signed = np.where(src < dst, 1.0, -1.0)[None, :, None] * xi
         per_sender = np.zeros((R, senders.size, dim))
         np.add.at(per_sender, (slice(None), np.searchsorted(senders, src)), signed)

@@ -53,7 +53,6 @@ from pgfl.privacy.accounting.decentralized import optimize_covariance
 from pgfl.privacy.accounting.releases import Transcript
 from pgfl.privacy.mechanisms.base import SAMPLING_SECRET, Mechanism, ReleaseContext
 from pgfl.privacy.mechanisms.server import AGGREGATOR, SERVER_VARIANCE, RandomNoise
-from pgfl.rng import KeyedDraws
 from pgfl.validation import ConfigError
 
 __all__ = ["DEALER", "TopologyOptimized", "topology_design"]
@@ -168,7 +167,7 @@ class TopologyOptimized(RandomNoise):
         R = ctx.draws.reps.size
         out = np.empty((len(schemes), R, links.src.size, dim))
         sender = links.src
-        draws = KeyedDraws(ctx.draws.seed, ctx.draws.round, ctx.draws.reps, [DEALER])
+        draws = ctx.draws.cells([DEALER])  # the dealer's own cell
         done: dict[int, np.ndarray] = {}
         for c, s in enumerate(schemes):
             if s.root is None:

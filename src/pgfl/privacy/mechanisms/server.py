@@ -34,7 +34,6 @@ from pgfl.privacy.accounting.papers import trajectory_sensitivities
 from pgfl.privacy.accounting.releases import Transcript
 from pgfl.privacy.mechanisms.base import Mechanism, ReleaseContext, ServerNoise
 from pgfl.privacy.mechanisms.client import DISTRIBUTIONS, no_noise_reason, noise_level
-from pgfl.rng import KeyedDraws
 from pgfl.topology import check_combination_matrix
 from pgfl.validation import ConfigError
 
@@ -375,7 +374,7 @@ class CentralNoise(RandomNoise):
         R = ctx.draws.reps.size
         out = np.empty((len(schemes), R, links.src.size, dim))
         std = np.array([s.std for s in schemes])
-        draws = KeyedDraws(ctx.draws.seed, ctx.draws.round, ctx.draws.reps, [AGGREGATOR])
+        draws = ctx.draws.cells([AGGREGATOR])  # the aggregator's own cell
         for dist in sorted({s.distribution for s in schemes}):
             mine = np.array([s.distribution == dist for s in schemes])
             z = draws.noise("central_noise", dist, (dim,))[:, :1]  # [R, 1, M]

@@ -1,0 +1,415 @@
+"""The coordinator: starts (locally) or joins the parties, paces the rounds, records the curves.
+
+:class:`DeployBackend` is a :class:`~pgfl.backends.Backend`: ``pgfl deploy`` runs a
+configuration through the same runner as ``pgfl run`` (:func:`pgfl.experiments.runner.run_plan`:
+validation, output folder, accounting, partial files, ``summary.json``, ``curves.csv``,
+``figure.png``), with each batch of curves simulated by the deployed parties instead of
+the engine. Per batch, the coordinator
+
+1. in a local deployment (``--local``) makes a fresh CA and a certificate per party and
+   starts every party as its own process on 127.0.0.1: a server per unit and any trusted
+   party, then a client per client (:mod:`pgfl.deploy.party`); otherwise it uses
+   ``deploy.servers`` (and ``deploy.aggregator``, ``deploy.dealer``) and ``deploy.certs``;
+2. calls ``Start`` on every serving party (the address book; the round to resume from);
+3. each round, calls ``Round`` on every server at once and, from the models ``w_p,i`` they
+   report, computes the run's metrics exactly as :func:`pgfl.engine.simulate` does (the
+   centroid MSD of eq. 58, the individual MSD of eq. 59, the disagreement of eq. 30, from
+   :mod:`pgfl.engine.metrics`), freezes a diverged repetition as the engine does, and saves
+   its progress (``OUT/partial/deploy/batch-NNN/progress.npz``) — every server keeps its
+   own checkpoint, so ``--resume`` continues from the last round every party completed;
+4. calls ``Stop``.
+
+The coordinator sees every server's model after every round (what a client of every unit
+sees): it is the party that evaluates. A server that stops answering stops the run with
+one line naming it (:class:`~pgfl.backends.RunStopped`); a client that stops answering is a
+dropout (:mod:`pgfl.deploy.rounds`).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+
+from pgfl.backends.local import Progress, RunStopped, batch_progress
+from pgfl.deploy import wire
+from pgfl.deploy.certs import Identity, make_certificates, party_names
+from pgfl.deploy.job import Job, Shard, check_deployable, trusted_parties
+from pgfl.deploy.party import PartySpec, run_local_party
+from pgfl.engine import Trajectory, metrics
+from pgfl.experiments.config import DeployConfig
+from pgfl.experiments.partial import read_partial, write_partial
+from pgfl.experiments.plan import Batch, Plan
+from pgfl.validation import ConfigError
+
+__all__ = ["DeployBackend", "make_job"]
+
+
+def make_job(plan: Plan, index: int, batch: Batch, deploy: DeployConfig) -> Job:
+    """The public description of batch ``index`` of ``plan`` (checked deployable)."""
+    cfg, net = plan.cfg, batch.net
+    labels = [cfg.curves[i].label for i in batch.indices]
+    check_deployable(batch.settings, labels)
+    return Job(
+        name=cfg.name, batch=index, seed=cfg.seed, iterations=cfg.iterations,
+        reps=np.arange(cfg.repetitions), settings=batch.settings, labels=tuple(labels),
+        A=np.asarray(net.A), K=int(net.data.shape[1]), L=int(net.L), M=int(net.dim),
+        e_max=int(net.epochs.max()), b_max=1 if net.batch is None else int(net.batch.max()),
+        recipe=cfg.curves[batch.indices[0]], deploy=deploy,
+        trusted=trusted_parties(batch.settings), problem=net.problem,
+        w0=getattr(net.problem, "initial", None),
+    )  # fmt: skip
+
+
+def shard(batch: Batch, p: int, k: int) -> Shard:
+    """Client ``k`` of unit ``p``'s own data, from the planned network (a local deployment)."""
+    net, d = batch.net, batch.net.data
+    return Shard(
+        X=np.array(d.X[p, k]), y=np.array(d.y[p, k]), count=int(d.counts[p, k]),
+        epochs=int(net.epochs[p, k]), batch=None if net.batch is None else int(net.batch[p, k]),
+    )  # fmt: skip
+
+
+class DeployBackend:
+    """Runs each batch of a plan on deployed parties (module doc).
+
+    Args:
+        deploy: the ``[deploy]`` settings.
+        local: start every party on this machine (``--local``), else join the addresses.
+        on_round: called as ``on_round(i, backend)`` after round ``i`` (tests: faults).
+
+    """
+
+    name = "deploy"
+
+    def __init__(
+        self,
+        deploy: DeployConfig,
+        *,
+        local: bool = True,
+        on_round: Callable[[int, DeployBackend], None] | None = None,
+    ) -> None:
+        self.deploy, self.local, self.on_round = deploy, local, on_round
+        #: The local parties' processes of the batch running (name → ``multiprocessing.Process``).
+        self.processes: dict[str, Any] = {}
+        #: The parties' folders of the batch running (name → folder).
+        self.folders: dict[str, Path] = {}
+        self.parties = 0
+
+    def describe(self) -> str:
+        """``deploy (local, N processes, simulation mode)``: what ran."""
+        where = "local" if self.local else "hosts"
+        count = f", {self.parties} processes" if self.parties else ""
+        return f"deploy ({where}{count}, {self.deploy.mode} mode)"
+
+    def start(self) -> None:
+        """Check what joining needs before anything is written (addresses, certificates)."""
+        if not self.local:
+            if self.deploy.servers is None:
+                raise ConfigError(
+                    "pgfl deploy without --local needs deploy.servers (one address per unit)"
+                )
+            if self.deploy.certs is None:
+                raise ConfigError("pgfl deploy without --local needs deploy.certs")
+
+    def trajectories(
+        self, plan: Plan, progress: Progress | None = None
+    ) -> Iterator[tuple[Batch, Trajectory]]:
+        """Run each batch on its parties, in the plan's order."""
+        for b, batch in enumerate(plan.batches):
+            job = make_job(plan, b, batch, self.deploy)
+            run = _Deployment(self, plan, job, batch)
+            yield batch, run.go(batch_progress(progress, batch))
+
+
+class _Deployment:
+    """One batch on its parties: start, rounds, metrics, stop."""
+
+    def __init__(self, backend: DeployBackend, plan: Plan, job: Job, batch: Batch) -> None:
+        self.b, self.plan, self.job, self.batch = backend, plan, job, batch
+        self.folder = plan.out / "partial" / "deploy" / f"batch-{job.batch:03d}"
+        self.record = plan.out / "transcripts" / f"batch-{job.batch:03d}"
+        self.servers = [f"server-{p}" for p in range(job.P)]
+        self.addresses: dict[str, str] = {}
+        self.channels: dict[str, grpc.Channel] = {}
+
+    # -------------------------------------------------------------------------- parties
+    def _certs(self) -> Path:
+        if not self.b.local:
+            return Path(self.b.deploy.certs)
+        names = party_names(self.job.P, self.job.K, self.job.trusted)
+        folder = self.folder / "certs"
+        make_certificates(names, folder)
+        return folder
+
+    def _spawn(self, name: str, certs: Path, **kw: Any) -> None:
+        state = self.folder / name
+        state.mkdir(parents=True, exist_ok=True)
+        (state / "ready").unlink(missing_ok=True)
+        transcript = self.record / f"{name}.pgflwire" if self.job.deploy.record else None
+        spec = PartySpec(name, self.job, state, certs, transcript=transcript, watch=os.getpid(),
+                         **kw)  # fmt: skip
+        proc = _context().Process(target=run_local_party, args=(spec,), name=name, daemon=False)
+        proc.start()
+        self.b.processes[name] = proc
+        self.b.folders[name] = state
+
+    def _ready(self, names: list[str]) -> None:
+        """Wait for each serving party's port (``STATE/ready``); one line if one fails."""
+        end = time.monotonic() + self.job.deploy.connect_timeout
+        for name in names:
+            ready = self.b.folders[name] / "ready"
+            while not ready.is_file():
+                proc = self.b.processes[name]
+                if not proc.is_alive() or time.monotonic() > end:
+                    tail = _tail(self.b.folders[name] / "process.log")
+                    raise RunStopped(f"{name} did not start ({tail})")
+                time.sleep(0.05)
+            self.addresses[name] = f"127.0.0.1:{int(ready.read_text())}"
+
+    def launch(self) -> Path:
+        """Start the local parties (servers and trusted first, then clients); the certs."""
+        certs = self._certs()
+        job = self.job
+        if not self.b.local:
+            self.addresses = {f"server-{p}": a for p, a in enumerate(self.b.deploy.servers)}
+            for name in job.trusted:
+                self.addresses[name] = getattr(self.b.deploy, name)
+            return certs
+        serving = [*self.servers, *job.trusted]
+        for name in serving:
+            self._spawn(name, certs)
+        self._ready(serving)
+        for p in range(job.P):
+            for k in range(job.K):
+                self._spawn(f"client-{p}-{k}", certs, server=self.addresses[f"server-{p}"],
+                            shard=shard(self.batch, p, k))  # fmt: skip
+        self.b.parties = len(self.b.processes)
+        return certs
+
+    def call(self, name: str, method: str, arrays: dict, config: dict, timeout: float) -> tuple:
+        """A unary call to party ``name`` as the coordinator; the decoded reply."""
+        ch = self.channels.get(name)
+        if ch is None:
+            ch = wire.channel(self.identity, self.addresses[name], name,
+                              max_bytes=self.job.deploy.max_message_bytes)  # fmt: skip
+            self.channels[name] = ch
+        reply = ch.unary_unary(method)(wire.encode(arrays, config), timeout=timeout)
+        return wire.decode(reply)
+
+    def stop(self) -> None:
+        """Stop every party (politely, then by force for local processes)."""
+        for name in [*self.servers, *self.job.trusted]:
+            if name in self.addresses:
+                try:
+                    self.call(name, "/pgfl.Control/Stop", {}, {}, timeout=5.0)
+                except grpc.RpcError:
+                    pass
+        for ch in self.channels.values():
+            ch.close()
+        end = time.monotonic() + 10.0
+        for proc in self.b.processes.values():
+            proc.join(timeout=max(0.1, end - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        self.b.processes.clear()
+
+    # --------------------------------------------------------------------------- rounds
+    def go(self, progress: Callable[[int], None] | None) -> Trajectory:
+        """Run the batch's rounds on its parties; the trajectory."""
+        job = self.job
+        series = _Series(self.batch, job)
+        resume = series.load(self.folder / "progress.npz", self.plan) if self.plan.resume else 0
+        if not resume:
+            shutil.rmtree(self.record, ignore_errors=True)
+        self.b.processes.clear()
+        try:
+            certs = self.launch()
+            self.identity = Identity.load(certs, "coordinator")
+            self._start(resume)
+            for i in range(resume + 1, job.iterations + 1):
+                reports = self._round(i, series.frozen())
+                series.add(i, reports)
+                series.save(self.folder / "progress.npz", self.plan)
+                if progress is not None:
+                    progress(i)
+                if self.b.on_round is not None:
+                    self.b.on_round(i, self.b)
+            return series.trajectory()
+        finally:
+            self.stop()
+
+    def _start(self, resume: int) -> None:
+        book = {f"addr:{k}": v for k, v in self.addresses.items()}
+        names = [*self.job.trusted, *self.servers]
+        timeout = 2 * self.job.deploy.connect_timeout
+        with ThreadPoolExecutor(len(names)) as pool:
+            futures = {n: pool.submit(self.call, n, "/pgfl.Control/Start", {},
+                                      {**book, "resume": resume}, timeout) for n in names}  # fmt: skip
+            for name, f in futures.items():
+                try:
+                    f.result()
+                except grpc.RpcError as exc:
+                    raise RunStopped(
+                        f"{name} at {self.addresses[name]} could not start ({_why(exc)})"
+                    ) from None
+
+    def _round(self, i: int, frozen: np.ndarray) -> list[tuple]:
+        """Round ``i`` on every server at once; their reports in unit order."""
+        job = self.job
+        timeout = job.deploy.round_timeout + 4 * job.deploy.client_timeout + 10
+        with ThreadPoolExecutor(job.P) as pool:
+            futures = [pool.submit(self.call, s, "/pgfl.Control/Round", {"frozen": frozen},
+                                   {"round": i}, timeout) for s in self.servers]  # fmt: skip
+            errors = {}
+            out = []
+            for name, f in zip(self.servers, futures, strict=True):
+                try:
+                    arrays, _ = f.result()
+                    out.append((
+                        wire.array(arrays, "w", (job.C, job.R, job.M)),
+                        wire.array(arrays, "aborted", (job.C, job.R), "b"),
+                        wire.array(arrays, "clipped", (job.C, job.R), "i"),
+                    ))  # fmt: skip
+                except (grpc.RpcError, wire.Refused) as exc:
+                    errors[name] = exc
+        if errors:
+            raise RunStopped(self._diagnose(i, errors))
+        return out
+
+    def _diagnose(self, i: int, errors: dict[str, Exception]) -> str:
+        """One line: which party stopped the round, and how to go on."""
+        dead = [n for n, proc in self.b.processes.items() if not proc.is_alive()
+                and not n.startswith("client-")]  # fmt: skip
+        lost = [n for n, e in errors.items() if isinstance(e, grpc.RpcError)
+                and e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+                and "no message from" not in (e.details() or "")]  # fmt: skip
+        culprit = (dead or lost or list(errors))[0]
+        why = _why(errors[culprit]) if culprit in errors else "its process exited"
+        where = self.addresses.get(culprit, "?")
+        return (
+            f"{culprit} at {where} stopped answering in round {i} of {self.job.iterations} "
+            f"({why}); rounds 1-{i - 1} are saved: rerun with --resume to continue"
+        )
+
+
+def _context() -> Any:
+    """Processes forked from a server that imported the parties' code once (a "zygote").
+
+    Every party process imports numpy, scipy, grpc, Flower and pgfl (about 2.4 s of CPU
+    each): forking them from one process that did so makes 15 parties start in well under
+    a second, sharing those pages. The fork server holds no gRPC channel or thread, so each
+    party starts its own gRPC runtime after the fork.
+    """
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["pgfl.deploy.party"])
+    return ctx
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, grpc.RpcError) and hasattr(exc, "code"):
+        return f"{exc.code().name}: {' '.join(str(exc.details()).split())}"
+    return " ".join(str(exc).split())
+
+
+def _tail(path: Path) -> str:
+    """The last line of a party's log (why it did not start)."""
+    try:
+        lines = [x for x in path.read_text(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return "no log"
+    return lines[-1][:300] if lines else "its process exited without a word"
+
+
+class _Series:
+    """The batch's per-iteration metrics, computed as :func:`pgfl.engine.simulate` does."""
+
+    def __init__(self, batch: Batch, job: Job) -> None:
+        net = batch.net
+        self.job, self.net = job, net
+        w_opt = batch.w_opt if batch.w_opt is not None else net.problem.optimum(net.data)
+        self.w_opt = np.full(job.M, np.nan) if w_opt is None else np.asarray(w_opt, float)
+        self.has_test = net.data.X_test is not None and getattr(net.problem, "classifier", False)
+        shape = (job.iterations, job.C, job.R)
+        names = ["centroid", "individual", "disagreement"]
+        names += ["test_error", "test_log_loss"] if self.has_test else []
+        self.v = {k: np.full(shape, np.nan) for k in names}
+        if self.has_test:
+            for k in ("server_test_error", "server_test_loss"):
+                self.v[k] = np.full((*shape, job.P), np.nan)
+        self.diverged_at = np.full((job.C, job.R), -1)
+        self.aborted = np.zeros((job.C, job.R), dtype=np.int64)
+        self.clipped = np.zeros((job.C, job.R), dtype=np.int64)
+        self.abort_log: list[tuple[int, int, int, int]] = []
+        self.W = np.zeros((job.C, job.R, job.P, job.M))
+        self.done = 0
+
+    def frozen(self) -> np.ndarray:
+        """The repetitions frozen at NaN (diverged), ``[C, R]``."""
+        return self.diverged_at >= 0
+
+    def add(self, i: int, reports: list[tuple]) -> None:
+        """Round ``i``'s reports: counts, divergence, then the metrics of the frozen models."""
+        W = np.stack([r[0] for r in reports], axis=2)
+        ab = np.stack([r[1] for r in reports], axis=2)
+        if ab.any():
+            self.aborted += ab.sum(axis=2)
+            log = zip(*np.nonzero(ab), strict=True)
+            self.abort_log.extend((int(c), int(self.job.reps[k]), i, int(p)) for c, k, p in log)
+        self.clipped += sum(r[2] for r in reports)
+        bad = metrics.diverged(W)
+        self.diverged_at[bad & (self.diverged_at < 0)] = i
+        W[self.diverged_at >= 0] = np.nan
+        Wh, P, v = W[None], self.job.P, self.v
+        wc = metrics.centroid([metrics.model_sum(Wh)], P)
+        v["centroid"][i - 1] = metrics.centroid_msd(wc, self.w_opt)[0]
+        errors = metrics.reduce_errors([metrics.error_sums(Wh, self.w_opt, wc)], P)
+        v["individual"][i - 1] = errors["individual"][0]
+        v["disagreement"][i - 1] = errors["disagreement"][0]
+        if self.has_test:
+            problem, d = self.net.problem, self.net.data
+            v["test_error"][i - 1] = problem.test_error(wc, d.X_test, d.y_test)[0]
+            v["test_log_loss"][i - 1] = problem.test_loss(wc, d.X_test, d.y_test)[0]
+            v["server_test_error"][i - 1] = problem.test_error(Wh, d.X_test, d.y_test)[0]
+            v["server_test_loss"][i - 1] = problem.test_loss(Wh, d.X_test, d.y_test)[0]
+        self.W, self.done = W, i
+
+    def save(self, path: Path, plan: Plan) -> None:
+        """The progress so far (atomic), stamped with the configuration's fingerprint."""
+        log = np.array(self.abort_log, dtype=np.int64).reshape(-1, 4)
+        write_partial(path, plan.fingerprint, {**{f"v_{k}": a for k, a in self.v.items()},
+                      "diverged_at": self.diverged_at, "aborted": self.aborted,
+                      "clipped": self.clipped, "abort_log": log, "W": self.W,
+                      "done": np.array(self.done)})  # fmt: skip
+
+    def load(self, path: Path, plan: Plan) -> int:
+        """The rounds done by an interrupted run of this configuration (0: none)."""
+        saved = read_partial(path, plan.fingerprint, "the batch restarts from round 1")
+        if saved is None:
+            return 0
+        for k in self.v:
+            self.v[k] = saved[f"v_{k}"].copy()
+        self.diverged_at = saved["diverged_at"].copy()
+        self.aborted, self.clipped = saved["aborted"].copy(), saved["clipped"].copy()
+        self.abort_log = [tuple(int(x) for x in row) for row in saved["abort_log"]]
+        self.W, self.done = saved["W"].copy(), int(saved["done"])
+        return self.done
+
+    def trajectory(self) -> Trajectory:
+        """The batch's :class:`~pgfl.engine.Trajectory` (final models frozen as the engine's)."""
+        v = self.v
+        return Trajectory(
+            v["centroid"], v["individual"], v["disagreement"], v.get("test_error"),
+            v.get("test_log_loss"), v.get("server_test_error"), self.diverged_at, self.W,
+            self.aborted, self.clipped, self.abort_log, self.job.reps.copy(),
+            v.get("server_test_loss"),
+        )  # fmt: skip
