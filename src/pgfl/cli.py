@@ -24,7 +24,7 @@ from typing import Annotated
 
 import typer
 
-from pgfl.commands import experiments
+from pgfl.commands import deploy, experiments
 from pgfl.commands.common import state
 from pgfl.commands.graphlearn import app as graphlearn_app
 from pgfl.commands.privacy import app as privacy_app
@@ -40,6 +40,7 @@ app = typer.Typer(
 app.command()(experiments.run)
 app.command()(experiments.reproduce)
 app.command()(experiments.bench)
+app.command()(deploy.deploy)
 app.add_typer(privacy_app, name="privacy")
 app.add_typer(graphlearn_app, name="graphlearn")
 

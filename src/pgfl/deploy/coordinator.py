@@ -232,21 +232,55 @@ class _Deployment:
         if not resume:
             shutil.rmtree(self.record, ignore_errors=True)
         self.b.processes.clear()
+        t0 = time.perf_counter()
         try:
             certs = self.launch()
             self.identity = Identity.load(certs, "coordinator")
             self._start(resume)
+            self.log(f"{self.b.parties} parties started in {time.perf_counter() - t0:.1f} s")
             for i in range(resume + 1, job.iterations + 1):
+                t1 = time.perf_counter()
                 reports = self._round(i, series.frozen())
                 series.add(i, reports)
                 series.save(self.folder / "progress.npz", self.plan)
+                self.log(f"round {i}: {time.perf_counter() - t1:.2f} s")
                 if progress is not None:
                     progress(i)
                 if self.b.on_round is not None:
                     self.b.on_round(i, self.b)
-            return series.trajectory()
+            trajectory = series.trajectory()
         finally:
             self.stop()
+        self.finish()
+        return trajectory
+
+    def log(self, line: str) -> None:
+        """One line in the coordinator's log (``OUT/logs/batch-NNN/coordinator.log``)."""
+        folder = self.plan.out / "logs" / f"batch-{self.job.batch:03d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / "coordinator.log", "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+    def finish(self) -> None:
+        """A finished batch: each local party's log kept in ``OUT/logs``, its state removed.
+
+        The state folder holds the local certificates' private keys and the checkpoints,
+        needed only to resume; the logs say what every party did.
+        """
+        logs = self.plan.out / "logs" / f"batch-{self.job.batch:03d}"
+        logs.mkdir(parents=True, exist_ok=True)
+        for name, state in self.b.folders.items():
+            text = "".join(f.read_text(errors="replace") for f in
+                           (state / "party.log", state / "process.log") if f.is_file())  # fmt: skip
+            if text:
+                (logs / f"{name}.log").write_text(text)
+        shutil.rmtree(self.folder, ignore_errors=True)
+        for folder in (self.folder.parent, self.folder.parent.parent):
+            try:
+                folder.rmdir()  # partial/deploy, then partial itself, if empty
+            except OSError:
+                pass
+        self.b.folders.clear()
 
     def _start(self, resume: int) -> None:
         book = {f"addr:{k}": v for k, v in self.addresses.items()}

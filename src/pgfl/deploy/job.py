@@ -27,6 +27,7 @@ __all__ = [
     "Job",
     "Shard",
     "check_deployable",
+    "job_from_config",
     "trusted_parties",
 ]
 
@@ -170,3 +171,39 @@ class Job:
         """Server ``p``'s edges ``(lo, hi)`` with another server (pairwise terms)."""
         nb = set(self.in_neighbours(p)) | set(self.out_neighbours(p))
         return [(min(p, q), max(p, q)) for q in sorted(nb - {p})]
+
+
+def job_from_config(cfg: Any, deploy: Any = None) -> Job:
+    """The :class:`Job` of a configuration's one batch, from its outline (no client data).
+
+    What a party started on its own host (``pgfl deploy --party``) builds: the same job as
+    the coordinator's (:func:`pgfl.deploy.coordinator.make_job`), since both come from the
+    configuration and the seed. A deployment across hosts runs one batch: curves that share
+    their structure (topology, data, training but μ, sharing, clipping).
+    """
+    from pgfl.experiments.build import build_network, curve_settings  # lazy: the data builders
+
+    groups: dict[tuple, list[int]] = {}
+    for i, c in enumerate(cfg.curves):
+        groups.setdefault(c.structure(), []).append(i)
+    if len(groups) > 1:
+        raise ConfigError(
+            "a deployment across hosts runs curves that share one structure (topology, data, "
+            f"training but mu/share/clip); this configuration has {len(groups)} groups: split it"
+        )
+    indices = next(iter(groups.values()))
+    recipe = cfg.curves[indices[0]]
+    net = build_network(recipe, cfg.seed, outline=True)
+    settings = [curve_settings(cfg.curves[i], cfg.iterations, net) for i in indices]
+    curves = CurveBatch.of(settings, net)
+    labels = [cfg.curves[i].label for i in indices]
+    check_deployable(curves.settings, labels)
+    return Job(
+        name=cfg.name, batch=0, seed=cfg.seed, iterations=cfg.iterations,
+        reps=np.arange(cfg.repetitions), settings=curves.settings, labels=tuple(labels),
+        A=np.asarray(net.A), K=int(net.data.shape[1]), L=int(net.L), M=int(net.dim),
+        e_max=int(net.epochs.max()), b_max=1 if net.batch is None else int(net.batch.max()),
+        recipe=recipe, deploy=deploy if deploy is not None else cfg.deploy,
+        trusted=trusted_parties(curves.settings), problem=net.problem,
+        w0=getattr(net.problem, "initial", None),
+    )  # fmt: skip
