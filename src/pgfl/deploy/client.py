@@ -34,9 +34,10 @@ from flwr.app import Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from pgfl.data.federated import FederatedData
-from pgfl.deploy.draws import SecretDraws, SlotDraws
+from pgfl.deploy.draws import SecretDraws, SlotDraws, note_secret
 from pgfl.deploy.job import Job, Shard
 from pgfl.deploy.wire import Refused, array, records, unpack
+from pgfl.engine import compiled
 from pgfl.engine.network import UnitBlock
 from pgfl.engine.step import local_models
 from pgfl.privacy.mechanisms import ClientNoise, SecureAggregationScheme
@@ -46,7 +47,7 @@ from pgfl.privacy.secagg.crypto import SECRET_BYTES
 from pgfl.privacy.secagg.parties import KEY_BYTES, SecAggClient
 from pgfl.rng import KeyedDraws
 
-__all__ = ["ClientNode", "make_app"]
+__all__ = ["ClientNode", "local_kind", "make_app"]
 
 #: Flower message types of the secure-aggregation stages (``query.<action>``).
 ADVERTISE, SHARE, UNMASK = "query.secagg_advertise", "query.secagg_share", "query.secagg_unmask"
@@ -74,6 +75,7 @@ class ClientNode:
         self.job, self.unit, self.client = job, unit, client
         self.block = _block(job, unit, shard)
         self._key = key
+        self.kind = local_kind(job)
         self.secagg: dict[tuple[int, int], SecAggClient] = {}
         self.round = 0
         self.events: list[str] = []
@@ -104,16 +106,33 @@ class ClientNode:
         i, reps, slots = self._round_args(arrays, config)
         job = self.job
         W = array(arrays, "w", (job.C, reps.size, job.M))
-        draws = self.draws(i, reps, slots)
         curves = job.curves
         with np.errstate(over="ignore", invalid="ignore"):
-            clients = np.zeros((reps.size, 1, 1), dtype=np.int64)
-            local = local_models(W[:, :, None], self.block, curves, draws, clients)[:, :, 0, 0]
+            local = self.local(i, W, reps, slots)
             x = local.copy()
             for c in np.flatnonzero(curves.updates):
                 x[c] = (W[c] - local[c]) / curves.mu[c]
         self.round = i
         return Message(records({"x": x}, {"round": i}), reply_to=msg)
+
+    def local(self, i: int, W: np.ndarray, reps: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        """The client's local models ``[C, R', M]`` from its unit's models ``W [C, R', M]``.
+
+        Simulation mode, with the engine's compiled kernel (numba): the kernel of a block of
+        this one client, in every slot of the unit's sample (the keys of its mini-batch
+        draws), of which the client keeps its own — the engine's bits, at L times the
+        client's work. Otherwise the engine's numpy step on the client's block with its
+        slot's draws (:class:`~pgfl.deploy.draws.SlotDraws`) or its own generator.
+        """
+        job = self.job
+        if self.kind == "compiled":
+            base = KeyedDraws(job.seed, i, reps, [self.unit])
+            every = np.zeros((reps.size, 1, job.L), dtype=np.int64)
+            out = compiled.local_models(W[:, :, None], self.block, job.curves, base, every)
+            return out[:, np.arange(reps.size), 0, slots]
+        draws = self.draws(i, reps, slots)
+        one = np.zeros((reps.size, 1, 1), dtype=np.int64)
+        return local_models(W[:, :, None], self.block, job.curves, draws, one)[:, :, 0, 0]
 
     # ---------------------------------------------------------------------------- noise
     def noise_mod(self, msg: Message, ctx: Context, call_next: Any) -> Message:
@@ -131,6 +150,8 @@ class ClientNode:
             if isinstance(s.client, ClientNoise) and s.client.std > 0:
                 g = draws.noise("client_noise", s.client.distribution, (1, M))[:, 0, 0]
                 x[c] = x[c] + s.client.std * g
+                if self.job.deploy.mode != "simulation":
+                    note_secret("client-noise", np.ascontiguousarray(g).tobytes())
         return Message(records({"x": x}, config), reply_to=msg)
 
     # --------------------------------------------------------------------------- secagg
@@ -259,6 +280,13 @@ class ClientNode:
             shares = np.array([g[2] for g in got], np.int64)
             out[f"{kind}_share"] = shares.reshape(len(got), shamir.chunks_for(SECRET_BYTES))
         return Message(records(out), reply_to=msg)
+
+
+def local_kind(job: Job) -> str:
+    """The local phase the clients run: ``compiled`` (simulation mode, numba) or ``numpy``."""
+    if job.deploy.mode == "simulation" and compiled.local_phase_kind(job.problem) == "compiled":
+        return "compiled"
+    return "numpy"
 
 
 def make_app(node: ClientNode) -> ClientApp:

@@ -32,6 +32,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -43,8 +44,10 @@ from pgfl.backends.local import Progress, RunStopped, batch_progress
 from pgfl.deploy import wire
 from pgfl.deploy.certs import Identity, make_certificates, party_names
 from pgfl.deploy.job import Job, Shard, check_deployable, trusted_parties
+from pgfl.deploy.client import local_kind
 from pgfl.deploy.party import PartySpec, run_local_party
-from pgfl.engine import Trajectory, metrics
+from pgfl.engine import CurveBatch, Trajectory, metrics
+from pgfl.privacy.mechanisms import SecureAggregationScheme
 from pgfl.experiments.config import DeployConfig
 from pgfl.experiments.partial import read_partial, write_partial
 from pgfl.experiments.plan import Batch, Plan
@@ -67,6 +70,20 @@ def make_job(plan: Plan, index: int, batch: Batch, deploy: DeployConfig) -> Job:
         trusted=trusted_parties(batch.settings), problem=net.problem,
         w0=getattr(net.problem, "initial", None),
     )  # fmt: skip
+
+
+def as_run(batch: Batch) -> Batch:
+    """The batch as the deployment ran it: secure aggregation by its cryptographic protocol.
+
+    (A curve's ``privacy.secagg_protocol`` chooses how the engine computes the protocol's
+    output; deployed, every client masks its own message: ``summary.json`` says so.)
+    """
+    settings = [
+        replace(s, client=replace(s.client, protocol="cryptographic"))
+        if isinstance(s.client, SecureAggregationScheme) else s
+        for s in batch.settings
+    ]  # fmt: skip
+    return replace(batch, curves=CurveBatch.of(settings))
 
 
 def shard(batch: Batch, p: int, k: int) -> Shard:
@@ -103,6 +120,8 @@ class DeployBackend:
         #: The parties' folders of the batch running (name → folder).
         self.folders: dict[str, Path] = {}
         self.parties = 0
+        #: The local phase the clients ran (``summary.json``'s ``engine.local_phase``).
+        self.local_phase: str | None = None
 
     def describe(self) -> str:
         """``deploy (local, N processes, simulation mode)``: what ran."""
@@ -126,8 +145,9 @@ class DeployBackend:
         """Run each batch on its parties, in the plan's order."""
         for b, batch in enumerate(plan.batches):
             job = make_job(plan, b, batch, self.deploy)
+            self.local_phase = f"{local_kind(job)} (on the clients)"
             run = _Deployment(self, plan, job, batch)
-            yield batch, run.go(batch_progress(progress, batch))
+            yield as_run(batch), run.go(batch_progress(progress, batch))
 
 
 class _Deployment:
@@ -195,14 +215,17 @@ class _Deployment:
         self.b.parties = len(self.b.processes)
         return certs
 
-    def call(self, name: str, method: str, arrays: dict, config: dict, timeout: float) -> tuple:
-        """A unary call to party ``name`` as the coordinator; the decoded reply."""
+    def _channel(self, name: str) -> grpc.Channel:
         ch = self.channels.get(name)
         if ch is None:
             ch = wire.channel(self.identity, self.addresses[name], name,
                               max_bytes=self.job.deploy.max_message_bytes)  # fmt: skip
             self.channels[name] = ch
-        reply = ch.unary_unary(method)(wire.encode(arrays, config), timeout=timeout)
+        return ch
+
+    def call(self, name: str, method: str, arrays: dict, config: dict, timeout: float) -> tuple:
+        """A unary call to party ``name`` as the coordinator; the decoded reply."""
+        reply = self._channel(name).unary_unary(method)(wire.encode(arrays, config), timeout=timeout)
         return wire.decode(reply)
 
     def stop(self) -> None:
@@ -298,26 +321,39 @@ class _Deployment:
                     ) from None
 
     def _round(self, i: int, frozen: np.ndarray) -> list[tuple]:
-        """Round ``i`` on every server at once; their reports in unit order."""
+        """Round ``i`` on every server at once; their reports in unit order.
+
+        The first server to fail stops the round at once: the calls still waiting (on the
+        failed server's messages) are cancelled.
+        """
         job = self.job
         timeout = job.deploy.round_timeout + 4 * job.deploy.client_timeout + 10
-        with ThreadPoolExecutor(job.P) as pool:
-            futures = [pool.submit(self.call, s, "/pgfl.Control/Round", {"frozen": frozen},
-                                   {"round": i}, timeout) for s in self.servers]  # fmt: skip
-            errors = {}
-            out = []
-            for name, f in zip(self.servers, futures, strict=True):
+        data = wire.encode({"frozen": frozen}, {"round": i})
+        calls = {s: self._channel(s).unary_unary("/pgfl.Control/Round").future(data, timeout=timeout)
+                 for s in self.servers}  # fmt: skip
+        done: dict[str, bytes] = {}
+        errors: dict[str, Exception] = {}
+        while len(done) + len(errors) < len(calls) and not errors:
+            for name, call in calls.items():
+                if name in done or name in errors or not call.done():
+                    continue
                 try:
-                    arrays, _ = f.result()
-                    out.append((
-                        wire.array(arrays, "w", (job.C, job.R, job.M)),
-                        wire.array(arrays, "aborted", (job.C, job.R), "b"),
-                        wire.array(arrays, "clipped", (job.C, job.R), "i"),
-                    ))  # fmt: skip
-                except (grpc.RpcError, wire.Refused) as exc:
+                    done[name] = call.result()
+                except grpc.RpcError as exc:
                     errors[name] = exc
+            time.sleep(0.005)
         if errors:
+            for call in calls.values():
+                call.cancel()
             raise RunStopped(self._diagnose(i, errors))
+        out = []
+        for name in self.servers:
+            arrays, _ = wire.decode(done[name])
+            out.append((
+                wire.array(arrays, "w", (job.C, job.R, job.M)),
+                wire.array(arrays, "aborted", (job.C, job.R), "b"),
+                wire.array(arrays, "clipped", (job.C, job.R), "i"),
+            ))  # fmt: skip
         return out
 
     def _diagnose(self, i: int, errors: dict[str, Exception]) -> str:

@@ -1,0 +1,215 @@
+"""Deployed runs: P = 3 unit servers with K = 4 clients each (and trusted parties), every one
+its own process on 127.0.0.1, against the single-process engine (tests/deploy/*.toml).
+
+Each test starts one or two deployments of 15-17 processes forked from one process that
+imported pgfl once; a deployment of a few rounds takes 5-15 s on two idle cores.
+"""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+from scipy import stats
+
+from pgfl.backends import RunStopped
+from pgfl.deploy import wire
+from pgfl.deploy.certs import Identity
+from pgfl.deploy.coordinator import DeployBackend
+from pgfl.deploy.draws import SECRETS_ENV
+from pgfl.engine import simulate
+from pgfl.experiments.loader import load_config, parse_config
+from pgfl.experiments.plan import prepare_experiment
+from pgfl.experiments.runner import run_experiment, run_plan
+from pgfl.files import read_toml
+
+pytestmark = pytest.mark.deploy
+HERE = Path(__file__).parent
+SMALL = HERE / "small.toml"
+
+
+def curves(folder: Path) -> dict[tuple[str, int], dict[str, float]]:
+    rows = csv.DictReader(open(folder / "curves.csv"))
+    return {(r["label"], int(r["iteration"])): {k: float(v) if v else np.nan
+            for k, v in r.items() if k not in ("label", "iteration")} for r in rows}  # fmt: skip
+
+
+def assert_same_curves(a: Path, b: Path, *, rounds=None, rtol=1e-9) -> None:
+    """Centroid and individual MSD (dB) of every curve and iteration equal to ``rtol``."""
+    ca, cb = curves(a), curves(b)
+    keys = [k for k in ca if rounds is None or k[1] in rounds]
+    assert keys and set(keys) <= set(cb)
+    for key in keys:
+        for metric in ("centroid_msd_db", "individual_msd_db"):
+            x, y = ca[key][metric], cb[key][metric]
+            assert abs(x - y) <= rtol * abs(x), (key, metric, x, y)
+
+
+def config(path: Path, **deploy) -> object:
+    raw = read_toml(path)
+    raw.setdefault("deploy", {}).update(deploy)
+    return parse_config(raw, base=path.parent)
+
+
+def deploy(cfg, out: Path, *, resume=False, **kw) -> tuple[dict, DeployBackend]:
+    backend = DeployBackend(cfg.deploy, local=True, **kw)
+    plan = prepare_experiment(cfg, out, resume=resume)
+    return run_plan(plan, backend=backend), backend
+
+
+def pgfl(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pgfl.cli", *args], capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- the numbers
+def test_pgfl_deploy_local_equals_pgfl_run(tmp_path):
+    # the issue's criterion: no noise, random, graph-homomorphic, pairwise-cancelling and
+    # secure aggregation with dropout, in one deployment (one batch of five curves)
+    run = pgfl("run", str(SMALL), "--out", str(tmp_path / "run"), "--json")
+    dep = pgfl("deploy", str(SMALL), "--local", "--out", str(tmp_path / "dep"), "--json")
+    assert run.returncode == 0, run.stderr
+    assert dep.returncode == 0, dep.stderr
+    assert_same_curves(tmp_path / "run", tmp_path / "dep")
+    a, b = json.loads(run.stdout), json.loads(dep.stdout)
+    assert b["engine"]["backend"] == "deploy (local, 15 processes, simulation mode)"
+    for ca, cb in zip(a["curves"], b["curves"], strict=True):
+        assert ca["label"] == cb["label"] and ca.get("epsilon") == cb.get("epsilon")
+    sa, sb = a["curves"][4]["secure_aggregation"], b["curves"][4]["secure_aggregation"]
+    assert sb["protocol"] == "cryptographic" and sb["aborted_unit_rounds"] > 0  # dropouts
+    assert sa["aborted_unit_rounds"] == sb["aborted_unit_rounds"]
+    assert {p.name for p in (tmp_path / "dep").iterdir()} >= {"summary.json", "curves.csv",
+                                                              "figure.png", "logs"}  # fmt: skip
+    assert not (tmp_path / "dep" / "partial").exists()  # keys and checkpoints removed
+
+
+def test_trusted_aggregator_and_dealer_give_the_engines_numbers(tmp_path):
+    # central DP (an aggregator process) and topology-optimized noise (a dealer process):
+    # two batches, two deployments of 16 processes each
+    cfg = config(HERE / "trusted.toml")
+    run_experiment(cfg, tmp_path / "run")
+    summary, backend = deploy(cfg, tmp_path / "dep")
+    assert_same_curves(tmp_path / "run", tmp_path / "dep")
+    assert "16 processes" in summary["engine"]["backend"]
+
+
+# ------------------------------------------------------------------------------- faults
+def _rogue(backend: DeployBackend, folder: Path) -> dict[str, grpc.StatusCode]:
+    """Malformed, oversized and unauthenticated calls on server 1 during the run."""
+    certs = folder / "partial" / "deploy" / "batch-000" / "certs"
+    ready = folder / "partial" / "deploy" / "batch-000" / "server-1" / "ready"
+    address = f"127.0.0.1:{int(ready.read_text())}"
+    calls = {
+        "garbage": ("server-0", "/pgfl.Peer/Deliver", b"\x0a\xff\x00junk"),
+        "wrong shape": ("server-0", "/pgfl.Peer/Deliver",
+                        wire.encode({"m": np.zeros((1, 1, 1, 1))}, {"round": 2})),
+        "stale round": ("server-0", "/pgfl.Peer/Deliver",
+                        wire.encode({"m": np.zeros((2, 2, 1, 2))}, {"round": 1})),
+        "client as peer": ("client-0-0", "/pgfl.Peer/Deliver", wire.encode({})),
+        "client as coordinator": ("client-1-0", "/pgfl.Control/Round", wire.encode({})),
+        "oversized": ("server-2", "/pgfl.Peer/Deliver", wire.encode({"m": np.zeros(1 << 17)})),
+    }  # fmt: skip
+    codes = {}
+    for what, (name, method, payload) in calls.items():
+        ch = wire.channel(Identity.load(certs, name), address, "server-1", max_bytes=1 << 22)
+        try:
+            ch.unary_unary(method)(payload, timeout=20)
+            codes[what] = grpc.StatusCode.OK
+        except grpc.RpcError as exc:
+            codes[what] = exc.code()
+        ch.close()
+    return codes
+
+
+def test_a_killed_client_takes_the_dropout_path_and_rogue_calls_change_nothing(tmp_path):
+    cfg = config(HERE / "faults.toml", max_message_bytes=1 << 20)
+    run_experiment(cfg, tmp_path / "run")
+    seen = {}
+
+    def on_round(i, backend):
+        if i == 1:
+            seen.update(_rogue(backend, tmp_path / "dep"))
+        if i == 2:
+            backend.processes["client-1-2"].kill()
+
+    summary, _ = deploy(cfg, tmp_path / "dep", on_round=on_round)
+    invalid = grpc.StatusCode.INVALID_ARGUMENT
+    assert seen == {"garbage": invalid, "wrong shape": invalid, "stale round": invalid,
+                    "client as peer": grpc.StatusCode.PERMISSION_DENIED,
+                    "client as coordinator": grpc.StatusCode.PERMISSION_DENIED,
+                    "oversized": grpc.StatusCode.RESOURCE_EXHAUSTED}  # fmt: skip
+    assert_same_curves(tmp_path / "run", tmp_path / "dep", rounds={1, 2})  # before the kill
+    after = curves(tmp_path / "dep")
+    last = max(k[1] for k in after)
+    assert all(np.isfinite(v["centroid_msd_db"]) for v in after.values())
+    before = curves(tmp_path / "run")
+    assert any(after[k]["centroid_msd_db"] != before[k]["centroid_msd_db"]
+               for k in after if k[1] == last)  # fmt: skip
+    simulated = json.loads((tmp_path / "run" / "summary.json").read_text())
+    for cs, cd in zip(simulated["curves"], summary["curves"], strict=True):
+        assert cd["epsilon"] == cs["epsilon"]  # the ε charged for t survivors, as simulated
+    log = (tmp_path / "dep" / "logs" / "batch-000" / "server-1.log").read_text()
+    assert "client-1-2 disconnected" in log
+
+
+def test_a_killed_server_stops_the_run_in_one_line_and_it_resumes(tmp_path):
+    cfg = config(HERE / "faults.toml", round_timeout=60)
+    run_experiment(cfg, tmp_path / "run")
+
+    def kill(i, backend):
+        if i == 2:
+            backend.processes["server-1"].kill()
+
+    with pytest.raises(RunStopped) as stopped:
+        deploy(cfg, tmp_path / "dep", on_round=kill)
+    line = str(stopped.value)
+    assert "\n" not in line and line.startswith("server-1 at 127.0.0.1:")
+    assert "round 3 of 5" in line and "rerun with --resume" in line
+    deploy(cfg, tmp_path / "dep", resume=True)
+    assert_same_curves(tmp_path / "run", tmp_path / "dep")
+
+
+# ---------------------------------------------------------------- deployment mode, secrets
+def _secrets(folder: Path) -> dict[str, set[bytes]]:
+    out: dict[str, set[bytes]] = {}
+    for f in folder.glob("*.secrets"):
+        out[f.stem] = {bytes.fromhex(line.split()[1]) for line in f.read_text().splitlines()}
+    return out
+
+
+def test_deployment_mode_draws_the_same_laws_and_no_secret_leaves_its_party(tmp_path, monkeypatch):
+    cfg = config(HERE / "secure.toml", mode="deployment", record=True)
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    monkeypatch.setenv(SECRETS_ENV, str(secrets))
+    backend = DeployBackend(cfg.deploy, local=True)
+    plan = prepare_experiment(cfg, tmp_path / "dep")
+    (batch, deployed), = list(backend.trajectories(plan))
+    monkeypatch.delenv(SECRETS_ENV)
+    engine = simulate(batch.net, batch.curves, iterations=cfg.iterations,
+                      repetitions=cfg.repetitions, seed=cfg.seed)  # fmt: skip
+    for c, label in enumerate(c.label for c in cfg.curves):
+        x, y = deployed.W[c, :, 0, 0], engine.W[c, :, 0, 0]
+        assert not np.array_equal(x, y), label  # not the seed's draws
+        assert stats.ks_2samp(x, y).pvalue > 1e-3, label
+    found = _secrets(secrets)
+    parties = {p.stem for p in (tmp_path / "dep" / "transcripts" / "batch-000").glob("*.pgflwire")}
+    assert len(parties) == 15 and set(found) == parties
+    kinds = {line.split()[0] for f in secrets.glob("*.secrets") for line in f.read_text().splitlines()}
+    assert kinds >= {"generator-key", "edge-secret", "x25519-channel", "x25519-mask",
+                     "self-mask-seed", "server-noise", "client-noise"}  # fmt: skip
+    files = [f for f in (tmp_path / "dep").rglob("*") if f.is_file()]
+    assert any(f.suffix == ".pgflwire" for f in files) and any(f.suffix == ".log" for f in files)
+    for f in files:
+        data = f.read_bytes()
+        owner = f.stem if f.suffix in (".pgflwire", ".log") else None
+        for party, mine in found.items():
+            if party != owner:
+                leaked = [s for s in mine if s in data]
+                assert not leaked, f"{f.name} holds a secret of {party}"
