@@ -48,28 +48,50 @@ from pgfl.deploy.client import local_kind
 from pgfl.deploy.party import PartySpec, run_local_party
 from pgfl.engine import CurveBatch, Trajectory, metrics
 from pgfl.privacy.mechanisms import SecureAggregationScheme
-from pgfl.experiments.config import DeployConfig
+from pgfl.experiments.config import DeployConfig, ExperimentConfig
 from pgfl.experiments.partial import read_partial, write_partial
 from pgfl.experiments.plan import Batch, Plan
 from pgfl.validation import ConfigError
 
-__all__ = ["DeployBackend", "make_job"]
+__all__ = ["DeployBackend", "deploy_network", "make_job"]
 
 
-def make_job(plan: Plan, index: int, batch: Batch, deploy: DeployConfig) -> Job:
-    """The public description of batch ``index`` of ``plan`` (checked deployable)."""
+def make_job(
+    plan: Plan, index: int, batch: Batch, deploy: DeployConfig, reps: np.ndarray | None = None
+) -> Job:
+    """The public description of batch ``index`` of ``plan`` (checked deployable).
+
+    ``reps``: the global repetition ids (default ``0..R−1``).
+    """
     cfg, net = plan.cfg, batch.net
     labels = [cfg.curves[i].label for i in batch.indices]
     check_deployable(batch.settings, labels)
     return Job(
         name=cfg.name, batch=index, seed=cfg.seed, iterations=cfg.iterations,
-        reps=np.arange(cfg.repetitions), settings=batch.settings, labels=tuple(labels),
+        reps=np.arange(cfg.repetitions) if reps is None else np.asarray(reps),
+        settings=batch.settings, labels=tuple(labels),
         A=np.asarray(net.A), K=int(net.data.shape[1]), L=int(net.L), M=int(net.dim),
         e_max=int(net.epochs.max()), b_max=1 if net.batch is None else int(net.batch.max()),
         recipe=cfg.curves[batch.indices[0]], deploy=deploy,
         trusted=trusted_parties(batch.settings), problem=net.problem,
         w0=getattr(net.problem, "initial", None),
     )  # fmt: skip
+
+
+def deploy_network(
+    cfg: ExperimentConfig, out: Path, batch: Batch, *, reps: np.ndarray, local: bool = True
+) -> Trajectory:
+    """One network's curves (``batch``) on local deployed parties, outside a run's runner.
+
+    ``cfg``: its curves are the batch's (``batch.indices`` index them), its iterations and
+    ``[deploy]`` apply; ``reps``: the global repetition ids. What the audit of a recorded
+    transcript runs (:func:`pgfl.experiments.audit.record_audit`): the canary worlds.
+    """
+    plan = Plan(cfg, Path(out), fingerprint="deploy_network", loaded={}, batches=(batch,))
+    backend = DeployBackend(cfg.deploy, local=local)
+    job = make_job(plan, 0, batch, cfg.deploy, reps)
+    backend.local_phase = f"{local_kind(job)} (on the clients)"
+    return _Deployment(backend, plan, job, batch).go(None)
 
 
 def as_run(batch: Batch) -> Batch:

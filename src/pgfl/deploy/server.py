@@ -306,7 +306,9 @@ class UnitServer:
         frozen = array(arrays, "frozen", (self.job.C, self.job.R), "b")
         with self.lock:
             W, aborted, clipped = self.round(i, frozen)
-        return encode({"w": W, "aborted": aborted, "clipped": clipped}, {"round": i})
+        reply = encode({"w": W, "aborted": aborted, "clipped": clipped}, {"round": i})
+        self.transcript.add("sent", "coordinator", "Round", reply)
+        return reply
 
     def on_stop(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         """The coordinator ends the deployment."""

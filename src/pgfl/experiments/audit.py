@@ -76,7 +76,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -89,6 +90,7 @@ from pgfl.experiments.config import CurveConfig, ExperimentConfig
 from pgfl.privacy.accounting import epsilon_curve
 from pgfl.privacy.accounting.mechanisms import tradeoff_curve
 from pgfl.privacy.mechanisms import NEIGHBOURS, ClientNoise, GraphHomomorphic, NoServerNoise
+from pgfl.files import FileError
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
 __all__ = [
@@ -100,6 +102,7 @@ __all__ = [
     "clopper_pearson",
     "coupled_message_gap",
     "epsilon_lower_bound",
+    "record_audit",
     "tradeoff_curve",
 ]
 
@@ -487,19 +490,28 @@ def _audited_curve(
     return ccfg, n, first, T, conf
 
 
-def _scores(
-    worlds: tuple[Network, Network], settings: CurveSettings, view: str, seed: int, n: int,
-    first: int, T: int,
-) -> tuple[np.ndarray, np.ndarray, tuple[str, float] | None]:  # fmt: skip
-    """The attack's statistic on each world's trials, and the density it used (if any)."""
-    net0, net1 = worlds
+def _runs(settings: CurveSettings, n: int, first: int, T: int) -> list[tuple]:
+    """The two worlds' runs an audit attacks: ``(world, curves, reps, first, last)`` each.
+
+    One release: both worlds with the noisy and the noise-free curve on all ``2n`` trials
+    (the noise-free centres are public); several rounds: the noisy curve, world 0 on
+    trials ``0..n−1``, world 1 on ``n..2n−1`` (independent noise per world).
+    """
     reps = np.arange(2 * n)
+    if first == 1 and T == 1:
+        both = [settings, settings.noiseless()]
+        return [(0, both, reps, 1, 1), (1, both, reps, 1, 1)]
+    last = first + T - 1
+    return [(0, [settings], reps[:n], first, last), (1, [settings], reps[n:], first, last)]
+
+
+def _scores(
+    v0: np.ndarray, v1: np.ndarray, settings: CurveSettings, view: str, n: int, first: int, T: int
+) -> tuple[np.ndarray, np.ndarray, tuple[str, float] | None]:
+    """The attack's statistic on each world's trials, from the views of :func:`_runs`."""
     if first == 1 and T == 1:  # one release: the noise-free centres are public
         density = _density(view, settings)
-        kw = {"seed": seed, "reps": reps, "first": 1, "last": 1}
-        clean = settings.noiseless()
-        v0 = _run_views(net0, [settings, clean], view, **kw)[:, :, 0]
-        v1 = _run_views(net1, [settings, clean], view, **kw)[:, :, 0]
+        v0, v1 = v0[:, :, 0], v1[:, :, 0]
         c0, c1 = v0[1], v1[1]
         y0, y1 = v0[0, :n], v1[0, n:]  # disjoint repetitions: independent noise per world
         if density is not None:
@@ -510,13 +522,86 @@ def _scores(
             s1 = ((y1 - c0[n:]) * d[n:]).sum(-1)
         # the Laplace likelihood ratio has atoms at ±ε: round away float noise
         return np.round(s0, 9), np.round(s1, 9), density
-    kw = {"seed": seed, "first": first, "last": first + T - 1}
-    y0 = _run_views(net0, [settings], view, reps=reps[:n], **kw)[0].reshape(n, -1)
-    y1 = _run_views(net1, [settings], view, reps=reps[n:], **kw)[0].reshape(n, -1)
+    y0, y1 = v0[0].reshape(n, -1), v1[0].reshape(n, -1)
     h = n // 2
     direction = y1[:h].mean(0) - y0[:h].mean(0)
     mid = 0.5 * (y1[:h].mean(0) + y0[:h].mean(0))
     return (y0 - mid) @ direction, (y1 - mid) @ direction, None
+
+
+def _engine_views(worlds: tuple[Network, Network], seed: int) -> Callable:
+    """Views from the engine (:func:`gfl_round` on each world)."""
+
+    def views(w: int, curves: list, view: str, reps: np.ndarray, first: int, last: int):
+        return _run_views(worlds[w], curves, view, seed=seed, reps=reps, first=first, last=last)
+
+    return views
+
+
+def record_audit(
+    cfg: ExperimentConfig, curve: str, view: str, folder: str | Path, *, trials: int = 20000,
+    round: int = 1, rounds: int = 1,
+) -> Path:  # fmt: skip
+    """Run the audit's two canary worlds on local deployed parties that record their messages.
+
+    Every party is its own process (:func:`pgfl.deploy.coordinator.deploy_network`, in
+    ``cfg``'s ``deploy.mode``); ``FOLDER/world-W/transcripts`` receives each party's
+    transcript. :func:`audit` with ``transcript=FOLDER`` then attacks those messages.
+    """
+    from pgfl.deploy.coordinator import deploy_network  # lazy: grpc, Flower (pgfl[deploy])
+    from pgfl.engine import CurveBatch
+    from pgfl.experiments.plan import Batch
+
+    ccfg, n, first, T = _audited_curve(cfg, curve, view, trials, round, rounds, 0.95)[:4]
+    net = build_network(ccfg, cfg.seed)
+    settings = curve_settings(ccfg, cfg.iterations, net)
+    worlds = canary_networks(net, records=canary_records(settings, net, first + T - 1))
+    folder = Path(folder)
+    for w, curves, reps, _, last in _runs(settings, n, first, T):
+        labels = [ccfg, dataclasses.replace(ccfg, label=f"{ccfg.label} (noise-free)")]
+        run_cfg = dataclasses.replace(cfg, curves=tuple(labels[: len(curves)]), iterations=last,
+                                      repetitions=int(reps.size),
+                                      deploy=dataclasses.replace(cfg.deploy, record=True))  # fmt: skip
+        batch = Batch(tuple(range(len(curves))), worlds[w], CurveBatch.of(curves, worlds[w]))
+        deploy_network(run_cfg, folder / f"world-{w}", batch, reps=reps)
+    return folder
+
+
+def _transcript_views(folder: Path, worlds: tuple[Network, Network]) -> Callable:
+    """Views read from the recorded transcripts of :func:`record_audit` (the same arrays)."""
+    from pgfl.deploy.wire import decode, read_transcript  # lazy: grpc, Flower
+
+    def views(w: int, curves: list, view: str, reps: np.ndarray, first: int, last: int):
+        net = worlds[w]
+        base = Path(folder) / f"world-{w}" / "transcripts" / "batch-000"
+        if view == "client-update":
+            raise ConfigError("--transcript: the client-update view is not read from transcripts")
+        parties = [_neighbour(net)] if view in ("message", "server-model") else range(net.A.shape[0])
+        got: dict[int, dict[int, np.ndarray]] = {}
+        for p in parties:
+            path = base / f"server-{p}.pgflwire"
+            if not path.is_file():
+                raise FileError(f"{path}: no transcript (record it with --deploy)")
+            for e in read_transcript(path):
+                wanted = (e.direction, e.peer, e.method) == (
+                    ("received", "server-0", "Deliver") if view == "message"
+                    else ("sent", "coordinator", "Round"))  # fmt: skip
+                if wanted:
+                    arrays, config = decode(e.payload)
+                    got.setdefault(int(config["round"]), {})[p] = arrays["m" if view == "message" else "w"]
+        out = []
+        for i in range(first, last + 1):
+            if i not in got or len(got[i]) < len(parties):
+                raise FileError(f"{base}: round {i} is not in the transcripts")
+            if view == "message":
+                out.append(got[i][parties[0]][:, :, 0])
+            elif view == "server-model":
+                out.append(got[i][parties[0]])
+            else:
+                out.append(np.stack([got[i][p] for p in parties], axis=2).mean(axis=2))
+        return np.stack(out, axis=2)
+
+    return views
 
 
 def _claimed(
@@ -550,6 +635,7 @@ def audit(
     rounds: int = 1,
     confidence: float = 0.95,
     accountants: Sequence[str] | None = None,
+    transcript: str | Path | None = None,
 ) -> AuditResult:
     """Audit one curve of an experiment config: attack ``view`` over ``trials`` trials per world.
 
@@ -566,6 +652,8 @@ def audit(
         rounds: consecutive rounds T ≥ 1 observed together.
         confidence: of the Clopper–Pearson bounds, in (0, 1).
         accountants: compare with these (default: the curve's ``privacy.accountants``).
+        transcript: attack the messages a deployment recorded (:func:`record_audit`'s
+            folder) instead of the engine's: the same statistic on what crossed the wire.
 
     Returns:
         An :class:`AuditResult`; ``result.refuted`` names the accountants whose ε the lower
@@ -582,7 +670,11 @@ def audit(
         )
     last, delta = first + T - 1, ccfg.privacy.delta
     worlds = canary_networks(net, records=canary_records(settings, net, last))
-    s0, s1, density = _scores(worlds, settings, view, cfg.seed, n, first, T)
+    source = (_engine_views(worlds, cfg.seed) if transcript is None
+              else _transcript_views(Path(transcript), worlds))  # fmt: skip
+    v0, v1 = (source(w, curves, view, reps, a, b) for w, curves, reps, a, b in
+              _runs(settings, n, first, T))  # fmt: skip
+    s0, s1, density = _scores(v0, v1, settings, view, n, first, T)
     h = n // 2
     t = _choose_threshold(s0[:h], s1[:h], conf, delta)
     e0, e1 = s0[h:], s1[h:]
