@@ -240,8 +240,8 @@ class KeyedDraws:
         aggregator, a dealer) draw through this, so that a deployment can hand them that
         party's own generator instead (:mod:`pgfl.deploy.draws`).
 
-        >>> d = KeyedDraws(3, 2, [0], [5])
-        >>> bool((d.cells([9]).uniform("x", (2,)) == KeyedDraws(3, 2, [0], [9]).uniform("x", (2,))).all())
+        >>> d, other = KeyedDraws(3, 2, [0], [5]), KeyedDraws(3, 2, [0], [9])
+        >>> bool((d.cells([9]).uniform("x", (2,)) == other.uniform("x", (2,))).all())
         True
         """
         return KeyedDraws(self.seed, self.round, self.reps, units)

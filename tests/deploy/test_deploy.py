@@ -7,10 +7,8 @@ imported pgfl once; a deployment of a few rounds takes 5-15 s on two idle cores.
 
 import csv
 import json
-import os
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import grpc
@@ -24,7 +22,7 @@ from pgfl.deploy.certs import Identity
 from pgfl.deploy.coordinator import DeployBackend
 from pgfl.deploy.draws import SECRETS_ENV
 from pgfl.engine import simulate
-from pgfl.experiments.loader import load_config, parse_config
+from pgfl.experiments.loader import parse_config
 from pgfl.experiments.plan import prepare_experiment
 from pgfl.experiments.runner import run_experiment, run_plan
 from pgfl.files import read_toml
@@ -190,7 +188,7 @@ def test_deployment_mode_draws_the_same_laws_and_no_secret_leaves_its_party(tmp_
     monkeypatch.setenv(SECRETS_ENV, str(secrets))
     backend = DeployBackend(cfg.deploy, local=True)
     plan = prepare_experiment(cfg, tmp_path / "dep")
-    (batch, deployed), = list(backend.trajectories(plan))
+    ((batch, deployed),) = list(backend.trajectories(plan))
     monkeypatch.delenv(SECRETS_ENV)
     engine = simulate(batch.net, batch.curves, iterations=cfg.iterations,
                       repetitions=cfg.repetitions, seed=cfg.seed)  # fmt: skip
@@ -201,7 +199,9 @@ def test_deployment_mode_draws_the_same_laws_and_no_secret_leaves_its_party(tmp_
     found = _secrets(secrets)
     parties = {p.stem for p in (tmp_path / "dep" / "transcripts" / "batch-000").glob("*.pgflwire")}
     assert len(parties) == 15 and set(found) == parties
-    kinds = {line.split()[0] for f in secrets.glob("*.secrets") for line in f.read_text().splitlines()}
+    kinds = {
+        line.split()[0] for f in secrets.glob("*.secrets") for line in f.read_text().splitlines()
+    }
     assert kinds >= {"generator-key", "edge-secret", "x25519-channel", "x25519-mask",
                      "self-mask-seed", "server-noise", "client-noise"}  # fmt: skip
     files = [f for f in (tmp_path / "dep").rglob("*") if f.is_file()]

@@ -40,12 +40,15 @@ def test_secret_draws_are_a_function_of_the_key_and_cell_only():
     a = SecretDraws(key, 4, [0, 1], [2, 5])
     b = SecretDraws(key, 4, [1], [5])
     assert np.array_equal(a.uniform("s", (6,))[1, 1], b.uniform("s", (6,))[0, 0])
-    assert not np.array_equal(a.uniform("s", (6,)), SecretDraws(os.urandom(32), 4, [0, 1],
-                                                                [2, 5]).uniform("s", (6,)))
+    assert not np.array_equal(
+        a.uniform("s", (6,)), SecretDraws(os.urandom(32), 4, [0, 1], [2, 5]).uniform("s", (6,))
+    )
     assert not np.array_equal(a.uniform("s", (6,)), a.uniform("t", (6,)))
     at = a.uniform_at("s", np.array([1, 0]), np.array([[5, 0], [2, 3]]))
     whole = a.uniform("s", (6,))
-    assert np.array_equal(at[:, 0], whole[:, 1, [5, 0]]) and np.array_equal(at[:, 1], whole[:, 0, [2, 3]])
+    assert np.array_equal(at[:, 0], whole[:, 1, [5, 0]]) and np.array_equal(
+        at[:, 1], whole[:, 0, [2, 3]]
+    )
 
 
 def test_edge_noise_is_shared_by_the_two_ends_only():
@@ -142,7 +145,9 @@ def test_a_transcript_reads_back_what_was_recorded(tmp_path):
         f.write(b"\x05\x00")  # a record cut short by a killed party
     rows = list(wire.read_transcript(tmp_path / "t.pgflwire"))
     assert [(r.seq, r.direction, r.peer, r.method, r.payload) for r in rows] == [
-        (0, "sent", "server-1", "Deliver", b"abc"), (1, "received", "server-1", "Deliver", b"")]
+        (0, "sent", "server-1", "Deliver", b"abc"),
+        (1, "received", "server-1", "Deliver", b""),
+    ]
 
 
 @pytest.fixture
@@ -190,7 +195,9 @@ def test_the_wire_refuses_without_going_down(tls_server):
     assert codes["oversized"] == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert codes["another CA"] == grpc.StatusCode.UNAVAILABLE  # the TLS handshake fails
     with pytest.raises(grpc.RpcError) as err:  # no client certificate at all
-        creds = grpc.ssl_channel_credentials(root_certificates=(folder / "ok" / "ca.pem").read_bytes())
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=(folder / "ok" / "ca.pem").read_bytes()
+        )
         ch = grpc.secure_channel(address, creds, (("grpc.ssl_target_name_override", "server-1"),))
         ch.unary_unary("/pgfl.Peer/Deliver")(good, timeout=10)
     assert err.value.code() == grpc.StatusCode.UNAVAILABLE

@@ -59,26 +59,36 @@ def deploy(
     ] = False,
     party: Annotated[
         str | None,
-        typer.Option("--party", help="Run one party (server-P, client-P-K, aggregator, dealer) "
-                     "on this host until the coordinator stops it."),  # fmt: skip
+        typer.Option(
+            "--party",
+            help="Run one party (server-P, client-P-K, aggregator, dealer) "
+            "on this host until the coordinator stops it.",
+        ),  # fmt: skip
     ] = None,
     state_dir: Annotated[
         Path | None, typer.Option("--state", help="--party: its folder (default: parties/NAME).")
     ] = None,
     make_certs: Annotated[
         Path | None,
-        typer.Option("--make-certs", help="Write a CA and a certificate per party into DIR, "
-                     "naming the hosts of deploy.servers etc., and exit."),  # fmt: skip
+        typer.Option(
+            "--make-certs",
+            help="Write a CA and a certificate per party into DIR, "
+            "naming the hosts of deploy.servers etc., and exit.",
+        ),  # fmt: skip
     ] = None,
     mode: Annotated[
         str | None,
-        typer.Option("--mode", help="deploy.mode: simulation (reproduces pgfl run) or "
-                     "deployment (secure generators)."),  # fmt: skip
+        typer.Option(
+            "--mode",
+            help="deploy.mode: simulation (reproduces pgfl run) or deployment (secure generators).",
+        ),  # fmt: skip
     ] = None,
     record: Annotated[
         bool, typer.Option("--record", help="deploy.record: each party records its messages.")
     ] = False,
-    quick: Annotated[bool, typer.Option("--quick", help="Apply the file's \\[quick] table.")] = False,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Apply the file's \\[quick] table.")
+    ] = False,
     seed: Annotated[int | None, typer.Option("--seed", help="Root seed >= 0.")] = None,
     resume: ResumeOpt = False,
     as_json: JsonOpt = False,

@@ -413,13 +413,19 @@ def audit_command(
     ] = None,
     transcript: Annotated[
         Path | None,
-        typer.Option("--transcript", help="Attack the messages deployed parties recorded in "
-                     "DIR (pgfl deploy's transcripts of the two canary worlds)."),  # fmt: skip
+        typer.Option(
+            "--transcript",
+            help="Attack the messages deployed parties recorded in "
+            "DIR (pgfl deploy's transcripts of the two canary worlds).",
+        ),  # fmt: skip
     ] = None,
     deploy: Annotated[
         bool,
-        typer.Option("--deploy", help="First run the two canary worlds on local deployed "
-                     "parties (pgfl[deploy]) that record into --transcript DIR."),  # fmt: skip
+        typer.Option(
+            "--deploy",
+            help="First run the two canary worlds on local deployed "
+            "parties (pgfl[deploy]) that record into --transcript DIR.",
+        ),  # fmt: skip
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:

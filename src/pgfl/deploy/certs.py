@@ -54,8 +54,12 @@ def party_names(P: int, K: int, trusted: Iterable[str] = ()) -> list[str]:
 
 
 def _name(cn: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn),
-                      x509.NameAttribute(NameOID.ORGANIZATION_NAME, "pgfl deployment")])  # fmt: skip
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, cn),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "pgfl deployment"),
+        ]
+    )
 
 
 def _alt_names(name: str, hosts: Iterable[str]) -> x509.SubjectAlternativeName:
@@ -96,7 +100,7 @@ def make_certificates(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise FileError(f"cannot create the certificate folder {out} ({exc.strerror})") from None
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     start, end = now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=VALIDITY_DAYS)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = _name("pgfl deployment CA")

@@ -1,7 +1,7 @@
 """A client party: its own data, its local training, its side of the privacy mechanisms.
 
 The client is a Flower ``ClientApp`` (``flwr.clientapp``): the unit server sends it Flower
-``Message``\\ s (:mod:`pgfl.deploy.server`) and it answers each with a reply ``Message``.
+messages (:mod:`pgfl.deploy.server`) and it answers each with a reply ``Message``.
 
 * ``train``: the server's model ``w_{p,i−1}`` for the repetitions in which the client was
   sampled and its slot in each; the client runs its local SGD (eq. 3 of *Privatized Graph
@@ -21,7 +21,8 @@ The client is a Flower ``ClientApp`` (``flwr.clientapp``): the unit server sends
 
 In simulation mode every draw is the engine's keyed draw at the client's slot
 (:class:`~pgfl.deploy.draws.SlotDraws`), so the client computes what the engine computes
-for it; in deployment mode its draws come from its own key (:class:`~pgfl.deploy.draws.SecretDraws`).
+for it; in deployment mode its draws come from its own key
+(:class:`~pgfl.deploy.draws.SecretDraws`).
 """
 
 from __future__ import annotations
@@ -262,8 +263,14 @@ class ClientNode:
         inst = self._instances(arrays)
         L = self.job.L
         u3 = array(arrays, "u3", (len(inst), L), "b")
-        b_inst, b_owner = array(arrays, "b_inst", (None,), "i"), array(arrays, "b_owner", (None,), "i")
-        s_inst, s_owner = array(arrays, "s_inst", (None,), "i"), array(arrays, "s_owner", (None,), "i")
+        b_inst, b_owner = (
+            array(arrays, "b_inst", (None,), "i"),
+            array(arrays, "b_owner", (None,), "i"),
+        )
+        s_inst, s_owner = (
+            array(arrays, "s_inst", (None,), "i"),
+            array(arrays, "s_owner", (None,), "i"),
+        )
         rows = {"b": [], "s": []}
         for n, (c, r, _) in enumerate(inst):
             b_for, s_for = b_owner[b_inst == n], s_owner[s_inst == n]

@@ -32,8 +32,8 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,14 +43,14 @@ import numpy as np
 from pgfl.backends.local import Progress, RunStopped, batch_progress
 from pgfl.deploy import wire
 from pgfl.deploy.certs import Identity, make_certificates, party_names
-from pgfl.deploy.job import Job, Shard, check_deployable, trusted_parties
 from pgfl.deploy.client import local_kind
+from pgfl.deploy.job import Job, Shard, check_deployable, trusted_parties
 from pgfl.deploy.party import PartySpec, run_local_party
 from pgfl.engine import CurveBatch, Trajectory, metrics
-from pgfl.privacy.mechanisms import SecureAggregationScheme
 from pgfl.experiments.config import DeployConfig, ExperimentConfig
 from pgfl.experiments.partial import read_partial, write_partial
 from pgfl.experiments.plan import Batch, Plan
+from pgfl.privacy.mechanisms import SecureAggregationScheme
 from pgfl.validation import ConfigError
 
 __all__ = ["DeployBackend", "deploy_network", "make_job"]
@@ -247,7 +247,9 @@ class _Deployment:
 
     def call(self, name: str, method: str, arrays: dict, config: dict, timeout: float) -> tuple:
         """A unary call to party ``name`` as the coordinator; the decoded reply."""
-        reply = self._channel(name).unary_unary(method)(wire.encode(arrays, config), timeout=timeout)
+        reply = self._channel(name).unary_unary(method)(
+            wire.encode(arrays, config), timeout=timeout
+        )
         return wire.decode(reply)
 
     def stop(self) -> None:
@@ -332,8 +334,9 @@ class _Deployment:
         names = [*self.job.trusted, *self.servers]
         timeout = 2 * self.job.deploy.connect_timeout
         with ThreadPoolExecutor(len(names)) as pool:
-            futures = {n: pool.submit(self.call, n, "/pgfl.Control/Start", {},
-                                      {**book, "resume": resume}, timeout) for n in names}  # fmt: skip
+            config = {**book, "resume": resume}
+            start = "/pgfl.Control/Start"
+            futures = {n: pool.submit(self.call, n, start, {}, config, timeout) for n in names}
             for name, f in futures.items():
                 try:
                     f.result()
@@ -351,7 +354,8 @@ class _Deployment:
         job = self.job
         timeout = job.deploy.round_timeout + 4 * job.deploy.client_timeout + 10
         data = wire.encode({"frozen": frozen}, {"round": i})
-        calls = {s: self._channel(s).unary_unary("/pgfl.Control/Round").future(data, timeout=timeout)
+        method = "/pgfl.Control/Round"
+        calls = {s: self._channel(s).unary_unary(method).future(data, timeout=timeout)
                  for s in self.servers}  # fmt: skip
         done: dict[str, bytes] = {}
         errors: dict[str, Exception] = {}

@@ -67,6 +67,7 @@ class SecretDraws:
     ((2, 1, 3), True)
     >>> bool((u == SecretDraws(bytes(32), 1, [0, 1], [4]).uniform("batches", (3,))).all())
     True
+
     """
 
     def __init__(
@@ -128,7 +129,7 @@ class SecretDraws:
         return unit_noise(u, distribution)
 
     def cells(self, units: Sequence[int]) -> SecretDraws:
-        """This party's draws of other cells (a trusted party's own), same round and key."""
+        """The same party's draws of other cells (a trusted party's own), same round and key."""
         return SecretDraws(self._key, self.round, self.reps, units, self._edges)
 
     def edge_noise(
@@ -136,7 +137,9 @@ class SecretDraws:
     ) -> np.ndarray:
         """``[R, e, dim]``: each edge's terms from the secret its two ends agreed on."""
         out = np.empty((self.reps.size, len(lo), dim))
-        for j, edge in enumerate(zip(np.asarray(lo).tolist(), np.asarray(hi).tolist(), strict=True)):
+        for j, edge in enumerate(
+            zip(np.asarray(lo).tolist(), np.asarray(hi).tolist(), strict=True)
+        ):
             secret = self._edges.get(edge)
             if secret is None:
                 raise ConfigError(f"no agreed secret for the pairwise terms of edge {edge}")

@@ -185,8 +185,8 @@ def _keys_and_shares(srv, i, slots, inst, inbox, out) -> None:
             srv.log(f"round {i}: refused the shares of client {k}: {exc}")
             continue
         for n, (c, r, u) in enumerate(mine):
-            sent[(c, r)][u] = {int(v): bytes(ct) for j, (v, ct) in enumerate(zip(to, cts))
-                               if at[j] == n}  # fmt: skip
+            sent[(c, r)][u] = {int(v): bytes(ct) for j, (v, ct)
+                               in enumerate(zip(to, cts, strict=True)) if at[j] == n}  # fmt: skip
     for key, server in inst.items():
         if key in out.secagg:
             continue
@@ -216,7 +216,10 @@ def _unmask(srv, i, slots, inst, masked, out) -> None:
         for kind, col in (("b", 1), ("s", 2)):
             inst_ix = [n for n, (c, r, u) in enumerate(mine) for _ in requests[(c, r)][u][col]]
             owners = [int(o) for c, r, u in mine for o in requests[(c, r)][u][col]]
-            a[f"{kind}_inst"], a[f"{kind}_owner"] = np.array(inst_ix, np.int64), np.array(owners, np.int64)
+            a[f"{kind}_inst"], a[f"{kind}_owner"] = (
+                np.array(inst_ix, np.int64),
+                np.array(owners, np.int64),
+            )
         ask[k] = (a, {})
     answers: dict[tuple[int, int], dict[int, tuple[dict, dict]]] = {key: {} for key in inst}
     for k, (arrays, _) in _ask(srv, UNMASK, i, {k: v for k, v in ask.items() if lists[k]}).items():
@@ -273,7 +276,8 @@ def aggregate(srv: Any, i: int, clients: np.ndarray, rep: Replies) -> tuple:
             if not rep.got[r].all():
                 missing = clients[r][~rep.got[r]].tolist()
                 srv.log(f"round {i}: curve {c} repetition {job.reps[r]}: clients {missing} did "
-                        "not answer; without secure aggregation the unit keeps its model")  # fmt: skip
+                        "not answer; without secure aggregation the unit keeps its model"
+                        )  # fmt: skip
                 psi[c, r], aborted[c, r] = W[c, r], True
                 continue
             mean = rep.x[c, r][None, None].mean(axis=2)[0, 0]  # the engine's mean over L

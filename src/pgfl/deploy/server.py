@@ -3,7 +3,7 @@
 One process per unit ``p``. It serves, over one mutual-TLS gRPC port (:mod:`pgfl.deploy.wire`):
 
 * ``pgfl.Fleet/Connect``: each of its clients keeps one bidirectional stream open (it
-  dials out: a client needs no open port), over which Flower ``Message``\\ s travel both
+  dials out: a client needs no open port), over which Flower messages travel both
   ways; :class:`UnitGrid` is a Flower ``Grid`` over those streams, so the round below
   uses Flower's server-side message API (``send_and_receive``). A client whose stream
   breaks (a killed process) is a client that no longer answers: the secure-aggregation
@@ -35,8 +35,8 @@ from typing import Any
 import grpc
 import numpy as np
 from flwr.app import Message
-from flwr.serverapp import Grid
 from flwr.common.constant import SUPERLINK_NODE_ID
+from flwr.serverapp import Grid
 from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 
@@ -44,6 +44,7 @@ from pgfl.deploy import wire
 from pgfl.deploy.draws import SecretDraws, note_secret
 from pgfl.deploy.job import Job
 from pgfl.deploy.rounds import aggregate, local_phase
+from pgfl.deploy.trusted import agree
 from pgfl.deploy.wire import Refused, array, decode, encode
 from pgfl.engine.step import combine_phase, sample_clients, server_messages
 from pgfl.privacy.mechanisms.optimized import TopologyOptimized
@@ -184,7 +185,8 @@ class UnitServer:
         """The gRPC services this server offers."""
         return {
             "pgfl.Fleet": {"Connect": grpc.stream_stream_rpc_method_handler(self.connect)},
-            "pgfl.Peer": {"Deliver": wire.unary(self.on_deliver), "Agree": wire.unary(self.on_agree)},
+            "pgfl.Peer": {"Deliver": wire.unary(self.on_deliver),
+                          "Agree": wire.unary(self.on_agree)},
             "pgfl.Control": {"Start": wire.unary(self.on_start), "Round": wire.unary(self.on_round),
                              "Stop": wire.unary(self.on_stop)},
         }  # fmt: skip
@@ -253,8 +255,6 @@ class UnitServer:
 
     def on_agree(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         """The X25519 agreement of a pairwise-cancelling edge (the caller is its lower end)."""
-        from pgfl.deploy.trusted import agree  # lazy: deployment mode only
-
         name = wire.authorise(context, lambda n: any(n == f"server-{min(e)}" and min(e) != self.p
                                                      for e in self.job.edges(self.p)))  # fmt: skip
         arrays, _ = decode(request)
@@ -284,13 +284,13 @@ class UnitServer:
         return encode({}, {"round": self.done, "clients": self.job.K - missing})
 
     def _agree_edges(self) -> None:
-        from pgfl.deploy.trusted import agree  # lazy: deployment mode only
-
         for lo, hi in self.job.edges(self.p):
             if lo != self.p:
                 continue
             mine, finish = agree(None, (lo, hi))
-            reply = self._call(f"server-{hi}", "/pgfl.Peer/Agree", {"pk": np.frombuffer(mine, np.uint8)}, {})
+            reply = self._call(
+                f"server-{hi}", "/pgfl.Peer/Agree", {"pk": np.frombuffer(mine, np.uint8)}, {}
+            )
             self.edges[(lo, hi)] = finish(array(reply[0], "pk", (32,), "u").tobytes())
             note_secret("edge-secret", self.edges[(lo, hi)])
         with self.cond:
@@ -324,7 +324,9 @@ class UnitServer:
                 conn.outbox.put(None)
 
     # ----------------------------------------------------------------------- transport
-    def _call(self, peer: str, method: str, arrays: dict, config: dict, timeout: float | None = None):
+    def _call(
+        self, peer: str, method: str, arrays: dict, config: dict, timeout: float | None = None
+    ):
         """A unary call to ``peer``; its decoded reply (gRPC errors propagate)."""
         ch = self.channels.get(peer)
         if ch is None:
@@ -387,7 +389,9 @@ class UnitServer:
         with np.errstate(over="ignore", invalid="ignore"):
             psi, aborted, clipped = aggregate(self, i, clients[:, 0], replies)
             self.W = self._combine(i, psi, draws)
-        for noise in getattr(draws, "_noise", {}).values() if self.job.deploy.mode != "simulation" else ():
+        for noise in (
+            getattr(draws, "_noise", {}).values() if self.job.deploy.mode != "simulation" else ()
+        ):
             note_secret("server-noise", np.ascontiguousarray(noise).tobytes())
         self.done = i
         self._save()
@@ -397,14 +401,18 @@ class UnitServer:
         """``w_p = Σ_m a_pm (ψ_m + g_pm)``: through the aggregator, or with the neighbours."""
         job, p = self.job, self.p
         if job.central:
-            arrays, _ = self._call("aggregator", "/pgfl.Aggregator/Combine", {"psi": psi}, {"round": i})
+            arrays, _ = self._call(
+                "aggregator", "/pgfl.Aggregator/Combine", {"psi": psi}, {"round": i}
+            )
             return array(arrays, "w", psi.shape)
         links = job.links
         out_links = links.subset(links.out_of(p, p + 1))
         supplied = None
         if any(g.cls is TopologyOptimized for g in job.curves.server_groups):
             arrays, _ = self._call("dealer", "/pgfl.Dealer/Noise", {}, {"round": i})
-            supplied = {TopologyOptimized: array(arrays, "g", (None, job.R, out_links.src.size, job.M))}
+            supplied = {
+                TopologyOptimized: array(arrays, "g", (None, job.R, out_links.src.size, job.M))
+            }
         messages = server_messages(psi[:, :, None], out_links, job.curves, draws, p, i, supplied)
         for q in job.out_neighbours(p):
             if q != p:

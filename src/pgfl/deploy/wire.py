@@ -141,9 +141,13 @@ def authorise(context: grpc.ServicerContext, allowed: Callable[[str], bool]) -> 
 
 
 # ------------------------------------------------------------------------------ payloads
-def records(arrays: Mapping[str, np.ndarray], config: Mapping[str, Any] | None = None) -> RecordDict:
+def records(
+    arrays: Mapping[str, np.ndarray], config: Mapping[str, Any] | None = None
+) -> RecordDict:
     """A Flower ``RecordDict``: ``arrays`` in the ``ArrayRecord`` "a", ``config`` in "c"."""
-    rd = RecordDict({"a": ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in arrays.items()})})
+    rd = RecordDict(
+        {"a": ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in arrays.items()})}
+    )
     if config:
         rd["c"] = ConfigRecord(dict(config))
     return rd
@@ -223,8 +227,11 @@ def array(
 
 
 def unary(handler: Callable[[bytes, grpc.ServicerContext], bytes]) -> grpc.RpcMethodHandler:
-    """A bytes → bytes method; :class:`Refused` aborts the call (INVALID_ARGUMENT),
-    :class:`Unavailable` too (UNAVAILABLE, naming the party that did not answer)."""
+    """A bytes → bytes method whose refusals abort only the call.
+
+    :class:`Refused`: INVALID_ARGUMENT; :class:`Unavailable`: UNAVAILABLE, naming the
+    party that did not answer.
+    """
 
     def call(request: bytes, context: grpc.ServicerContext) -> bytes:
         try:

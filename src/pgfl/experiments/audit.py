@@ -83,14 +83,15 @@ from typing import Any
 import numpy as np
 
 from pgfl.data.federated import FederatedData
-from pgfl.engine import CurveSettings, Network
+from pgfl.engine import CurveBatch, CurveSettings, Network
 from pgfl.engine.step import gfl_round
 from pgfl.experiments.build import build_network, curve_settings
 from pgfl.experiments.config import CurveConfig, ExperimentConfig
+from pgfl.experiments.plan import Batch
+from pgfl.files import FileError
 from pgfl.privacy.accounting import epsilon_curve
 from pgfl.privacy.accounting.mechanisms import tradeoff_curve
 from pgfl.privacy.mechanisms import NEIGHBOURS, ClientNoise, GraphHomomorphic, NoServerNoise
-from pgfl.files import FileError
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
 __all__ = [
@@ -549,8 +550,6 @@ def record_audit(
     transcript. :func:`audit` with ``transcript=FOLDER`` then attacks those messages.
     """
     from pgfl.deploy.coordinator import deploy_network  # lazy: grpc, Flower (pgfl[deploy])
-    from pgfl.engine import CurveBatch
-    from pgfl.experiments.plan import Batch
 
     ccfg, n, first, T = _audited_curve(cfg, curve, view, trials, round, rounds, 0.95)[:4]
     net = build_network(ccfg, cfg.seed)
@@ -559,9 +558,9 @@ def record_audit(
     folder = Path(folder)
     for w, curves, reps, _, last in _runs(settings, n, first, T):
         labels = [ccfg, dataclasses.replace(ccfg, label=f"{ccfg.label} (noise-free)")]
+        recording = dataclasses.replace(cfg.deploy, record=True)
         run_cfg = dataclasses.replace(cfg, curves=tuple(labels[: len(curves)]), iterations=last,
-                                      repetitions=int(reps.size),
-                                      deploy=dataclasses.replace(cfg.deploy, record=True))  # fmt: skip
+                                      repetitions=int(reps.size), deploy=recording)  # fmt: skip
         batch = Batch(tuple(range(len(curves))), worlds[w], CurveBatch.of(curves, worlds[w]))
         deploy_network(run_cfg, folder / f"world-{w}", batch, reps=reps)
     return folder
@@ -576,7 +575,9 @@ def _transcript_views(folder: Path, worlds: tuple[Network, Network]) -> Callable
         base = Path(folder) / f"world-{w}" / "transcripts" / "batch-000"
         if view == "client-update":
             raise ConfigError("--transcript: the client-update view is not read from transcripts")
-        parties = [_neighbour(net)] if view in ("message", "server-model") else range(net.A.shape[0])
+        parties = (
+            [_neighbour(net)] if view in ("message", "server-model") else range(net.A.shape[0])
+        )
         got: dict[int, dict[int, np.ndarray]] = {}
         for p in parties:
             path = base / f"server-{p}.pgflwire"
@@ -588,7 +589,9 @@ def _transcript_views(folder: Path, worlds: tuple[Network, Network]) -> Callable
                     else ("sent", "coordinator", "Round"))  # fmt: skip
                 if wanted:
                     arrays, config = decode(e.payload)
-                    got.setdefault(int(config["round"]), {})[p] = arrays["m" if view == "message" else "w"]
+                    got.setdefault(int(config["round"]), {})[p] = arrays[
+                        "m" if view == "message" else "w"
+                    ]
         out = []
         for i in range(first, last + 1):
             if i not in got or len(got[i]) < len(parties):

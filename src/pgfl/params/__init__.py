@@ -229,7 +229,9 @@ def _address(p: Param, value: Any, context: Mapping[str, Any]) -> str:
 
 def _addresses(p: Param, value: Any, context: Mapping[str, Any]) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)) or not value:
-        raise ConfigError(f"{p.name} must be a list of addresses host:port, one per unit; got {value!r}")
+        raise ConfigError(
+            f"{p.name} must be a list of addresses host:port, one per unit; got {value!r}"
+        )
     return tuple(_address(p, v, context) for v in value)
 
 

@@ -97,7 +97,7 @@ class SecAggClient:
         self._u2: set[int] = set()
 
     def secrets(self) -> list[tuple[str, bytes]]:
-        """This client's own secrets drawn so far, labelled (for a test that none leaks)."""
+        """The client's own secrets drawn so far, labelled (for a test that none leaks)."""
         out = []
         for label, attr in (("x25519-channel", "_c"), ("x25519-mask", "_s")):
             if hasattr(self, attr):
@@ -303,7 +303,9 @@ class SecAggServer:
         for u in sorted(self.y):
             total += self.y[u]
         for u, bu in self._recover(got_b).items():
-            total -= _mask(hkdf_sha256(bu, info(b"self", self.unit, self.round, u, 0)), words, dtype)
+            total -= _mask(
+                hkdf_sha256(bu, info(b"self", self.unit, self.round, u, 0)), words, dtype
+            )
         for u, raw in self._recover(got_s).items():
             key_u = X25519PrivateKey.from_private_bytes(raw)
             if key_u.public_key().public_bytes_raw() != self.pub[u][1]:
