@@ -232,3 +232,64 @@ def test_the_audit_of_a_recorded_transcript_agrees_with_the_simulators(tmp_path)
     assert len(transcripts) == 2 * 15
     again = pgfl(*audit_cli, "--transcript", str(tmp_path / "wire"))  # re-read, no run
     assert json.loads(again.stdout) == b
+
+
+# ----------------------------------------------------------------------- separate hosts
+def _free_ports(n: int) -> list[int]:
+    import socket
+
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def test_parties_started_on_their_own_join_the_coordinator(tmp_path):
+    # what docs/deploy.md's hosts do, on one machine: --make-certs, each party started by
+    # `pgfl deploy --party NAME`, the coordinator joining the addresses of [deploy]
+    ports = _free_ports(2)
+    text = (HERE / "hosts.toml").read_text().replace("PORT0", str(ports[0]))
+    (tmp_path / "hosts.toml").write_text(text.replace("PORT1", str(ports[1])))
+    cfg = str(tmp_path / "hosts.toml")
+    made = pgfl("deploy", cfg, "--make-certs", str(tmp_path / "certs"))
+    assert made.returncode == 0, made.stderr
+    names = ["server-0", "server-1", "client-0-0", "client-0-1", "client-1-0", "client-1-1"]
+    procs = [subprocess.Popen([sys.executable, "-m", "pgfl.cli", "deploy", cfg, "--party", n,
+                               "--state", str(tmp_path / "parties" / n)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for n in names]  # fmt: skip
+    try:
+        dep = pgfl("deploy", cfg, "--out", str(tmp_path / "dep"))
+        run = pgfl("run", cfg, "--out", str(tmp_path / "run"))
+        assert dep.returncode == 0, dep.stderr
+        assert run.returncode == 0, run.stderr
+        assert_same_curves(tmp_path / "run", tmp_path / "dep")
+        for p in procs:  # the coordinator's Stop ends every party
+            assert p.wait(timeout=60) == 0, p.stderr.read()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_bad_deployments_stop_in_one_line_before_anything_runs(tmp_path):
+    gossip = tmp_path / "gossip.toml"
+    gossip.write_text(
+        SMALL.read_text().replace('"pairwise_cancelling", pairwise_variance = 0.02', '"gossip"')
+    )
+    cases = [
+        (["deploy", str(SMALL), "--out", str(tmp_path / "a")], "needs deploy.servers"),
+        (["deploy", str(gossip), "--local", "--out", str(tmp_path / "b")], "cannot be deployed"),
+        (["deploy", str(SMALL), "--local", "--mode", "secret"], "--mode must be one of"),
+        (["deploy", str(SMALL), "--party", "server-9"], "deploy.servers"),
+        (["deploy", str(SMALL), "--local", "--party", "server-0"], "give one of"),
+    ]
+    for args, message in cases:
+        proc = pgfl(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

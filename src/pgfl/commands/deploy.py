@@ -110,6 +110,7 @@ def deploy(
     backend = DeployBackend(cfg.deploy, local=local)
     backend.start()  # addresses and certificates checked before anything is written
     plan = prepare_experiment(cfg, folder, resume=resume)
+    backend.check(plan)
     report(execute(plan, as_json, backend=backend), folder, as_json)
     return None
 

@@ -161,6 +161,21 @@ class DeployBackend:
             if self.deploy.certs is None:
                 raise ConfigError("pgfl deploy without --local needs deploy.certs")
 
+    def check(self, plan: Plan) -> None:
+        """Every batch deployable, one batch across hosts: one line if not, nothing written."""
+        for b, batch in enumerate(plan.batches):
+            make_job(plan, b, batch, self.deploy)
+        if not self.local and len(plan.batches) > 1:
+            raise ConfigError(
+                "a deployment across hosts runs curves that share one structure (topology, "
+                f"data, training but mu/share/clip); this one has {len(plan.batches)}: split it"
+            )
+        if not self.local and len(self.deploy.servers) != plan.batches[0].net.A.shape[0]:
+            raise ConfigError(
+                f"deploy.servers must list one address per unit (topology.P = "
+                f"{plan.batches[0].net.A.shape[0]}); got {len(self.deploy.servers)}"
+            )
+
     def trajectories(
         self, plan: Plan, progress: Progress | None = None
     ) -> Iterator[tuple[Batch, Trajectory]]:
@@ -284,7 +299,8 @@ class _Deployment:
             certs = self.launch()
             self.identity = Identity.load(certs, "coordinator")
             self._start(resume)
-            self.log(f"{self.b.parties} parties started in {time.perf_counter() - t0:.1f} s")
+            what = f"{self.b.parties} parties started" if self.b.local else "joined the parties"
+            self.log(f"{what} in {time.perf_counter() - t0:.1f} s")
             for i in range(resume + 1, job.iterations + 1):
                 t1 = time.perf_counter()
                 reports = self._round(i, series.frozen())

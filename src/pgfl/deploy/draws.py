@@ -110,6 +110,10 @@ class SecretDraws:
             self._noise[key] = out
         return out
 
+    def drawn(self) -> list[np.ndarray]:
+        """The noise arrays drawn so far this round (for the test that none leaks)."""
+        return [np.ascontiguousarray(a) for a in self._noise.values()]
+
     def uniform_at(self, stream_name: str, rows: np.ndarray, counters: np.ndarray) -> np.ndarray:
         """Uniforms ``[R, n, ...]``: entry ``counters[j, ...]`` of the cell of unit ``rows[j]``."""
         c = np.atleast_1d(np.asarray(counters, dtype=np.int64))
