@@ -213,7 +213,7 @@ class _Deployment:
         (state / "ready").unlink(missing_ok=True)
         transcript = self.record / f"{name}.pgflwire" if self.job.deploy.record else None
         spec = PartySpec(name, self.job, state, certs, transcript=transcript, watch=os.getpid(),
-                         **kw)  # fmt: skip
+                         environ=dict(os.environ), **kw)  # fmt: skip
         proc = _context().Process(target=run_local_party, args=(spec,), name=name, daemon=False)
         proc.start()
         self.b.processes[name] = proc
@@ -260,11 +260,16 @@ class _Deployment:
             self.channels[name] = ch
         return ch
 
-    def call(self, name: str, method: str, arrays: dict, config: dict, timeout: float) -> tuple:
-        """A unary call to party ``name`` as the coordinator; the decoded reply."""
-        reply = self._channel(name).unary_unary(method)(
-            wire.encode(arrays, config), timeout=timeout
-        )
+    def call(
+        self, name: str, method: str, arrays: dict, config: dict, timeout: float, wait: bool = False
+    ) -> tuple:
+        """A unary call to party ``name`` as the coordinator; the decoded reply.
+
+        ``wait``: wait (up to ``timeout``) for the party to come up (parties on their hosts
+        may start after the coordinator).
+        """
+        stub = self._channel(name).unary_unary(method)
+        reply = stub(wire.encode(arrays, config), timeout=timeout, wait_for_ready=wait)
         return wire.decode(reply)
 
     def stop(self) -> None:
@@ -352,7 +357,8 @@ class _Deployment:
         with ThreadPoolExecutor(len(names)) as pool:
             config = {**book, "resume": resume}
             start = "/pgfl.Control/Start"
-            futures = {n: pool.submit(self.call, n, start, {}, config, timeout) for n in names}
+            futures = {n: pool.submit(self.call, n, start, {}, config, timeout, True)
+                       for n in names}  # fmt: skip
             for name, f in futures.items():
                 try:
                     f.result()

@@ -49,6 +49,8 @@ class PartySpec:
         shard: a client's own data (``None``: built from the job's recipe).
         transcript: where the party records its payloads (``None``: not recorded).
         watch: the coordinator's process id (a local deployment: exit when it is gone).
+        environ: the coordinator's environment when it started the party (a local
+            deployment's parties are forked from a server started earlier).
 
     """
 
@@ -61,6 +63,7 @@ class PartySpec:
     shard: Shard | None = None
     transcript: Path | None = None
     watch: int | None = None
+    environ: dict[str, str] | None = None
 
 
 def own_shard(job: Job, unit: int, client: int) -> Shard:
@@ -194,6 +197,9 @@ def run_party(spec: PartySpec) -> None:
 def run_local_party(spec: PartySpec) -> None:
     """A local deployment's party in a forked process: its output in ``STATE/process.log``."""
     spec.state.mkdir(parents=True, exist_ok=True)
+    if spec.environ is not None:
+        os.environ.clear()
+        os.environ.update(spec.environ)
     fd = os.open(spec.state / "process.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
