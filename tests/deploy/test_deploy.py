@@ -154,6 +154,8 @@ def test_a_killed_client_takes_the_dropout_path_and_rogue_calls_change_nothing(t
         assert cd["epsilon"] == cs["epsilon"]  # the ε charged for t survivors, as simulated
     log = (tmp_path / "dep" / "logs" / "batch-000" / "server-1.log").read_text()
     assert "client-1-2 disconnected" in log
+    assert "INVALID_ARGUMENT to server-0: not a Flower RecordDict" in log  # one line each
+    assert "PERMISSION_DENIED to client-0-0" in log
 
 
 def test_a_killed_server_stops_the_run_in_one_line_and_it_resumes(tmp_path):

@@ -171,12 +171,10 @@ class UnitServer:
         self.cond = threading.Condition()
         self.edges: dict[tuple[int, int], bytes] = {}
         self.stopped = threading.Event()
-        self.log_lines: list[str] = []
         self.lock = threading.Lock()
 
     def log(self, line: str) -> None:
         """One line in the party's log (never a secret)."""
-        self.log_lines.append(line)
         with open(self.state / "party.log", "a", encoding="utf-8") as f:
             f.write(line + "\n")
 
@@ -185,10 +183,11 @@ class UnitServer:
         """The gRPC services this server offers."""
         return {
             "pgfl.Fleet": {"Connect": grpc.stream_stream_rpc_method_handler(self.connect)},
-            "pgfl.Peer": {"Deliver": wire.unary(self.on_deliver),
-                          "Agree": wire.unary(self.on_agree)},
-            "pgfl.Control": {"Start": wire.unary(self.on_start), "Round": wire.unary(self.on_round),
-                             "Stop": wire.unary(self.on_stop)},
+            "pgfl.Peer": {"Deliver": wire.unary(self.on_deliver, self.log),
+                          "Agree": wire.unary(self.on_agree, self.log)},
+            "pgfl.Control": {"Start": wire.unary(self.on_start, self.log),
+                             "Round": wire.unary(self.on_round, self.log),
+                             "Stop": wire.unary(self.on_stop, self.log)},
         }  # fmt: skip
 
     def _is_client(self, name: str) -> bool:
@@ -198,7 +197,11 @@ class UnitServer:
 
     def connect(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
         """A client's stream: instructions out, replies in (until either side closes)."""
-        name = wire.authorise(context, self._is_client)
+        try:
+            name = wire.authorise(context, self._is_client)
+        except wire.Denied as exc:
+            self.log(f"PERMISSION_DENIED to a client stream: {exc}")
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
         node = int(name.rsplit("-", 1)[1]) + 1
         conn = _Connection()
         with self.grid.cond:
@@ -249,6 +252,8 @@ class UnitServer:
         with self.cond:
             if i not in (self.done + 1, self.done + 2):
                 raise Refused(f"round {i} from {name}: this server is after round {self.done}")
+            if (i, q) in self.inbox:
+                raise Refused(f"round {i} from {name} delivered twice")
             self.inbox[(i, q)] = m
             self.cond.notify_all()
         return encode({}, {"ok": 1})

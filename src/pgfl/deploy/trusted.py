@@ -77,6 +77,11 @@ class _Trusted:
         self.stopped = threading.Event()
         self.cond = threading.Condition()
 
+    def log(self, line: str) -> None:
+        """One line in the party's log (never a secret)."""
+        with open(self.state / "party.log", "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
     def draws(self, i: int) -> Any:
         """The party's draws of round ``i`` (its own cell is reached through ``cells``)."""
         units = np.arange(self.job.P)
@@ -101,7 +106,8 @@ class _Trusted:
 
     def control(self) -> dict[str, grpc.RpcMethodHandler]:
         """The coordinator's calls."""
-        return {"Start": wire.unary(self.on_start), "Stop": wire.unary(self.on_stop)}
+        return {"Start": wire.unary(self.on_start, self.log),
+                "Stop": wire.unary(self.on_stop, self.log)}  # fmt: skip
 
     def _gather(self, i: int, m: int, value: np.ndarray, compute: Callable) -> Any:
         """Keep server ``m``'s value of round ``i``; once all P are in, ``compute`` them once."""
@@ -138,7 +144,7 @@ class Aggregator(_Trusted):
 
     def handlers(self) -> dict[str, dict[str, grpc.RpcMethodHandler]]:
         """The gRPC services of the aggregator."""
-        return {"pgfl.Aggregator": {"Combine": wire.unary(self.on_combine)},
+        return {"pgfl.Aggregator": {"Combine": wire.unary(self.on_combine, self.log)},
                 "pgfl.Control": self.control()}  # fmt: skip
 
     def on_combine(self, request: bytes, context: grpc.ServicerContext) -> bytes:
@@ -176,7 +182,10 @@ class Dealer(_Trusted):
 
     def handlers(self) -> dict[str, dict[str, grpc.RpcMethodHandler]]:
         """The gRPC services of the dealer."""
-        return {"pgfl.Dealer": {"Noise": wire.unary(self.on_noise)}, "pgfl.Control": self.control()}
+        return {
+            "pgfl.Dealer": {"Noise": wire.unary(self.on_noise, self.log)},
+            "pgfl.Control": self.control(),
+        }
 
     def on_noise(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         """Server m's own noise on its links in a round (drawn once per round for all)."""

@@ -51,6 +51,7 @@ from google.protobuf.message import DecodeError
 from pgfl.deploy.certs import Identity
 
 __all__ = [
+    "Denied",
     "Refused",
     "Unavailable",
     "Transcript",
@@ -73,6 +74,10 @@ class Refused(Exception):
 
 class Unavailable(Exception):
     """A party this one needs did not answer (named in the message)."""
+
+
+class Denied(Exception):
+    """A caller whose certificate names a party not allowed to make the call."""
 
 
 def _options(max_bytes: int) -> list[tuple[str, int]]:
@@ -133,10 +138,10 @@ def peer_name(context: grpc.ServicerContext) -> str:
 
 
 def authorise(context: grpc.ServicerContext, allowed: Callable[[str], bool]) -> str:
-    """The caller's name if ``allowed(name)``; else the call is aborted (PERMISSION_DENIED)."""
+    """The caller's name if ``allowed(name)``; else :class:`Denied` (PERMISSION_DENIED)."""
     name = peer_name(context)
     if not allowed(name):
-        context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{name or 'anonymous'} may not call this")
+        raise Denied(f"{name or 'anonymous'} may not call this")
     return name
 
 
@@ -226,20 +231,32 @@ def array(
     return x
 
 
-def unary(handler: Callable[[bytes, grpc.ServicerContext], bytes]) -> grpc.RpcMethodHandler:
-    """A bytes → bytes method whose refusals abort only the call.
+#: The status each refusal aborts its call with.
+STATUS = {
+    Refused: grpc.StatusCode.INVALID_ARGUMENT,
+    Denied: grpc.StatusCode.PERMISSION_DENIED,
+    Unavailable: grpc.StatusCode.UNAVAILABLE,
+}
 
-    :class:`Refused`: INVALID_ARGUMENT; :class:`Unavailable`: UNAVAILABLE, naming the
-    party that did not answer.
+
+def unary(
+    handler: Callable[[bytes, grpc.ServicerContext], bytes],
+    log: Callable[[str], None] | None = None,
+) -> grpc.RpcMethodHandler:
+    """A bytes → bytes method whose refusals abort only the call, each told in ``log``.
+
+    :class:`Refused`: INVALID_ARGUMENT; :class:`Denied`: PERMISSION_DENIED;
+    :class:`Unavailable`: UNAVAILABLE, naming the party that did not answer.
     """
 
     def call(request: bytes, context: grpc.ServicerContext) -> bytes:
         try:
             return handler(request, context)
-        except Refused as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        except Unavailable as exc:
-            context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        except (Refused, Denied, Unavailable) as exc:
+            code = STATUS[type(exc)]
+            if log is not None:
+                log(f"{code.name} to {peer_name(context) or 'anonymous'}: {exc}")
+            context.abort(code, str(exc))
         raise AssertionError("unreachable: abort raises")
 
     return grpc.unary_unary_rpc_method_handler(call)
