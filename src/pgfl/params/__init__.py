@@ -263,7 +263,7 @@ _DEPLOY = (
     Param("deploy.connect_timeout", "real", 60.0, "Seconds the parties have to start and "
           "connect (and a client to reconnect to its server).", lo=0, lo_open=True),
     Param("deploy.max_message_bytes", "int", 64 << 20, "Largest message a party accepts "
-          "(gRPC refuses larger ones).", lo=1024, hi=2**31 - 1),
+          "(gRPC refuses larger ones).", lo=1024),
     Param("deploy.record", "bool", False, "Each party records every payload it sends and "
           "receives (`OUT/transcripts/NAME.pgflwire`; `pgfl privacy audit --transcript`)."),
 )  # fmt: skip
