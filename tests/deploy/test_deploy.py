@@ -26,8 +26,13 @@ from pgfl.experiments.loader import parse_config
 from pgfl.experiments.plan import prepare_experiment
 from pgfl.experiments.runner import run_experiment, run_plan
 from pgfl.files import read_toml
+from pgfl.folders import MARKER, STAGE
 
-pytestmark = pytest.mark.deploy
+# one pytest worker for every deployment (--dist loadgroup): two deployments of 15
+# processes at once on 2 cores would only slow each other towards their round timeouts;
+# every port is the system's choice (port 0), so none is shared between workers; a hung
+# deployment fails in 15 minutes with its stack printed, and the suite goes on
+pytestmark = [pytest.mark.deploy, pytest.mark.xdist_group("deploy"), pytest.mark.timeout(900)]
 HERE = Path(__file__).parent
 SMALL = HERE / "small.toml"
 
@@ -63,7 +68,7 @@ def deploy(cfg, out: Path, *, resume=False, **kw) -> tuple[dict, DeployBackend]:
 
 def pgfl(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pgfl.cli", *args], capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
+                          text=True, timeout=300)  # fmt: skip
 
 
 # --------------------------------------------------------------------------- the numbers
@@ -71,7 +76,10 @@ def test_pgfl_deploy_local_equals_pgfl_run(tmp_path):
     # the issue's criterion: no noise, random, graph-homomorphic, pairwise-cancelling and
     # secure aggregation with dropout, in one deployment (one batch of five curves)
     run = pgfl("run", str(SMALL), "--out", str(tmp_path / "run"), "--json")
-    dep = pgfl("deploy", str(SMALL), "--local", "--out", str(tmp_path / "dep"), "--json")
+    (tmp_path / "dep").mkdir()
+    (tmp_path / "dep" / "notes.txt").write_text("mine")  # --force: written there, kept
+    dep = pgfl("deploy", str(SMALL), "--local", "--out", str(tmp_path / "dep"), "--json",
+               "--force")  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert dep.returncode == 0, dep.stderr
     assert_same_curves(tmp_path / "run", tmp_path / "dep")
@@ -85,6 +93,8 @@ def test_pgfl_deploy_local_equals_pgfl_run(tmp_path):
     assert {p.name for p in (tmp_path / "dep").iterdir()} >= {"summary.json", "curves.csv",
                                                               "figure.png", "logs"}  # fmt: skip
     assert not (tmp_path / "dep" / "partial").exists()  # keys and checkpoints removed
+    assert not (tmp_path / "dep" / STAGE).exists()  # committed: nothing left staged
+    assert (tmp_path / "dep" / "notes.txt").read_text() == "mine"
 
 
 def test_trusted_aggregator_and_dealer_give_the_engines_numbers(tmp_path):
@@ -100,8 +110,8 @@ def test_trusted_aggregator_and_dealer_give_the_engines_numbers(tmp_path):
 # ------------------------------------------------------------------------------- faults
 def _rogue(backend: DeployBackend, folder: Path) -> dict[str, grpc.StatusCode]:
     """Malformed, oversized and unauthenticated calls on server 1 during the run."""
-    certs = folder / "partial" / "deploy" / "batch-000" / "certs"
-    ready = folder / "partial" / "deploy" / "batch-000" / "server-1" / "ready"
+    state = folder / STAGE / "partial" / "deploy" / "batch-000"  # the staging folder
+    certs, ready = state / "certs", state / "server-1" / "ready"
     address = f"127.0.0.1:{int(ready.read_text())}"
     calls = {
         "garbage": ("server-0", "/pgfl.Peer/Deliver", b"\x0a\xff\x00junk"),
@@ -171,8 +181,16 @@ def test_a_killed_server_stops_the_run_in_one_line_and_it_resumes(tmp_path):
     line = str(stopped.value)
     assert "\n" not in line and line.startswith("server-1 at 127.0.0.1:")
     assert "round 3 of 5" in line and "rerun with --resume" in line
+    # nothing committed: the folder holds its marker and the staging folder only, whose
+    # deployment state keeps the parties' logs and checkpoints for --resume
+    assert {p.name for p in (tmp_path / "dep").iterdir()} == {MARKER, STAGE}
+    state = tmp_path / "dep" / STAGE / "partial" / "deploy" / "batch-000"
+    assert "round 2" in (state / "coordinator.log").read_text()
+    assert (state / "server-0" / "checkpoint.npz").is_file()
     deploy(cfg, tmp_path / "dep", resume=True)
     assert_same_curves(tmp_path / "run", tmp_path / "dep")
+    assert (tmp_path / "dep" / "logs" / "batch-000" / "coordinator.log").is_file()
+    assert not (tmp_path / "dep" / STAGE).exists()
 
 
 # ---------------------------------------------------------------- deployment mode, secrets
@@ -199,7 +217,8 @@ def test_deployment_mode_draws_the_same_laws_and_no_secret_leaves_its_party(tmp_
         assert not np.array_equal(x, y), label  # not the seed's draws
         assert stats.ks_2samp(x, y).pvalue > 1e-3, label
     found = _secrets(secrets)
-    parties = {p.stem for p in (tmp_path / "dep" / "transcripts" / "batch-000").glob("*.pgflwire")}
+    # the backend alone (no commit): the transcripts are in the run's staging folder
+    parties = {p.stem for p in (plan.work / "transcripts" / "batch-000").glob("*.pgflwire")}
     assert len(parties) == 15 and set(found) == parties
     kinds = {
         line.split()[0] for f in secrets.glob("*.secrets") for line in f.read_text().splitlines()
@@ -279,6 +298,9 @@ def test_parties_started_on_their_own_join_the_coordinator(tmp_path):
 
 
 def test_bad_deployments_stop_in_one_line_before_anything_runs(tmp_path):
+    foreign = tmp_path / "notes"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
     gossip = tmp_path / "gossip.toml"
     gossip.write_text(
         SMALL.read_text().replace('"pairwise_cancelling", pairwise_variance = 0.02', '"gossip"')
@@ -289,9 +311,11 @@ def test_bad_deployments_stop_in_one_line_before_anything_runs(tmp_path):
         (["deploy", str(SMALL), "--local", "--mode", "secret"], "--mode must be one of"),
         (["deploy", str(SMALL), "--party", "server-9"], "deploy.servers"),
         (["deploy", str(SMALL), "--local", "--party", "server-0"], "give one of"),
+        (["deploy", str(SMALL), "--local", "--out", str(foreign)], "give --force"),
     ]
     for args, message in cases:
         proc = pgfl(*args)
         assert proc.returncode == 2, (args, proc.stderr)
         assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    assert [p.name for p in foreign.iterdir()] == ["notes.txt"]  # a foreign folder untouched

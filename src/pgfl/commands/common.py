@@ -23,6 +23,7 @@ from pgfl.files import jsonable, read_toml, reading
 
 __all__ = [
     "checked",
+    "default_folder",
     "err",
     "execute",
     "load_experiment",
@@ -73,6 +74,24 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print the summary JSON to
 ResumeOpt = Annotated[
     bool, typer.Option("--resume", help="Keep the curves an interrupted run saved in --out.")
 ]
+ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Write into --out although it holds files pgfl did not write or results of "
+        "another configuration (pgfl replaces the files it writes, deletes nothing else).",
+    ),
+]
+
+
+def default_folder(name: str, *, quick: bool) -> Path:
+    """Where a command writes without ``--out``: ``runs/NAME``, ``runs/NAME-quick``.
+
+    >>> str(default_folder("fig2", quick=True))
+    'runs/fig2-quick'
+    """
+    return Path("runs") / (f"{name}-quick" if quick else name)
+
 
 BackendOpt = Annotated[
     str | None,
@@ -145,6 +164,7 @@ def execute(plan: Any, as_json: bool, backend: Any = None) -> dict[str, Any]:
     from pgfl.experiments.runner import run_plan
 
     cfg, folder = plan.cfg, plan.out
+    work = plan.work  # where the interrupted run's partial files are
     if backend is None:
         backend = make_backend(cfg.run)  # a missing pgfl[ray]: one line, nothing written
     with Progress(
@@ -168,10 +188,10 @@ def execute(plan: Any, as_json: bool, backend: Any = None) -> dict[str, Any]:
             return run_plan(plan, on_progress=on_progress, backend=backend)
         except KeyboardInterrupt:
             bar.stop()
-            tasks = len(list(folder.glob("partial/task-*.npz")))  # Ray sweeps' blocks
+            tasks = len(list(work.glob("partial/task-*.npz")))  # Ray sweeps' blocks
             also = f" (and {tasks} Ray task(s))" if tasks else ""
             print(
-                f"interrupted: {saved_curves(cfg, folder)} of {len(cfg.curves)} curves{also} "
+                f"interrupted: {saved_curves(cfg, work)} of {len(cfg.curves)} curves{also} "
                 f"saved in {folder}; rerun with --resume to continue",
                 file=sys.stderr,
             )
@@ -179,32 +199,37 @@ def execute(plan: Any, as_json: bool, backend: Any = None) -> dict[str, Any]:
             raise typer.Exit(130) from None
 
 
-def run_experiment_command(cfg: Any, folder: Path, *, resume: bool, as_json: bool) -> None:
+def run_experiment_command(
+    cfg: Any, folder: Path, *, resume: bool, as_json: bool, force: bool = False
+) -> None:
     """Validate, plan and run ``cfg`` into ``folder``; print the summary (or its JSON)."""
     from pgfl.experiments.plan import prepare_experiment  # lazy: the engine, numba
 
-    plan = prepare_experiment(cfg, folder, resume=resume)  # validates; writes nothing
+    plan = prepare_experiment(cfg, folder, resume=resume, force=force)  # writes nothing
     report(execute(plan, as_json), folder, as_json)
 
 
 def run_frontier_command(
     folder: Path, configs: dict[str, Any], *, quick: bool, resume: bool, as_json: bool,
-    run_options: dict[str, Any] | None = None, by_adversary: bool = False,
+    run_options: dict[str, Any] | None = None, by_adversary: bool = False, force: bool = False,
 ) -> None:  # fmt: skip
     """Run the privacy-utility frontier's experiments (``pgfl reproduce frontier``, ...)."""
-    prepared = prepare_frontier_command(folder, configs, resume=resume, run_options=run_options)
+    prepared = prepare_frontier_command(
+        folder, configs, resume=resume, run_options=run_options, force=force
+    )
     summary = run_frontier_plan(prepared, quick=quick, as_json=as_json, by_adversary=by_adversary)
     report(summary, folder, as_json)
 
 
 def prepare_frontier_command(
-    folder: Path, configs: dict[str, Any], *, resume: bool, run_options: dict[str, Any] | None
-) -> Any:
+    folder: Path, configs: dict[str, Any], *, resume: bool, run_options: dict[str, Any] | None,
+    force: bool = False,
+) -> Any:  # fmt: skip
     """A frontier's configurations with the command's ``[run]`` options, validated."""
     from pgfl.experiments.frontier import prepare_frontier  # lazy: the engine, numba
 
     configs = {k: with_run_options(c, **(run_options or {})) for k, c in configs.items()}
-    return prepare_frontier(folder, configs, resume=resume)
+    return prepare_frontier(folder, configs, resume=resume, force=force)
 
 
 def run_frontier_plan(

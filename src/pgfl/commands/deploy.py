@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from pgfl.commands.common import (
+    ForceOpt,
     JsonOpt,
     KeepPartialOpt,
     OutOpt,
@@ -93,6 +94,7 @@ def deploy(
     resume: ResumeOpt = False,
     as_json: JsonOpt = False,
     keep_partial: KeepPartialOpt = False,
+    force: ForceOpt = False,
 ) -> None:
     """Run CONFIG with every unit server, client and trusted party its own process."""
     if sum(x is not None and x is not False for x in (party, make_certs, local or None)) > 1:
@@ -109,7 +111,7 @@ def deploy(
     folder = out_dir or Path("runs") / cfg.name
     backend = DeployBackend(cfg.deploy, local=local)
     backend.start()  # addresses and certificates checked before anything is written
-    plan = prepare_experiment(cfg, folder, resume=resume)
+    plan = prepare_experiment(cfg, folder, resume=resume, force=force)  # writes nothing
     backend.check(plan)
     report(execute(plan, as_json, backend=backend), folder, as_json)
     return None

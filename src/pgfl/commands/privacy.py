@@ -22,11 +22,19 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from pgfl.commands.common import checked, load_experiment, run_frontier_command
+from pgfl.commands.common import (
+    ForceOpt,
+    checked,
+    default_folder,
+    load_experiment,
+    run_frontier_command,
+)
 from pgfl.commands.printing import (
     PAPER_NOTE,
     accountant_header,
     accountant_order,
+    calibration_line,
+    epsilon_columns,
     out,
     print_adversaries,
 )
@@ -77,6 +85,8 @@ PaperOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON to stdout instead of a table.")]
+#: Where ``pgfl privacy frontier`` writes by default (``pgfl reproduce frontier``: runs/frontier).
+FRONTIER_FOLDER = "privacy-frontier"
 
 
 def _fmt(x: float) -> str:
@@ -338,7 +348,7 @@ def config_command(
         priv = curve.privacy
         series, entry = curve_epsilon(
             settings, net, cfg.iterations, delta=priv.delta, accountants=priv.accountants,
-            checkpoints=priv.epsilon_checkpoints,
+            checkpoints=priv.epsilon_checkpoints, adversary=priv.adversary,
         )  # fmt: skip
         report[curve.label] = entry
         if series:
@@ -350,29 +360,31 @@ def config_command(
             )
         )
         return
-    found = {a for e in report.values() for a in e.get("epsilon", {})}
-    accountants = accountant_order(found)  # the papers' published bound last, marked
+    rows = [{"label": label, **entry} for label, entry in report.items()]
+    columns = epsilon_columns(rows)
     table = Table(title=f"{cfg.name}: epsilon after T={cfg.iterations} iterations")
     table.add_column("curve")
     table.add_column("noise variance", justify="right")
-    for a in accountants:
-        table.add_column(accountant_header(a, "eps "), justify="right")
+    for header, _ in columns:
+        table.add_column(header, justify="right")
     table.add_column("delta", justify="right")
-    for label, entry in report.items():
-        eps = entry.get("epsilon", {})
+    for row in rows:
         table.add_row(
-            label,
-            _fmt(entry["noise_variance"]) if "noise_variance" in entry else "-",
-            *[_fmt(float(eps[a])) if a in eps else "-" for a in accountants],
-            _fmt(entry["delta"]) if "delta" in entry else "-",
+            row["label"],
+            _fmt(row["noise_variance"]) if "noise_variance" in row else "-",
+            *[cell(row) if "epsilon" in row else "-" for _, cell in columns],
+            _fmt(row["delta"]) if "delta" in row else "-",
         )
     out.print(table)
-    out.print(
-        "eps: the privatized link's own epsilon (what its transcript reveals, no sampling credit)",
-        markup=False,
-        soft_wrap=True,
-    )
-    if "paper" in accountants:
+    against = {r["label"]: r["calibrated_adversary"] for r in rows if "calibrated_adversary" in r}
+    for line in (
+        calibration_line(against),
+        "link ε: the privatized link's own ε (what its transcript reveals), no sampling "
+        "credit; rdp beside a value: the Rényi bound was the smaller",
+    ):
+        if line:
+            out.print(line, markup=False, soft_wrap=True)
+    if any("paper" in row.get("epsilon", {}) for row in rows):
         out.print(PAPER_NOTE, markup=False, soft_wrap=True)
     for label, entry in report.items():
         print_adversaries({"label": label, **entry})
@@ -395,6 +407,14 @@ def audit_command(
         str,
         typer.Option("--view", help="message | server-model | centroid | client-update."),
     ] = "message",
+    adversary: Annotated[
+        str | None,
+        typer.Option(
+            "--adversary",
+            help="Attack this adversary's whole view instead of --view (an adversary of "
+            "epsilon_by_adversary, docs/privacy.md section 2.1).",
+        ),
+    ] = None,
     trials: Annotated[int, typer.Option("--trials", help="Trials per world (>= 200).")] = 20000,
     round_: Annotated[int, typer.Option("--round", help="First audited iteration i.")] = 1,
     rounds: Annotated[
@@ -427,6 +447,14 @@ def audit_command(
             "parties (pgfl[deploy]) that record into --transcript DIR.",
         ),  # fmt: skip
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="--deploy: record into --transcript DIR although it holds files pgfl did "
+            "not write or another recording (pgfl deletes nothing else).",
+        ),  # fmt: skip
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Attack one release of the real engine: an empirical lower bound on epsilon.
@@ -444,10 +472,11 @@ def audit_command(
         raise ConfigError("--deploy records into --transcript DIR: give --transcript")
     cfg = load_experiment(config, quick)
     if deploy:
-        record_audit(cfg, curve, view, transcript, trials=trials, round=round_, rounds=rounds)
+        record_audit(cfg, curve, view, transcript, trials=trials, round=round_, rounds=rounds,
+                     adversary=adversary, force=force)  # fmt: skip
     result = audit(
-        cfg, curve, view, trials=trials, round=round_, rounds=rounds, confidence=confidence,
-        accountants=accountant, transcript=transcript,
+        cfg, curve, view, adversary=adversary, trials=trials, round=round_, rounds=rounds,
+        confidence=confidence, accountants=accountant, transcript=transcript,
     )  # fmt: skip
     if plot is not None:
         with writing(plot):
@@ -491,6 +520,8 @@ def audit_command(
                 table.add_row(name, _fmt(eps), _fmt(result.ratio[name]), verdict)
             out.print(table)
             out.print(f"[bold]scope[/bold]: {result.scope}", highlight=False)
+        for party, what in result.trusted.items():
+            out.print(f"[bold]trusts[/bold] the {party}: {what}", highlight=False)
         for note in result.notes:
             out.print(f"[dim]note: {note}[/dim]", highlight=False)
         if plot is not None:
@@ -529,7 +560,12 @@ def frontier_command(
     seed: Annotated[int | None, typer.Option("--seed", help="Root seed >= 0.")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="T = 200 and 20, one repetition.")] = False,
     out_dir: Annotated[
-        Path | None, typer.Option("--out", help="Output folder (default: runs/frontier).")
+        Path | None,
+        typer.Option(
+            "--out",
+            help=f"Output folder (default: runs/{FRONTIER_FOLDER}, with --quick "
+            f"runs/{FRONTIER_FOLDER}-quick).",
+        ),
     ] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Keep the curves an interrupted run saved in --out.")
@@ -537,6 +573,7 @@ def frontier_command(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the frontier summary JSON to stdout.")
     ] = False,
+    force: ForceOpt = False,
 ) -> None:
     """Privacy-utility frontier: each scheme's noise calibrated to each target epsilon.
 
@@ -560,5 +597,6 @@ def frontier_command(
         quick=quick, seed=seed, setups=setups, iterations=counts or None,
         epsilons=sorted(eps) or None, schemes=schemes, repetitions=repetitions, mu=mu,
     )  # fmt: skip
-    folder = out_dir or Path("runs") / "frontier"
-    run_frontier_command(folder, configs, quick=quick, resume=resume, as_json=as_json)
+    folder = out_dir or default_folder(FRONTIER_FOLDER, quick=quick)
+    run_frontier_command(folder, configs, quick=quick, resume=resume, as_json=as_json,
+                         force=force)  # fmt: skip

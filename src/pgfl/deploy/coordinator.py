@@ -15,9 +15,23 @@ the engine. Per batch, the coordinator
    report, computes the run's metrics exactly as :func:`pgfl.engine.simulate` does (the
    centroid MSD of eq. 58, the individual MSD of eq. 59, the disagreement of eq. 30, from
    :mod:`pgfl.engine.metrics`), freezes a diverged repetition as the engine does, and saves
-   its progress (``OUT/partial/deploy/batch-NNN/progress.npz``) — every server keeps its
+   its progress (``partial/deploy/batch-NNN/progress.npz``) — every server keeps its
    own checkpoint, so ``--resume`` continues from the last round every party completed;
 4. calls ``Stop``.
+
+**Folders** (:mod:`pgfl.folders`: the output folder's rules). Everything a deployment
+writes lives in the run's staging folder ``OUT/.pgfl-run`` (``plan.work``): while a batch
+runs, its state — certificates and keys, each party's folder (log, checkpoints, port),
+the coordinator's log and the parties' transcripts — is in ``partial/deploy/batch-NNN``,
+which an interrupted run keeps for ``--resume``; a finished batch's logs and transcripts
+wait in ``partial/deploy/{logs,transcripts}`` and its state is deleted; once every batch
+is done they move to ``logs/`` and ``transcripts/``, results the commit moves into OUT
+(listed in its marker). A failed or interrupted deployment leaves OUT's earlier results
+as they were; its logs are in ``OUT/.pgfl-run/partial/deploy``. Batches are numbered by
+their position among the configuration's structures, so a resumed run finds each one's
+state whatever batches were already done. No link is followed below OUT: the folders are
+opened with ``O_NOFOLLOW`` (:func:`pgfl.files.open_folder`), and so are the files the
+parties append to.
 
 The coordinator sees every server's model after every round (what a client of every unit
 sees): it is the party that evaluates. A server that stops answering stops the run with
@@ -50,10 +64,24 @@ from pgfl.engine import CurveBatch, Trajectory, metrics
 from pgfl.experiments.config import DeployConfig, ExperimentConfig
 from pgfl.experiments.partial import read_partial, write_partial
 from pgfl.experiments.plan import Batch, Plan
+from pgfl.files import FileError, open_folder, write_atomic
 from pgfl.privacy.mechanisms import SecureAggregationScheme
 from pgfl.validation import ConfigError
 
-__all__ = ["DeployBackend", "deploy_network", "make_job"]
+__all__ = ["DeployBackend", "deploy_network", "make_job", "position"]
+
+
+def position(plan: Plan, batch: Batch) -> int:
+    """The batch's position among the configuration's structures (stable across resumes).
+
+    A resumed plan holds only the batches still to run; this number is the same in every
+    plan of the configuration, so a batch's state folder is found again.
+    """
+    structures: list[tuple] = []
+    for c in plan.cfg.curves:
+        if c.structure() not in structures:
+            structures.append(c.structure())
+    return structures.index(plan.cfg.curves[batch.indices[0]].structure())
 
 
 def make_job(
@@ -86,12 +114,17 @@ def deploy_network(
     ``cfg``: its curves are the batch's (``batch.indices`` index them), its iterations and
     ``[deploy]`` apply; ``reps``: the global repetition ids. What the audit of a recorded
     transcript runs (:func:`pgfl.experiments.audit.record_audit`): the canary worlds.
+    ``out`` is written as a run's staging folder is (its caller holds the output folder):
+    ``out/logs``, ``out/transcripts``.
     """
-    plan = Plan(cfg, Path(out), fingerprint="deploy_network", loaded={}, batches=(batch,))
+    out = Path(out)
+    plan = Plan(cfg, out, fingerprint="deploy_network", loaded={}, batches=(batch,), work=out)
     backend = DeployBackend(cfg.deploy, local=local)
     job = make_job(plan, 0, batch, cfg.deploy, reps)
     backend.local_phase = f"{local_kind(job)} (on the clients)"
-    return _Deployment(backend, plan, job, batch).go(None)
+    trajectory = _Deployment(backend, plan, job, batch).go(None)
+    publish(out)
+    return trajectory
 
 
 def as_run(batch: Batch) -> Batch:
@@ -163,8 +196,8 @@ class DeployBackend:
 
     def check(self, plan: Plan) -> None:
         """Every batch deployable, one batch across hosts: one line if not, nothing written."""
-        for b, batch in enumerate(plan.batches):
-            make_job(plan, b, batch, self.deploy)
+        for batch in plan.batches:
+            make_job(plan, position(plan, batch), batch, self.deploy)
         if not self.local and len(plan.batches) > 1:
             raise ConfigError(
                 "a deployment across hosts runs curves that share one structure (topology, "
@@ -179,12 +212,18 @@ class DeployBackend:
     def trajectories(
         self, plan: Plan, progress: Progress | None = None
     ) -> Iterator[tuple[Batch, Trajectory]]:
-        """Run each batch on its parties, in the plan's order."""
-        for b, batch in enumerate(plan.batches):
-            job = make_job(plan, b, batch, self.deploy)
+        """Run each batch on its parties, in the plan's order; then publish logs, transcripts.
+
+        A run that is not resumed first removes what an earlier run's deployment left.
+        """
+        if not plan.resume:
+            shutil.rmtree(plan.work / DEPLOY, ignore_errors=True)
+        for batch in plan.batches:
+            job = make_job(plan, position(plan, batch), batch, self.deploy)
             self.local_phase = f"{local_kind(job)} (on the clients)"
             run = _Deployment(self, plan, job, batch)
             yield as_run(batch), run.go(batch_progress(progress, batch))
+        publish(plan.work)
 
 
 class _Deployment:
@@ -192,8 +231,8 @@ class _Deployment:
 
     def __init__(self, backend: DeployBackend, plan: Plan, job: Job, batch: Batch) -> None:
         self.b, self.plan, self.job, self.batch = backend, plan, job, batch
-        self.folder = plan.out / "partial" / "deploy" / f"batch-{job.batch:03d}"
-        self.record = plan.out / "transcripts" / f"batch-{job.batch:03d}"
+        self.folder = plan.work / DEPLOY / f"batch-{job.batch:03d}"  # the batch's state
+        self.record = self.folder / "transcripts"
         self.servers = [f"server-{p}" for p in range(job.P)]
         self.addresses: dict[str, str] = {}
         self.channels: dict[str, grpc.Channel] = {}
@@ -204,12 +243,13 @@ class _Deployment:
             return Path(self.b.deploy.certs)
         names = party_names(self.job.P, self.job.K, self.job.trusted)
         folder = self.folder / "certs"
+        _mkdir(folder)
         make_certificates(names, folder)
         return folder
 
     def _spawn(self, name: str, certs: Path, **kw: Any) -> None:
         state = self.folder / name
-        state.mkdir(parents=True, exist_ok=True)
+        _mkdir(state)
         (state / "ready").unlink(missing_ok=True)
         transcript = self.record / f"{name}.pgflwire" if self.job.deploy.record else None
         spec = PartySpec(name, self.job, state, certs, transcript=transcript, watch=os.getpid(),
@@ -296,8 +336,9 @@ class _Deployment:
         job = self.job
         series = _Series(self.batch, job)
         resume = series.load(self.folder / "progress.npz", self.plan) if self.plan.resume else 0
-        if not resume:
-            shutil.rmtree(self.record, ignore_errors=True)
+        if not resume:  # a fresh batch: an earlier run's state (logs, transcripts) goes
+            shutil.rmtree(self.folder, ignore_errors=True)
+        _mkdir(self.record if self.job.deploy.record else self.folder)
         self.b.processes.clear()
         t0 = time.perf_counter()
         try:
@@ -323,31 +364,27 @@ class _Deployment:
         return trajectory
 
     def log(self, line: str) -> None:
-        """One line in the coordinator's log (``OUT/logs/batch-NNN/coordinator.log``)."""
-        folder = self.plan.out / "logs" / f"batch-{self.job.batch:03d}"
-        folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / "coordinator.log", "a", encoding="utf-8") as f:
-            f.write(line + "\n")
+        """One line in the coordinator's log (the batch's state, then ``OUT/logs``)."""
+        wire.append_line(self.folder / "coordinator.log", line)
 
     def finish(self) -> None:
-        """A finished batch: each local party's log kept in ``OUT/logs``, its state removed.
+        """A finished batch: its logs and transcripts kept (:data:`DEPLOY`), its state removed.
 
         The state folder holds the local certificates' private keys and the checkpoints,
-        needed only to resume; the logs say what every party did.
+        needed only to resume; the logs say what every party did; :func:`publish` moves
+        the logs and transcripts into the run's folder once every batch is done.
         """
-        logs = self.plan.out / "logs" / f"batch-{self.job.batch:03d}"
-        logs.mkdir(parents=True, exist_ok=True)
+        batch = f"batch-{self.job.batch:03d}"
+        logs = self.plan.work / DEPLOY / "logs" / batch
+        texts = {"coordinator": _read(self.folder / "coordinator.log")}
         for name, state in self.b.folders.items():
-            text = "".join(f.read_text(errors="replace") for f in
-                           (state / "party.log", state / "process.log") if f.is_file())  # fmt: skip
+            texts[name] = _read(state / "party.log") + _read(state / "process.log")
+        for name, text in texts.items():
             if text:
-                (logs / f"{name}.log").write_text(text)
+                write_atomic(logs / f"{name}.log", text)
+        if self.job.deploy.record:
+            _move_files(self.record, self.plan.work / DEPLOY / "transcripts" / batch)
         shutil.rmtree(self.folder, ignore_errors=True)
-        for folder in (self.folder.parent, self.folder.parent.parent):
-            try:
-                folder.rmdir()  # partial/deploy, then partial itself, if empty
-            except OSError:
-                pass
         self.b.folders.clear()
 
     def _start(self, resume: int) -> None:
@@ -418,6 +455,64 @@ class _Deployment:
             f"{culprit} at {where} stopped answering in round {i} of {self.job.iterations} "
             f"({why}); rounds 1-{i - 1} are saved: rerun with --resume to continue"
         )
+
+
+#: Where a run's deployment state lives, in its folder (kept for ``--resume``).
+DEPLOY = Path("partial") / "deploy"
+
+
+def _mkdir(folder: Path) -> None:
+    """Create ``folder`` (and its parents); a link below an output folder is refused."""
+    os.close(open_folder(folder))
+
+
+def _read(path: Path) -> str:
+    """A log's text ("" if none; a link is not read)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    with os.fdopen(fd, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def _move_files(src: Path, dst: Path) -> None:
+    """Move the regular files of ``src`` into ``dst`` (recursively; no link followed)."""
+    try:
+        src_fd = open_folder(src, create=False)
+    except (OSError, FileError):
+        return
+    try:
+        with os.scandir(src_fd) as entries:
+            found = [(e.name, e.is_dir(follow_symlinks=False), e.is_file(follow_symlinks=False))
+                     for e in entries]  # fmt: skip
+        dst_fd = open_folder(dst) if any(f for _, _, f in found) else None
+        try:
+            for name, is_dir, is_file in found:
+                if is_file:
+                    os.replace(name, name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+                elif is_dir:
+                    _move_files(src / name, dst / name)
+        finally:
+            if dst_fd is not None:
+                os.close(dst_fd)
+    finally:
+        os.close(src_fd)
+
+
+def publish(work: Path) -> None:
+    """Every batch done: the logs and transcripts go from :data:`DEPLOY` to ``work``.
+
+    ``work/logs/batch-NNN/NAME.log`` and ``work/transcripts/batch-NNN/NAME.pgflwire``
+    (committed into the output folder with the results); ``partial/deploy`` is removed.
+    """
+    for what in ("logs", "transcripts"):
+        _move_files(work / DEPLOY / what, work / what)
+    shutil.rmtree(work / DEPLOY, ignore_errors=True)
+    try:
+        (work / "partial").rmdir()  # if empty: the runner's files go their own way
+    except OSError:
+        pass
 
 
 def _context() -> Any:

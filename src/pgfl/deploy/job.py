@@ -18,6 +18,7 @@ import numpy as np
 from pgfl.engine import CurveBatch, CurveSettings
 from pgfl.engine.network import Links
 from pgfl.experiments.config import CurveConfig
+from pgfl.folders import digest_of
 from pgfl.validation import ConfigError
 
 __all__ = [
@@ -152,6 +153,25 @@ class Job:
         if cached is None:
             cached = CurveBatch.of(list(self.settings))
             object.__setattr__(self, "_curves", cached)
+        return cached
+
+    @property
+    def identity(self) -> str:
+        """What the batch's parties' checkpoints are stamped with (public fields, digested).
+
+        The same for the coordinator's job and for a job built from the configuration by
+        a party on its host (:func:`job_from_config`).
+        """
+        cached = self.__dict__.get("_identity")
+        if cached is None:
+            fields = {
+                "name": self.name, "batch": self.batch, "seed": self.seed,
+                "iterations": self.iterations, "reps": self.reps.tolist(),
+                "labels": list(self.labels), "A": np.asarray(self.A).tolist(), "K": self.K,
+                "L": self.L, "M": self.M, "mode": getattr(self.deploy, "mode", None),
+            }  # fmt: skip
+            cached = digest_of(fields)
+            object.__setattr__(self, "_identity", cached)
         return cached
 
     @property

@@ -31,6 +31,7 @@ from pgfl.deploy.draws import PARTY, new_key, note_secret
 from pgfl.deploy.job import Job, Shard
 from pgfl.deploy.server import UnitServer
 from pgfl.deploy.trusted import Aggregator, Dealer
+from pgfl.workers import INTERVAL, alive
 
 __all__ = ["PartySpec", "main", "own_shard", "run_local_party", "run_party"]
 
@@ -81,19 +82,30 @@ def own_shard(job: Job, unit: int, client: int) -> Shard:
     )
 
 
+#: Seconds a party whose coordinator is gone has to stop cleanly before it exits anyway.
+GRACE = 10.0
+
+
 def _watch(pid: int | None, stop: threading.Event) -> None:
-    """Set ``stop`` when process ``pid`` (the local coordinator) is gone."""
+    """Set ``stop`` when process ``pid`` (the local coordinator) is gone; exit soon after.
+
+    A coordinator killed by ``SIGKILL`` never calls ``Stop``: its parties look at it every
+    :data:`pgfl.workers.INTERVAL` seconds (:func:`pgfl.workers.alive`: a zombie is gone),
+    stop as if told to, and leave with ``os._exit`` if that takes more than :data:`GRACE`
+    seconds. (Not :func:`pgfl.workers.exit_with` itself: a party first closes its
+    streams, so that its clients end too, and flushes its transcript.)
+    """
     if pid is None:
         return
 
     def loop() -> None:
-        while not stop.wait(1.0):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
+        while not stop.wait(INTERVAL):
+            if not alive(pid):
                 stop.set()
+                time.sleep(GRACE)
+                os._exit(1)
 
-    threading.Thread(target=loop, daemon=True).start()
+    threading.Thread(target=loop, name="pgfl-exit-with-coordinator", daemon=True).start()
 
 
 def _serve(spec: PartySpec, party: Any) -> None:
@@ -200,7 +212,8 @@ def run_local_party(spec: PartySpec) -> None:
     if spec.environ is not None:
         os.environ.clear()
         os.environ.update(spec.environ)
-    fd = os.open(spec.state / "process.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    fd = os.open(spec.state / "process.log",
+                 os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)  # fmt: skip
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)

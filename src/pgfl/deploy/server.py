@@ -47,6 +47,7 @@ from pgfl.deploy.rounds import aggregate, local_phase
 from pgfl.deploy.trusted import agree
 from pgfl.deploy.wire import Refused, array, decode, encode
 from pgfl.engine.step import combine_phase, sample_clients, server_messages
+from pgfl.experiments.partial import read_partial, write_partial
 from pgfl.privacy.mechanisms.optimized import TopologyOptimized
 from pgfl.rng import KeyedDraws
 
@@ -175,8 +176,7 @@ class UnitServer:
 
     def log(self, line: str) -> None:
         """One line in the party's log (never a secret)."""
-        with open(self.state / "party.log", "a", encoding="utf-8") as f:
-            f.write(line + "\n")
+        wire.append_line(self.state / "party.log", line)
 
     # ------------------------------------------------------------------------ handlers
     def handlers(self) -> dict[str, dict[str, grpc.RpcMethodHandler]]:
@@ -351,27 +351,28 @@ class UnitServer:
 
     # --------------------------------------------------------------------------- state
     def _save(self) -> None:
-        """Checkpoint: this round's and the previous round's models (atomic)."""
+        """Checkpoint: this round's and the previous round's models.
+
+        A partial file (:func:`~pgfl.experiments.partial.write_partial`: written atomically
+        through an exclusive temporary file, stamped with the job and checksummed).
+        """
         path = self.state / "checkpoint.npz"
-        prev = {}
-        if path.is_file():
-            with np.load(path) as old:
-                prev = {"prev_round": old["round"], "prev_w": old["w"]}
-        tmp = self.state / "checkpoint.tmp.npz"
-        np.savez(tmp, round=self.done, w=self.W, **prev)
-        tmp.replace(path)
+        old = read_partial(path, self.job.identity, "the server keeps this round only")
+        prev = {} if old is None else {"prev_round": old["round"], "prev_w": old["w"]}
+        write_partial(path, self.job.identity, {"round": np.array(self.done), "w": self.W,
+                                                **prev})  # fmt: skip
 
     def _load(self, r: int) -> None:
         path = self.state / "checkpoint.npz"
-        if not path.is_file():
+        ck = read_partial(path, self.job.identity, "it cannot resume from it")
+        if ck is None:
             raise Refused(f"server-{self.p} has no checkpoint to resume round {r} from")
-        with np.load(path) as ck:
-            if int(ck["round"]) == r:
-                self.W = ck["w"].copy()
-            elif "prev_round" in ck and int(ck["prev_round"]) == r:
-                self.W = ck["prev_w"].copy()
-            else:
-                raise Refused(f"server-{self.p} has no checkpoint of round {r}")
+        if int(ck["round"]) == r:
+            self.W = ck["w"].copy()
+        elif "prev_round" in ck and int(ck["prev_round"]) == r:
+            self.W = ck["prev_w"].copy()
+        else:
+            raise Refused(f"server-{self.p} has no checkpoint of round {r}")
         self.done = r
 
     # --------------------------------------------------------------------------- round

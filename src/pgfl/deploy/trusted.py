@@ -1,12 +1,14 @@
 """The trusted parties of two schemes, and the pairwise agreement between servers.
 
 * :class:`Aggregator` — central DP's trusted aggregator (``privacy.server_noise =
-  "central"``): every round each server sends it ``ψ_m`` over its mutual-TLS channel; once
-  all ``P`` are in, it adds its one draw ``z`` and returns to each server its combination,
-  ``w_p = Σ_m (1/P)(ψ_m + σ z)`` — the engine's server step for the average combination
-  (:func:`~pgfl.engine.step.server_messages`, :func:`~pgfl.engine.step.combine_phase`;
-  :class:`~pgfl.privacy.mechanisms.CentralNoise`). It sees every unit's aggregate: it is
-  trusted.
+  "central"``): every round each server sends it ``ψ_m`` in the clear (the uplink: no
+  noise; its mutual-TLS channel hides it from the wire only); once all ``P`` are in, it
+  adds its one draw ``z`` (its own cell of the keyed draws) and returns to each server
+  ``w_p = ψ̄ + z``, ``ψ̄ = (1/P) Σ_m ψ_m`` — computed by the engine's server step over the
+  whole network (:func:`~pgfl.engine.step.server_messages`,
+  :func:`~pgfl.engine.step.combine_phase`, :class:`~pgfl.privacy.mechanisms.CentralNoise`:
+  the same operations in the same order, so the same bits). It sees every unit's
+  aggregate: it is trusted.
 * :class:`Dealer` — the trusted dealer of topology-optimized noise (CorN-DSGD,
   arXiv:2501.14644; :class:`~pgfl.privacy.mechanisms.optimized.TopologyOptimized`): every
   round it draws the network's correlated noise once and hands server ``m`` its own
@@ -79,8 +81,7 @@ class _Trusted:
 
     def log(self, line: str) -> None:
         """One line in the party's log (never a secret)."""
-        with open(self.state / "party.log", "a", encoding="utf-8") as f:
-            f.write(line + "\n")
+        wire.append_line(self.state / "party.log", line)
 
     def draws(self, i: int) -> Any:
         """The party's draws of round ``i`` (its own cell is reached through ``cells``)."""

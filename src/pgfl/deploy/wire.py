@@ -27,6 +27,7 @@ wire inside TLS.
 from __future__ import annotations
 
 import json
+import os
 import struct
 import threading
 import time
@@ -55,6 +56,7 @@ __all__ = [
     "Refused",
     "Unavailable",
     "Transcript",
+    "append_line",
     "array",
     "authorise",
     "channel",
@@ -263,6 +265,18 @@ def unary(
 
 
 # ---------------------------------------------------------------------------- transcripts
+def _open_append(path: Path) -> int:
+    """``path`` opened to append (created ``0600``); a link there is refused, not followed."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    return os.open(path, flags, 0o600)
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one line to a party's log ``path`` (:func:`_open_append`: no link followed)."""
+    with os.fdopen(_open_append(path), "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+
+
 _HEAD = struct.Struct("<II")
 
 
@@ -294,7 +308,7 @@ class Transcript:
         self._file = None
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(path, "ab")  # noqa: SIM115 - held for the party's life
+            self._file = os.fdopen(_open_append(path), "ab")  # held for the party's life
 
     def add(self, direction: str, peer: str, method: str, payload: bytes) -> None:
         """Append one record (thread-safe; flushed, so a killed party keeps what it wrote)."""

@@ -78,7 +78,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -88,10 +88,21 @@ from pgfl.engine.step import gfl_round
 from pgfl.experiments.build import build_network, curve_settings
 from pgfl.experiments.config import CurveConfig, ExperimentConfig
 from pgfl.experiments.plan import Batch
-from pgfl.files import FileError
+from pgfl.files import FileError, read_json, write_json
+from pgfl.folders import check_output, digest_of, staged
 from pgfl.privacy.accounting import epsilon_curve
 from pgfl.privacy.accounting.mechanisms import tradeoff_curve
-from pgfl.privacy.mechanisms import NEIGHBOURS, ClientNoise, GraphHomomorphic, NoServerNoise
+from pgfl.privacy.mechanisms import (
+    ADVERSARIES,
+    NEIGHBOURS,
+    ClientNoise,
+    GraphHomomorphic,
+    NoServerNoise,
+    RoundContext,
+)
+from pgfl.privacy.mechanisms.adversaries import adversary_view, trusted_parties
+from pgfl.privacy.mechanisms.base import SERVER_SIDE, UPLOADS, Emitted, Mechanism
+from pgfl.rng import KeyedDraws
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
 __all__ = [
@@ -127,6 +138,8 @@ COMPOSITION_NOTE = (
 #: (``summary.json``'s ``epsilon``, not ``epsilon_by_adversary``), whose observer knows which
 #: clients were sampled, as the audit's attacker does (no amplification by client sampling).
 ADVERSARY = "link"
+#: The adversaries the audit gives the members' secrets of correlated noise (curious servers).
+COALITIONS = tuple(a for a in SERVER_SIDE if a != "link_eavesdropper")
 
 LATER_ROUND_NOTE = (
     "a later round is attacked with a generic projection test (the earlier rounds' noise is "
@@ -280,8 +293,9 @@ def canary_records(settings: CurveSettings, net: Network, last: int) -> int | No
 
 
 def _compared_note(
-    settings: CurveSettings, world: Network, ccfg: CurveConfig, level: str | None
-) -> str:
+    settings: CurveSettings, world: Network, ccfg: CurveConfig, level: str | None,
+    adversary: str = "link",
+) -> str:  # fmt: skip
     """One line: which neighbouring relation and adversary the ε compared with is for, and why."""
     what = "compared with" if level is not None else "that would be compared with (none here)"
     if settings.neighbours == "client":
@@ -299,11 +313,21 @@ def _compared_note(
     line = (
         f"epsilon {what}: {settings.neighbours}-level neighbours "
         f"({NEIGHBOURS[settings.neighbours]}; privacy.neighbours), the same relation as the "
-        f"canary's: {canary}; adversary {ADVERSARY!r}: the privatized link's own transcript, "
-        "whose observer knows which clients were sampled, as the attack does (no amplification "
-        "by client sampling)"
+        f"canary's: {canary}; "
     )
-    if ccfg.privacy.adversary is not None:
+    if adversary == ADVERSARY:
+        line += (
+            f"adversary {ADVERSARY!r}: the privatized link's own transcript, whose observer "
+            "knows which clients were sampled, as the attack does (no amplification by client "
+            "sampling)"
+        )
+    else:
+        line += (
+            f"adversary {adversary!r}: its view built from the engine's arrays, and its epsilon "
+            "with the client sample known, as the attack knows it (no amplification by client "
+            "sampling)"
+        )
+    if ccfg.privacy.adversary is not None and ccfg.privacy.adversary != adversary:
         line += (
             f"; privacy.adversary = {ccfg.privacy.adversary!r} only calibrated the noise (its "
             "epsilon, with amplification where it holds, is not what this audit tests)"
@@ -338,19 +362,69 @@ def _view_of(view: str, net: Network, out: Any) -> np.ndarray:
     return out.psi[:, :, 0]
 
 
+def emitted(out: Any, net: Network, c: int, coalition_size: int = 2) -> Emitted:
+    """Curve ``c`` of a :class:`~pgfl.engine.step.RoundResult`: what the engine emitted.
+
+    The target is unit 0 (the canary's); every adversary's view is built from these
+    arrays (:func:`~pgfl.privacy.mechanisms.adversaries.adversary_view`).
+    """
+    return Emitted(
+        out.messages[c], out.W[c], out.psi[c], net.links.src, net.links.dst, net.mixing,
+        out.clients, target=0, coalition_size=coalition_size,
+    )  # fmt: skip
+
+
+class AdversaryViewer:
+    """Builds one adversary's view of every curve of a round, with the noisy curve's protocol.
+
+    The view of every curve (the noisy one and its noise-free centre) is built by the
+    audited curve's mechanisms (:meth:`~pgfl.privacy.mechanisms.base.Mechanism.observe`:
+    a trusted aggregator's broadcast, the gossip steps), so that the centres are the same
+    arrays without the noise. A curious server or a coalition also gets the secrets it
+    knows of the round's noise (:meth:`~pgfl.privacy.mechanisms.base.Mechanism.secrets`,
+    zero for the noise-free centre: noise is independent of the data). ``single``: every
+    column carries one draw of the noise (an exact Laplace likelihood ratio applies).
+    """
+
+    def __init__(self, settings: CurveSettings, adversary: str) -> None:
+        self.settings, self.adversary = settings, adversary
+        self.coalition = int(getattr(settings.server, "coalition", 2))
+        self.single = True
+
+    def __call__(self, out: Any, net: Network, seed: int, iteration: int, reps: np.ndarray):
+        s = self.settings
+        views = []
+        for c in range(out.W.shape[0]):
+            seen = emitted(out, net, c, self.coalition)
+            blocks = adversary_view(s.client, s.server, self.adversary, seen)
+            self.single = all(single for _, single in blocks)
+            parts = [b for b, _ in blocks]
+            if self.adversary in COALITIONS:
+                members = np.asarray(seen.observers(self.adversary), dtype=int)
+                ctx = RoundContext(KeyedDraws(seed, iteration, reps, np.arange(net.A.shape[0])),
+                                   0, iteration)  # fmt: skip
+                server = s.server.on_network(net)  # a design made for the topology
+                secret = server.secrets(members, net.links, net.dim, ctx)
+                if secret is not None:
+                    self.single = False
+                    parts.append(secret if c == 0 else np.zeros_like(secret))
+            views.append(np.concatenate(parts, axis=1))
+        return np.stack(views)
+
+
 def _run_views(
     net: Network,
     curves: Sequence[CurveSettings],
-    view: str,
+    view: str | AdversaryViewer,
     *,
     seed: int,
     reps: np.ndarray,
     first: int,
     last: int,
 ) -> np.ndarray:
-    """Views of rounds ``first..last`` from w = 0, ``[C, R, T, M]`` (trials in chunks)."""
-    C, M, P = len(curves), net.dim, net.data.shape[0]
-    out = np.empty((C, reps.size, last - first + 1, M))
+    """Views of rounds ``first..last`` from w = 0, ``[C, R, T, d]`` (trials in chunks)."""
+    C, P, M = len(curves), net.data.shape[0], net.dim
+    out = None
     for lo in range(0, reps.size, CHUNK):
         r = reps[lo : lo + CHUNK]
         W = np.zeros((C, r.size, P, M))
@@ -358,7 +432,14 @@ def _run_views(
             res = gfl_round(W, net, curves, seed=seed, iteration=i, reps=r, keep_local=False)
             W = res.W
             if i >= first:
-                out[:, lo : lo + r.size, i - first] = _view_of(view, net, res)
+                v = (
+                    _view_of(view, net, res)
+                    if isinstance(view, str)
+                    else view(res, net, seed, i, r)
+                )
+                if out is None:
+                    out = np.empty((C, reps.size, last - first + 1, v.shape[-1]))
+                out[:, lo : lo + r.size, i - first] = v
     return out
 
 
@@ -375,7 +456,8 @@ class AuditResult:
         (balanced accuracy of the test), level (``server``/``client``/None), scope,
         refuted (accountants whose ε the bound exceeds), notes, roc (FPR, TPR arrays of
         the evaluation half), neighbours (the neighbouring relation of the canary and of
-        the ε compared: ``privacy.neighbours``), adversary (whose ε: :data:`ADVERSARY`).
+        the ε compared: ``privacy.neighbours``), adversary (whose ε: :data:`ADVERSARY`, or
+        the adversary audited), trusted (the parties the ε trusts).
 
     """
 
@@ -401,6 +483,7 @@ class AuditResult:
     roc: tuple[np.ndarray, np.ndarray] = dataclasses.field(default=(np.zeros(0), np.zeros(0)))
     neighbours: str = "client"
     adversary: str = ADVERSARY
+    trusted: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` object: the contract's keys first, then the details."""
@@ -423,6 +506,7 @@ class AuditResult:
             "level": self.level,
             "neighbours": self.neighbours,
             "adversary": self.adversary,
+            "trusted_parties": dict(self.trusted),
             "scope": self.scope,
             "refuted": list(self.refuted),
             "notes": list(self.notes),
@@ -437,6 +521,8 @@ def _level(view: str, settings: CurveSettings) -> str | None:
         return "client" if client else None
     if view == "centroid" and isinstance(settings.server, GraphHomomorphic):
         server = False  # graph-homomorphic noise cancels in the centroid (eq. 46)
+    if view == "message" and "link_eavesdropper" not in settings.server.protects:
+        server = False  # a trusted aggregator's uplink carries the aggregate in the clear
     if server:
         return "server"
     return "client" if client else None
@@ -445,7 +531,7 @@ def _level(view: str, settings: CurveSettings) -> str | None:
 def _density(view: str, settings: CurveSettings) -> tuple[str, float] | None:
     """(distribution, per-coordinate std) of the one noise in a view, if it has a density."""
     client = settings.client
-    if view == "message" and not isinstance(settings.server, NoServerNoise):
+    if view == "message" and _level(view, settings) == "server":
         if isinstance(client, ClientNoise) and client.std > 0:
             return None  # server noise + averaged client noise: no closed form used
         return settings.server.distribution, settings.server.std
@@ -465,10 +551,11 @@ def _llr(y: np.ndarray, c0: np.ndarray, c1: np.ndarray, density: tuple[str, floa
 
 def _audited_curve(
     cfg: ExperimentConfig, curve: str, view: str, trials: int, round: int, rounds: int,
-    confidence: float,
+    confidence: float, by_adversary: bool = False,
 ) -> tuple[CurveConfig, int, int, int, float]:  # fmt: skip
     """The curve and the checked arguments of :func:`audit` (one line per bad one)."""
-    check_choice("--view", view, VIEWS)
+    if not by_adversary:
+        check_choice("--view", view, VIEWS)
     n = check_int("--trials", trials, lo=200)
     first = check_int("--round", round, lo=1)
     T = check_int("--rounds", rounds, lo=1)
@@ -507,14 +594,17 @@ def _runs(settings: CurveSettings, n: int, first: int, T: int) -> list[tuple]:
 
 
 def _scores(
-    v0: np.ndarray, v1: np.ndarray, settings: CurveSettings, view: str, n: int, first: int, T: int
-) -> tuple[np.ndarray, np.ndarray, tuple[str, float] | None]:
+    v0: np.ndarray, v1: np.ndarray, settings: CurveSettings, view: str | AdversaryViewer,
+    n: int, first: int, T: int,
+) -> tuple[np.ndarray, np.ndarray, str]:  # fmt: skip
     """The attack's statistic on each world's trials, from the views of :func:`_runs`."""
     if first == 1 and T == 1:  # one release: the noise-free centres are public
-        density = _density(view, settings)
         v0, v1 = v0[:, :, 0], v1[:, :, 0]
         c0, c1 = v0[1], v1[1]
         y0, y1 = v0[0, :n], v1[0, n:]  # disjoint repetitions: independent noise per world
+        if isinstance(view, AdversaryViewer):
+            return _likelihood_ratio(y0, y1, c0, c1, _distribution(settings), view.single)
+        density = _density(view, settings)
         if density is not None:
             s0, s1 = _llr(y0, c0[:n], c1[:n], density), _llr(y1, c0[n:], c1[n:], density)
         else:
@@ -522,12 +612,79 @@ def _scores(
             s0 = ((y0 - c0[:n]) * d[:n]).sum(-1)
             s1 = ((y1 - c0[n:]) * d[n:]).sum(-1)
         # the Laplace likelihood ratio has atoms at ±ε: round away float noise
-        return np.round(s0, 9), np.round(s1, 9), density
+        attack = "likelihood_ratio" if density is not None else "projection"
+        return np.round(s0, 9), np.round(s1, 9), attack
     y0, y1 = v0[0].reshape(n, -1), v1[0].reshape(n, -1)
     h = n // 2
     direction = y1[:h].mean(0) - y0[:h].mean(0)
     mid = 0.5 * (y1[:h].mean(0) + y0[:h].mean(0))
-    return (y0 - mid) @ direction, (y1 - mid) @ direction, None
+    return (y0 - mid) @ direction, (y1 - mid) @ direction, "projection"
+
+
+def _distribution(settings: CurveSettings) -> str:
+    """The distribution of the noise the audited curve adds (its server level's if noisy)."""
+    server = settings.server
+    if not isinstance(server, NoServerNoise) and getattr(server, "std", 0) > 0:
+        return getattr(server, "distribution", "gaussian")
+    return getattr(settings.client, "distribution", "gaussian")
+
+
+def _likelihood_ratio(
+    y0: np.ndarray, y1: np.ndarray, c0: np.ndarray, c1: np.ndarray, dist: str, single: bool
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """The likelihood-ratio test of a view whose noise law is estimated from the trials.
+
+    ``y0`` (world 0) and ``y1`` (world 1): ``[n, d]`` views; ``c0``, ``c1``: ``[2n, d]``
+    noise-free centres of every trial in both worlds (world 0's trials first). The noise
+    of a trial is its view minus its own world's centre (common random numbers), so its
+    law is estimated on the selection half of both worlds (the threshold is chosen there
+    too): Gaussian noise — the joint covariance Σ of all columns (correlated noise:
+    pairwise terms, a dealer's shares, a curious server's secrets), and the exact
+    log-likelihood ratio ((y − c₀)ᵀΣ⁺(y − c₀) − (y − c₁)ᵀΣ⁺(y − c₁))/2; Laplace noise with
+    one draw per column — Σ_j (|y − c₀|_j − |y − c₁|_j)/b_j over distinct columns; other
+    Laplace views (sums of draws) — the projection on c₁ − c₀. A direction in which the
+    centres differ but no noise enters (an aggregate in the clear) separates the worlds
+    exactly, and dominates the statistic.
+    """
+    n, _ = y0.shape
+    h = n // 2
+    e = np.concatenate([y0[:h] - c0[:h], y1[:h] - c1[n : n + h]])  # noise, selection half
+    y = np.concatenate([y0, y1])
+    d = c1 - c0
+    scale = max(1.0, float(np.abs(y).max(initial=0.0)))
+    sd = e.std(axis=0)
+    noisy = sd > 1e-9 * scale
+    _, keep = np.unique(np.round(e[:, noisy] / scale, 12), axis=1, return_index=True)
+    cols = np.flatnonzero(noisy)[np.sort(keep)]
+    exact = np.zeros(2 * n)  # what separates the worlds exactly
+    quiet = d[:, ~noisy]
+    if quiet.size:
+        norm = (quiet**2).sum(1)
+        hit = norm > 1e-18 * scale**2
+        exact[hit] = ((y - c0)[:, ~noisy][hit] * quiet[hit]).sum(1) / norm[hit]
+    r0, r1 = (y - c0)[:, cols], (y - c1)[:, cols]
+    if dist == "gaussian":
+        lam, vec = np.linalg.eigh(e[:, cols].T @ e[:, cols] / e.shape[0])
+        top = lam.max(initial=0.0)
+        rng = lam > 1e-9 * top
+        white = vec[:, rng] / np.sqrt(lam[rng])
+        llr = ((r0 @ white) ** 2 - (r1 @ white) ** 2).sum(1) / 2.0
+        dd = d[:, cols]
+        perp = dd - (dd @ vec[:, rng]) @ vec[:, rng].T
+        norm = (perp**2).sum(1)
+        hit = norm > 1e-18 * scale**2
+        exact[hit] += (r0[hit] * perp[hit]).sum(1) / norm[hit]
+        attack = "likelihood_ratio"
+    elif single:
+        b = sd[cols] / math.sqrt(2.0)
+        llr = np.round((np.abs(r0) - np.abs(r1)) @ (1.0 / b), 9)
+        attack = "likelihood_ratio"
+    else:
+        llr = ((y - c0) * d).sum(1)
+        attack = "projection"
+    spread = 2.0 * float(np.abs(llr).max(initial=0.0)) + 1.0
+    stat = llr + spread * np.round(exact, 6)
+    return stat[:n], stat[n:], attack
 
 
 def _engine_views(worlds: tuple[Network, Network], seed: int) -> Callable:
@@ -539,72 +696,206 @@ def _engine_views(worlds: tuple[Network, Network], seed: int) -> Callable:
     return views
 
 
+#: In a recorded audit's folder: what the recording is of (:func:`record_audit`).
+RECORDING = "recording.json"
+
+
+def _recording(cfg: ExperimentConfig, curve: str, n: int, first: int, T: int) -> dict[str, Any]:
+    """What a recording of the canary worlds depends on (the audit's view does not)."""
+    from pgfl.experiments.partial import config_fingerprint  # lazy: data digests
+
+    return {
+        "config": digest_of(config_fingerprint(cfg)), "curve": curve, "trials": n,
+        "round": first, "rounds": T, "mode": cfg.deploy.mode,
+    }  # fmt: skip
+
+
 def record_audit(
     cfg: ExperimentConfig, curve: str, view: str, folder: str | Path, *, trials: int = 20000,
-    round: int = 1, rounds: int = 1,
+    round: int = 1, rounds: int = 1, adversary: str | None = None, force: bool = False,
 ) -> Path:  # fmt: skip
     """Run the audit's two canary worlds on local deployed parties that record their messages.
 
     Every party is its own process (:func:`pgfl.deploy.coordinator.deploy_network`, in
     ``cfg``'s ``deploy.mode``); ``FOLDER/world-W/transcripts`` receives each party's
-    transcript. :func:`audit` with ``transcript=FOLDER`` then attacks those messages.
+    transcript, ``FOLDER/recording.json`` what was recorded. :func:`audit` with
+    ``transcript=FOLDER`` then attacks those messages. ``FOLDER`` is an owned output
+    folder (:mod:`pgfl.folders`: checked before anything runs, written in its staging
+    folder, replaced only when both worlds are recorded; ``force`` as ``--force``).
     """
     from pgfl.deploy.coordinator import deploy_network  # lazy: grpc, Flower (pgfl[deploy])
 
-    ccfg, n, first, T = _audited_curve(cfg, curve, view, trials, round, rounds, 0.95)[:4]
+    if adversary is not None:
+        check_choice("--adversary", adversary, tuple(ADVERSARIES))
+        view = adversary
+    ccfg, n, first, T = _audited_curve(
+        cfg, curve, view, trials, round, rounds, 0.95, adversary is not None
+    )[:4]
     net = build_network(ccfg, cfg.seed)
     settings = curve_settings(ccfg, cfg.iterations, net)
+    _from_transcripts(view, adversary, settings, cfg.deploy.mode)  # before anything runs
     worlds = canary_networks(net, records=canary_records(settings, net, first + T - 1))
-    folder = Path(folder)
-    for w, curves, reps, _, last in _runs(settings, n, first, T):
-        labels = [ccfg, dataclasses.replace(ccfg, label=f"{ccfg.label} (noise-free)")]
-        recording = dataclasses.replace(cfg.deploy, record=True)
-        run_cfg = dataclasses.replace(cfg, curves=tuple(labels[: len(curves)]), iterations=last,
-                                      repetitions=int(reps.size), deploy=recording)  # fmt: skip
-        batch = Batch(tuple(range(len(curves))), worlds[w], CurveBatch.of(curves, worlds[w]))
-        deploy_network(run_cfg, folder / f"world-{w}", batch, reps=reps)
-    return folder
+    stamp = _recording(cfg, curve, n, first, T)
+    output = check_output(folder, digest=digest_of(stamp), force=force,
+                          what=f"audit transcripts of {cfg.name!r}, curve {curve!r}")  # fmt: skip
+    with staged(output) as stage:
+        for w, curves, reps, _, last in _runs(settings, n, first, T):
+            labels = [ccfg, dataclasses.replace(ccfg, label=f"{ccfg.label} (noise-free)")]
+            recording = dataclasses.replace(cfg.deploy, record=True)
+            run_cfg = dataclasses.replace(cfg, curves=tuple(labels[: len(curves)]),
+                                          iterations=last, repetitions=int(reps.size),
+                                          deploy=recording)  # fmt: skip
+            batch = Batch(tuple(range(len(curves))), worlds[w], CurveBatch.of(curves, worlds[w]))
+            deploy_network(run_cfg, stage / f"world-{w}", batch, reps=reps)
+        write_json(stage / RECORDING, stamp)
+    return output.path
 
 
-def _transcript_views(folder: Path, worlds: tuple[Network, Network]) -> Callable:
-    """Views read from the recorded transcripts of :func:`record_audit` (the same arrays)."""
-    from pgfl.deploy.wire import decode, read_transcript  # lazy: grpc, Flower
+class _Recorded:
+    """The rounds of one canary world as its deployed parties recorded them.
 
-    def views(w: int, curves: list, view: str, reps: np.ndarray, first: int, last: int):
-        net = worlds[w]
-        base = Path(folder) / f"world-{w}" / "transcripts" / "batch-000"
-        if view == "client-update":
-            raise ConfigError("--transcript: the client-update view is not read from transcripts")
-        parties = (
-            [_neighbour(net)] if view in ("message", "server-model") else range(net.A.shape[0])
-        )
-        got: dict[int, dict[int, np.ndarray]] = {}
-        for p in parties:
+    Per round, the engine's arrays (:class:`~pgfl.engine.step.RoundResult`) rebuilt from
+    what crossed the wire: ``messages`` on each link between two servers (the receiver's
+    ``Deliver``; for central DP the uplink ``ψ_m`` each server sent the aggregator in the
+    clear, which the engine's links ``m → p`` carry), ``W`` (each server's model as it
+    reported it), ``psi`` (the uplinks; NaN where no wire carried a unit's aggregate) and
+    ``clients`` (who each server sent ``train``). What no wire carries (a unit's copy to
+    itself) is NaN.
+    """
+
+    def __init__(self, base: Path, net: Network, reps: np.ndarray, C: int) -> None:
+        from pgfl.deploy.wire import decode, decode_message, read_transcript, unpack  # lazy
+
+        P, L, M = net.A.shape[0], net.L, net.dim
+        links, R = net.links, reps.size
+        self.rounds: dict[int, dict[str, np.ndarray]] = {}
+
+        def at(i: int) -> dict[str, np.ndarray]:
+            if i not in self.rounds:
+                self.rounds[i] = {
+                    "messages": np.full((C, R, links.src.size, M), np.nan),
+                    "W": np.full((C, R, P, M), np.nan), "psi": np.full((C, R, P, M), np.nan),
+                    "clients": np.full((R, P, L), -1), "reported": np.zeros(P, bool),
+                }  # fmt: skip
+            return self.rounds[i]
+
+        for p in range(P):
             path = base / f"server-{p}.pgflwire"
             if not path.is_file():
                 raise FileError(f"{path}: no transcript (record it with --deploy)")
             for e in read_transcript(path):
-                wanted = (e.direction, e.peer, e.method) == (
-                    ("received", "server-0", "Deliver") if view == "message"
-                    else ("sent", "coordinator", "Round"))  # fmt: skip
-                if wanted:
+                key = (e.direction, e.method)
+                if key == ("received", "Deliver"):  # a neighbour's messages into p
                     arrays, config = decode(e.payload)
-                    got.setdefault(int(config["round"]), {})[p] = arrays[
-                        "m" if view == "message" else "w"
-                    ]
-        out = []
+                    q = int(e.peer.split("-")[1])
+                    into = (links.src == q) & (links.dst == p)
+                    at(int(config["round"]))["messages"][:, :, into] = arrays["m"]
+                elif key == ("sent", "Combine"):  # central DP's uplink: ψ_p in the clear
+                    arrays, config = decode(e.payload)
+                    r = at(int(config["round"]))
+                    r["psi"][:, :, p] = arrays["psi"]
+                    uplinks = (links.src == p) & (links.dst != p)
+                    r["messages"][:, :, uplinks] = arrays["psi"][:, :, None]
+                elif key == ("sent", "Round"):
+                    arrays, config = decode(e.payload)
+                    r = at(int(config["round"]))
+                    r["W"][:, :, p], r["reported"][p] = arrays["w"], True
+                elif key == ("sent", "train"):  # who is sampled, in which slot
+                    msg = decode_message(e.payload)
+                    arrays, config = unpack(msg.content)
+                    k = int(e.peer.rsplit("-", 1)[1])
+                    rows = np.searchsorted(reps, arrays["reps"])
+                    at(int(config["round"]))["clients"][rows, p, arrays["slots"]] = k
+        self.base = base
+
+    def round(self, i: int) -> Any:
+        """Round ``i``'s arrays as a :class:`~pgfl.engine.step.RoundResult`-like record."""
+        r = self.rounds.get(i)
+        if r is None or not r["reported"].all():
+            raise FileError(f"{self.base}: round {i} is not in the transcripts")
+        return _RoundArrays(r["W"], r["psi"], r["messages"], r["clients"])
+
+
+class _RoundArrays(NamedTuple):
+    W: np.ndarray
+    psi: np.ndarray
+    messages: np.ndarray
+    clients: np.ndarray
+
+
+def _transcript_views(folder: Path, worlds: tuple[Network, Network], seed: int) -> Callable:
+    """Views read from the recorded transcripts of :func:`record_audit` (the same arrays).
+
+    A view is built from the rounds' arrays as the engine's are (:func:`_view_of`,
+    :class:`AdversaryViewer`); the adversaries of the uploads (who see a client's upload,
+    not a message between servers) and the client-update view are audited on the
+    engine's arrays only.
+    """
+
+    def views(w: int, curves: list, view: Any, reps: np.ndarray, first: int, last: int):
+        name = view if isinstance(view, str) else view.adversary
+        base = Path(folder) / f"world-{w}" / "transcripts" / "batch-000"
+        recorded = _Recorded(base, worlds[w], reps, len(curves))
+        out = None
         for i in range(first, last + 1):
-            if i not in got or len(got[i]) < len(parties):
-                raise FileError(f"{base}: round {i} is not in the transcripts")
-            if view == "message":
-                out.append(got[i][parties[0]][:, :, 0])
-            elif view == "server-model":
-                out.append(got[i][parties[0]])
-            else:
-                out.append(np.stack([got[i][p] for p in parties], axis=2).mean(axis=2))
-        return np.stack(out, axis=2)
+            res = recorded.round(i)
+            v = _view_of(view, worlds[w], res) if isinstance(view, str) else view(
+                res, worlds[w], seed, i, reps)  # fmt: skip
+            if out is None:
+                out = np.empty((len(curves), reps.size, last - first + 1, v.shape[-1]))
+            out[:, :, i - first] = v
+        if not np.isfinite(out).all():
+            raise FileError(f"{base}: the {name} view needs messages the transcripts lack")
+        return out
 
     return views
+
+
+def _from_transcripts(
+    view: str, adversary: str | None, settings: CurveSettings, mode: Any = None
+) -> None:
+    """Refuse (one line) what a recording cannot be audited for.
+
+    The uploads (``--view client-update``, the adversaries of the uploads) are attacked on
+    the engine's arrays only; a curious server's secrets of correlated noise (pairwise
+    seeds, a dealer's shares) never leave their parties in deployment mode.
+    """
+    if view == "client-update" or adversary in UPLOADS:
+        flag = f"--adversary {adversary}" if adversary else f"--view {view}"
+        raise ConfigError(
+            f"--transcript: {flag} sees a client's upload, which the audit attacks on the "
+            "engine's arrays only (drop --deploy and --transcript)"
+        )
+    knows = type(settings.server).secrets is not Mechanism.secrets  # correlated noise
+    if mode == "deployment" and knows and adversary in COALITIONS:
+        raise ConfigError(
+            f"--adversary {adversary} knows its members' secrets of the noise, which in "
+            "deployment mode never leave their parties (nor their transcripts): record and "
+            "audit in simulation mode (deploy.mode)"
+        )
+
+
+def _check_recording(
+    folder: Path, stamp: dict[str, Any], settings: CurveSettings, view: str,
+    adversary: str | None,
+) -> None:  # fmt: skip
+    """The recording in ``folder`` is of this audit (one line naming what differs)."""
+    path = Path(folder) / RECORDING
+    if not path.is_file() or path.is_symlink():
+        raise FileError(f"{path}: no recorded audit (record it with --deploy --transcript)")
+    try:
+        held = read_json(path)
+    except (OSError, ValueError) as exc:
+        raise FileError(f"{path} is unreadable ({exc})") from None
+    differ = [k for k in stamp if k != "mode" and held.get(k) != stamp[k]]
+    if differ:
+        shown = ", ".join("the configuration" if k == "config" else f"{k} = {held.get(k)!r}"
+                          for k in differ)  # fmt: skip
+        raise ConfigError(
+            f"--transcript {folder} holds the recording of another audit ({shown}); record "
+            "this one with --deploy"
+        )
+    _from_transcripts(view, adversary, settings, held.get("mode"))
 
 
 def _claimed(
@@ -618,7 +909,10 @@ def _claimed(
     """
     level = _level(view, settings)
     if level is None:
-        return None, {}, f"the {view} view carries no differentially private noise in this scheme"
+        why = f"the {view} view carries no differentially private noise in this scheme"
+        if view == "message" and not isinstance(settings.server, NoServerNoise):
+            why = settings.server.exposes.get("link_eavesdropper", why)
+        return None, {}, why
     ctx = settings.release_context(net, last)
     transcript = getattr(settings, level).transcript(ctx)
     if ctx.clip is None:
@@ -628,11 +922,42 @@ def _claimed(
     return level, {k: float(v[last - 1]) for k, v in curve_eps.items()}, transcript.scope
 
 
+def _claimed_by(
+    settings: CurveSettings, net: Network, adversary: str, last: int, delta: float,
+    accs: list[str],
+) -> tuple[str | None, dict[str, float], str]:  # fmt: skip
+    """The level that protects against ``adversary``, its ε(last) per accountant, its scope.
+
+    What the curve reports in ``epsilon_by_adversary`` with the client sample known (the
+    attack knows it: no amplification by client sampling), the smaller of the two levels
+    where both protect.
+    """
+    ctx = settings.release_context(net, last)
+    best: tuple[str | None, dict[str, float], str] = (None, {}, "")
+    for level in ("server", "client"):
+        t = getattr(settings, level).view(ctx, adversary)
+        if t is None:
+            continue
+        if t.reason is not None:
+            eps = {a: math.inf for a in accs}
+        else:
+            curve = epsilon_curve(t.uncredited(), delta=delta, accountants=accs)
+            eps = {k: float(v[last - 1]) for k, v in curve.items()}
+        if best[0] is None or eps[accs[0]] < best[1][accs[0]]:
+            best = (level, eps, t.scope)
+    if best[0] is None:
+        ex = {**settings.client.exposes, **settings.server.exposes}
+        why = ex.get(adversary, "no mechanism of the curve protects against it")
+        return None, {}, f"{adversary} is not protected: {why}"
+    return best
+
+
 def audit(
     cfg: ExperimentConfig,
     curve: str,
-    view: str,
+    view: str = "message",
     *,
+    adversary: str | None = None,
     trials: int = 20000,
     round: int = 1,
     rounds: int = 1,
@@ -640,7 +965,7 @@ def audit(
     accountants: Sequence[str] | None = None,
     transcript: str | Path | None = None,
 ) -> AuditResult:
-    """Audit one curve of an experiment config: attack ``view`` over ``trials`` trials per world.
+    """Audit one curve of an experiment config: attack a view over ``trials`` trials per world.
 
     Args:
         cfg: an :class:`pgfl.experiments.config.ExperimentConfig` (a preset or TOML file).
@@ -650,34 +975,54 @@ def audit(
             an eavesdropper sees), ``server-model`` (p's model after the round),
             ``centroid`` (the network average of the models), ``client-update`` (what the
             canary client sends its server; needs ``training.L = 1``).
+        adversary: instead of ``view``, one of the
+            :data:`~pgfl.privacy.mechanisms.ADVERSARIES`: its whole view, built from the
+            engine's arrays by the curve's mechanisms
+            (:func:`~pgfl.privacy.mechanisms.adversaries.adversary_view`), attacked with
+            the likelihood ratio of its noise's law, and compared with the curve's ε
+            against that adversary (``epsilon_by_adversary``, without sampling credit:
+            the attack knows the sample). An adversary of the uploads needs
+            ``training.L = 1`` (the engine emits the unit's aggregate, then the upload).
         trials: trials per world (≥ 200; half select the threshold, half evaluate).
         round: the first audited iteration i ≥ 1.
         rounds: consecutive rounds T ≥ 1 observed together.
         confidence: of the Clopper–Pearson bounds, in (0, 1).
         accountants: compare with these (default: the curve's ``privacy.accountants``).
         transcript: attack the messages a deployment recorded (:func:`record_audit`'s
-            folder) instead of the engine's: the same statistic on what crossed the wire.
+            folder) instead of the engine's: the same statistic on what crossed the wire
+            (the views and adversaries of messages between servers and of the servers'
+            models; not the uploads').
 
     Returns:
         An :class:`AuditResult`; ``result.refuted`` names the accountants whose ε the lower
         bound exceeds (a bug, the CLI exits 3).
 
     """
-    ccfg, n, first, T, conf = _audited_curve(cfg, curve, view, trials, round, rounds, confidence)
+    if adversary is not None:
+        check_choice("--adversary", adversary, tuple(ADVERSARIES))
+        view = adversary
+    ccfg, n, first, T, conf = _audited_curve(
+        cfg, curve, view, trials, round, rounds, confidence, adversary is not None
+    )
     net = build_network(ccfg, cfg.seed)
     settings = curve_settings(ccfg, cfg.iterations, net)
-    if view == "client-update" and net.L != 1:
+    if net.L != 1 and (view == "client-update" or adversary in UPLOADS):
         raise ConfigError(
-            f"--view client-update needs training.L = 1 (the server's aggregate is then the "
-            f"client's message); got L={net.L}"
+            f"--{'adversary' if adversary else 'view'} {view} needs training.L = 1 (the "
+            f"server's aggregate is then the client's message); got L={net.L}"
         )
     last, delta = first + T - 1, ccfg.privacy.delta
     worlds = canary_networks(net, records=canary_records(settings, net, last))
+    if transcript is not None:
+        _from_transcripts(view, adversary, settings)
+        stamp = _recording(cfg, curve, n, first, T)
+        _check_recording(Path(transcript), stamp, settings, view, adversary)
+    seen = AdversaryViewer(settings, adversary) if adversary is not None else view
     source = (_engine_views(worlds, cfg.seed) if transcript is None
-              else _transcript_views(Path(transcript), worlds))  # fmt: skip
-    v0, v1 = (source(w, curves, view, reps, a, b) for w, curves, reps, a, b in
+              else _transcript_views(Path(transcript), worlds, cfg.seed))  # fmt: skip
+    v0, v1 = (source(w, curves, seen, reps, a, b) for w, curves, reps, a, b in
               _runs(settings, n, first, T))  # fmt: skip
-    s0, s1, density = _scores(v0, v1, settings, view, n, first, T)
+    s0, s1, attack = _scores(v0, v1, settings, seen, n, first, T)
     h = n // 2
     t = _choose_threshold(s0[:h], s1[:h], conf, delta)
     e0, e1 = s0[h:], s1[h:]
@@ -690,17 +1035,21 @@ def audit(
     tpr, fpr = tp / n1, fp / n0
     accs = list(accountants) if accountants else list(ccfg.privacy.accountants)
     # the ε of the data sets actually run (the canary's world: the same counts' minimum)
-    level, eps, scope = _claimed(settings, worlds[0], view, last, delta, accs)
+    if adversary is None:
+        level, eps, scope = _claimed(settings, worlds[0], view, last, delta, accs)
+    else:
+        level, eps, scope = _claimed_by(settings, worlds[0], adversary, last, delta, accs)
     ratio = {k: (lower / v if v > 0 else math.inf) for k, v in eps.items()}
     refuted = tuple(k for k, v in eps.items() if lower > v)
+    whose = adversary or ADVERSARY
+    compared = _compared_note(settings, worlds[0], ccfg, level, whose)
     return AuditResult(
         view=view, trials=n, tpr=tpr, fpr=fpr, epsilon_lower=lower, confidence=conf,
         epsilon=eps, ratio=ratio, protected=level is not None, curve=curve, round=first,
-        rounds=T, delta=delta,
-        attack="likelihood_ratio" if density is not None else "projection",
-        success=0.5 * (tpr + 1.0 - fpr), level=level, scope=scope, refuted=refuted,
-        notes=_notes(T, first, refuted, _compared_note(settings, worlds[0], ccfg, level)),
-        roc=roc, neighbours=settings.neighbours, adversary=ADVERSARY,
+        rounds=T, delta=delta, attack=attack, success=0.5 * (tpr + 1.0 - fpr), level=level,
+        scope=scope, refuted=refuted, notes=_notes(T, first, refuted, compared), roc=roc,
+        neighbours=settings.neighbours, adversary=whose,
+        trusted=trusted_parties(settings.client, settings.server),
     )  # fmt: skip
 
 

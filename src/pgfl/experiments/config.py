@@ -161,6 +161,7 @@ class ModelConfig(_Section):
     hidden: tuple = _default("model.hidden")
     activation: str = _default("model.activation")
     channels: int = _default("model.channels")
+    timeout: float = _default("model.timeout")
 
 
 @dataclass(frozen=True)
@@ -195,6 +196,7 @@ class PrivacyConfig(_Section):
     server_variance: float = _default("privacy.server_variance")
     server_distribution: str = _default("privacy.server_distribution")
     pairwise_variance: float = _default("privacy.pairwise_variance")
+    coalition_size: int = _default("privacy.coalition_size")
     gossip_steps: int = _default("privacy.gossip_steps")
     gossip_kind: str = _default("privacy.gossip_kind")
     target_epsilon: float | None = _default("privacy.target_epsilon")

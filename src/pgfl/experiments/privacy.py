@@ -7,7 +7,11 @@ The accountant's input comes from the mechanisms that were simulated: the curve'
 (:meth:`~pgfl.engine.CurveSettings.release_context`). A curve's ε is reported for its
 *primary* link: the server level if it carries differentially private noise, else the
 client level; with noise at both levels the client level's final ε is added, which is
-what applies against the client's own server.
+what applies against the client's own server. Beside it, the ε against every adversary
+(``epsilon_by_adversary``), the bound each value is (``accountant_by_adversary``), why an
+adversary is not protected (``adversary_notes``), the adversary the noise was calibrated
+against (``calibrated_adversary``) and the parties the numbers trust
+(``trusted_parties``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import numpy as np
 from pgfl.engine import CurveSettings, Network, Trajectory
 from pgfl.privacy.accounting import calibrate, epsilon_curve
 from pgfl.privacy.mechanisms import ClientAggregation, Mechanism
-from pgfl.privacy.mechanisms.adversaries import epsilon_by_adversary
+from pgfl.privacy.mechanisms.adversaries import adversary_epsilons, trusted_parties
 
 __all__ = [
     "calibrated",
@@ -79,7 +83,7 @@ def calibrated(
     if adversary is None:
         seen = lambda s: mechanism.with_std(s).transcript(ctx)  # noqa: E731
     else:
-        seen = lambda s: mechanism.with_std(s).views(ctx)[adversary]  # noqa: E731
+        seen = lambda s: mechanism.with_std(s).view(ctx, adversary)  # noqa: E731
     sigma = calibrate(seen, target, delta)
     return replace(settings, **{level: mechanism.with_std(sigma)})
 
@@ -92,11 +96,13 @@ def curve_epsilon(
     delta: float,
     accountants: tuple[str, ...],
     checkpoints: int,
+    adversary: str | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """ε(i) per accountant (``epsilon_<acc>`` series) and the ``summary.json`` privacy entry.
 
     The entry is for the curve's reported link (:func:`reported`); a privatized link with
-    variance 0 reports ε = ∞ and the reason.
+    variance 0 reports ε = ∞ and the reason. ``adversary``: the one a target ε was
+    calibrated against (``privacy.adversary``), recorded as ``calibrated_adversary``.
     """
     level = reported(settings)
     if level is None:
@@ -109,10 +115,18 @@ def curve_epsilon(
     entry["noise_variance"] = main.std**2
     entry["neighbours"] = settings.neighbours
     link = main.transcript(ctx)
-    known = {link: float(eps.final()["pld"])} if "pld" in eps and link.reason is None else {}
-    entry["epsilon_by_adversary"] = epsilon_by_adversary(
-        settings.client, settings.server, ctx, delta, known=known
-    )
+    known = {}
+    if "pld" in eps and link.reason is None:
+        known = {link: (float(eps.final()["pld"]), eps.source("pld"))}
+    by = adversary_epsilons(settings.client, settings.server, ctx, delta, known=known)
+    entry["epsilon_by_adversary"] = {a: e.epsilon for a, e in by.items()}
+    entry["accountant_by_adversary"] = {a: e.accountant for a, e in by.items()}
+    entry["adversary_notes"] = {a: e.note for a, e in by.items() if e.note}
+    if adversary is not None:
+        entry["calibrated_adversary"] = adversary
+    trusted = trusted_parties(settings.client, settings.server)
+    if trusted:
+        entry["trusted_parties"] = trusted
     client = settings.client
     if level == "server" and client.calibrates is not None and client.std > 0:
         entry["epsilon_client"] = epsilon_curve(client.transcript(ctx), **common).final()

@@ -135,6 +135,10 @@ _MODEL = (
           choices=ACTIVATIONS, applies=kind_is("model", "mlp", "cnn")),
     Param("model.channels", "int", 8, "Filters of the CNN's 3×3 convolution.", lo=1,
           applies=kind_is("model", "cnn")),
+    Param("model.timeout", "real", 300.0, "Seconds the code of `model.source` may run on "
+          "its first call (the file's import, `FUNCTION`, the first trace of `loss` and "
+          "`predict`) before pgfl stops it as hung and names the line it was running.",
+          lo=0, lo_open=True, applies=kind_is("model", "custom")),
 )  # fmt: skip
 
 _TRAINING = (
@@ -265,7 +269,8 @@ _DEPLOY = (
     Param("deploy.max_message_bytes", "int", 64 << 20, "Largest message a party accepts "
           "(gRPC refuses larger ones).", lo=1024),
     Param("deploy.record", "bool", False, "Each party records every payload it sends and "
-          "receives (`OUT/transcripts/NAME.pgflwire`; `pgfl privacy audit --transcript`)."),
+          "receives (`OUT/transcripts/batch-NNN/NAME.pgflwire`; `pgfl privacy audit "
+          "--transcript`)."),
 )  # fmt: skip
 
 

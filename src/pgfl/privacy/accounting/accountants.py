@@ -38,6 +38,7 @@ passes ``dp_accounting`` only the two relations of :mod:`.releases`.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import math
 from collections.abc import Iterable
 from typing import Any, ClassVar
@@ -64,6 +65,7 @@ from .releases import (
     SHIFT_PAIR,
     GaussianRelease,
     LaplaceRelease,
+    MixtureSampledGaussianRelease,
     PureDpRelease,
     Release,
     VectorLaplaceRelease,
@@ -302,8 +304,11 @@ class RdpAccountant(Accountant):
     Laplace: ``LaplaceDpEvent(b/Δ₁)``; vector Laplace: M × ``LaplaceDpEvent(b√M/Δ₂)``, the
     diagonal shift, which is the worst one at every order (proof in
     :class:`~.releases.VectorLaplaceRelease`); Gaussian: ``GaussianDpEvent(σ/Δ₂)``;
-    generic ε-DP: binary randomized response under ``REPLACE_ONE``. Orders: the library's.
-    When every step is pure DP, Σ ε_t is valid at every δ and caps the result.
+    generic ε-DP: binary randomized response under ``REPLACE_ONE``; a Gaussian seen by an
+    observer who knows its own sampling status
+    (:class:`~.releases.MixtureSampledGaussianRelease`): the mixture over statuses of the
+    library's per-status Rényi bounds. Orders: the library's. When every step is pure DP,
+    Σ ε_t is valid at every δ and caps the result.
 
     Releases are kept as counts per distinct release and summed at query time: Laplace
     steps with the vectorized formula :func:`~.mechanisms.laplace_rdp` (the one
@@ -326,6 +331,7 @@ class RdpAccountant(Accountant):
         # the multiset of releases: (Laplace ε₀ of one coordinate | dp_accounting event) → count
         self._laplace: dict[float, int] = {}
         self._events: dict[dp_accounting.DpEvent, int] = {}
+        self._mixtures: dict[MixtureSampledGaussianRelease, int] = {}
         self._rdp: np.ndarray | None = None  # RDP per order (None: not summed yet)
         self._pure_total = 0.0
         self._gaussian = False
@@ -338,6 +344,12 @@ class RdpAccountant(Accountant):
 
     def _compose(self, release: Release, n: int) -> None:
         self._rdp = None
+        if isinstance(release, MixtureSampledGaussianRelease):
+            self._gaussian = True
+            if release.sensitivity_l2 > 0:
+                key = dataclasses.replace(release, count=1)
+                self._mixtures[key] = self._mixtures.get(key, 0) + n
+            return
         if isinstance(release, GaussianRelease):
             self._gaussian = True
             if release.sensitivity_l2 > 0:
@@ -368,12 +380,47 @@ class RdpAccountant(Accountant):
             for event, count in sorted(self._events.items(), key=lambda kv: repr(kv[0])):
                 library.compose(event, count)
             rdp = library.rdp
+            for release, count in sorted(self._mixtures.items(), key=lambda kv: repr(kv[0])):
+                rdp = rdp + count * self.mixture_rdp(release)
             if self._laplace:
                 e0 = np.array(sorted(self._laplace))
                 counts = np.array([self._laplace[e] for e in e0], dtype=float)
                 rdp = rdp + counts @ laplace_rdp(e0, self._orders)
             self._rdp = rdp
         return self._rdp
+
+    def mixture_rdp(self, release: MixtureSampledGaussianRelease) -> np.ndarray:
+        """RDP per order of one release seen with the observer's status known.
+
+        ``(1/(α−1)) ln Σ_s w_s exp((α−1) R_s(α))``, R_s the library's bound for an
+        m_s-of-n_s sample without replacement (0 for m_s = 0, the plain Gaussian for
+        m_s = n_s), each at the component's noise multiplier σ_s/Δ₂; with
+        ``release.outside``, the larger of that and the outside observer's R.
+        """
+        a1 = self._orders - 1.0
+        logs = []
+        for w, n, m, sigma in release.components:
+            if w == 0:
+                continue
+            if m == 0:
+                logs.append(np.full(self._orders.shape, math.log(w)))
+                continue
+            logs.append(math.log(w) + a1 * self._sampled_rdp(release.sensitivity_l2, sigma, n, m))
+        with np.errstate(over="ignore"):
+            rdp = np.logaddexp.reduce(np.array(logs), axis=0) / a1
+        if release.outside is not None:
+            n, m = release.outside
+            rdp = np.maximum(rdp, self._sampled_rdp(release.sensitivity_l2, release.sigma, n, m))
+        return rdp
+
+    def _sampled_rdp(self, sensitivity: float, sigma: float, n: int, m: int) -> np.ndarray:
+        """The library's RDP per order of a Gaussian on an m-of-n sample (m = n: none)."""
+        event = dp_accounting.GaussianDpEvent(sigma / sensitivity)
+        if m < n:
+            event = dp_accounting.SampledWithoutReplacementDpEvent(n, m, event)
+        one = self._library()
+        one.compose(event)
+        return np.asarray(one.rdp)
 
     def _epsilon(self, delta: float) -> float:
         rdp = self._rdp_values()
@@ -396,7 +443,8 @@ class PldAccountant(Accountant):
     the same composition: this PLD, the Rényi bound of :class:`RdpAccountant` (tighter
     for vector Laplace noise, and a fallback where ``dp_accounting`` 0.6 returns ∞ from
     an underflow), and Σ ε_t when every step is pure DP. Above a pure-DP total of
-    ``max_pure_total`` the PLD is dropped (``dropped`` is then true).
+    ``max_pure_total`` the PLD is dropped (``dropped`` is then true). ``source`` names
+    the bound the last value came from, so that a Rényi bound is never reported as a PLD.
 
     Args:
         value_discretization_interval: PLD grid; coarser is faster and looser.
@@ -428,6 +476,9 @@ class PldAccountant(Accountant):
         self._powers: dict[tuple[type, float], list] = {}  # release → [P, P², P⁴, ...]
         self._pure: Any = None  # PLD of every pure release (None: not built yet)
         self.dropped = False
+        #: Which bound gave the last ε read: ``"pld"`` (the privacy-loss distribution, or
+        #: the exact composed Gaussian), ``"rdp"`` (the Rényi bound) or ``"basic"`` (Σ ε_t).
+        self.source = "pld"
 
     @property
     def value_discretization_interval(self) -> float:
@@ -522,27 +573,29 @@ class PldAccountant(Accountant):
 
     def _epsilon(self, delta: float) -> float:
         pure = None if self.dropped else self._pure_pld()
-        bounds = [self._rdp.get_epsilon(delta)]
+        bounds = {"rdp": self._rdp.get_epsilon(delta)}
         if not self._gaussian:
-            bounds.append(self._pure_total)
+            bounds["basic"] = self._pure_total
         if not self.dropped:
             with np.errstate(over="ignore", divide="ignore"):
                 if pure is None:
-                    bounds.append(
+                    bounds["pld"] = (
                         0.0
                         if self._mu2 == 0
                         else float(gaussian_epsilon_analytic(1.0 / math.sqrt(self._mu2), delta))
                     )
                 elif self._mu2 == 0:
-                    bounds.append(float(pure.get_epsilon_for_delta(delta)))
+                    bounds["pld"] = float(pure.get_epsilon_for_delta(delta))
                 else:
                     gauss = pld_lib.from_gaussian_mechanism(
                         1.0 / math.sqrt(self._mu2),
                         value_discretization_interval=self._vdi,
                         neighboring_relation=SHIFT_PAIR,
                     )
-                    bounds.append(float(pure.compose(gauss).get_epsilon_for_delta(delta)))
-        return min(bounds)
+                    bounds["pld"] = float(pure.compose(gauss).get_epsilon_for_delta(delta))
+        # the bound that gives the value, the PLD's own first on a tie
+        self.source = min(("pld", "rdp", "basic"), key=lambda k: bounds.get(k, math.inf))
+        return bounds[self.source]
 
 
 def _power(squares: list[Any], m: int) -> Any:

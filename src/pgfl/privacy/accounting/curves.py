@@ -82,6 +82,9 @@ class EpsilonCurve(Mapping[str, np.ndarray]):
         notes: accountant → one line saying what the number is.
         settings: the inputs, for the record.
         scope: what the ε covers and against whom (the mechanism's threat model).
+        sources: accountant → the bound its ε(T) came from, where that is another one
+            (``pld`` takes the smallest of its PLD, the Rényi bound and Σ ε_t:
+            ``{"pld": "rdp"}`` says the value is the Rényi bound).
 
     """
 
@@ -91,6 +94,7 @@ class EpsilonCurve(Mapping[str, np.ndarray]):
     notes: dict[str, str] = dataclasses.field(default_factory=dict)
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)
     scope: str = ""
+    sources: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def __getitem__(self, key: str) -> np.ndarray:
         return self.curves[key]
@@ -122,12 +126,18 @@ class EpsilonCurve(Mapping[str, np.ndarray]):
         """ε after the last iteration, per accountant."""
         return {k: float(v[-1]) for k, v in self.curves.items()}
 
+    def source(self, accountant: str) -> str:
+        """The accountant whose bound ε(T) of ``accountant`` is (itself unless noted)."""
+        return self.sources.get(accountant, accountant)
+
     def summary(self) -> dict[str, Any]:
         """Return the ``summary.json`` entry: ``{"epsilon": {...}, "delta": δ, ...}``."""
         out: dict[str, Any] = {"epsilon": self.final(), "delta": self.delta}
         if self.reason is not None:
             out["epsilon_reason"] = self.reason
         out["epsilon_notes"] = dict(self.notes)
+        if self.sources:
+            out["epsilon_source"] = dict(self.sources)
         if self.scope:
             out["epsilon_scope"] = self.scope
         out["epsilon_caveat"] = FLOATING_POINT_CAVEAT
@@ -433,18 +443,21 @@ def epsilon_curve(
     paper_rel = transcript.releases(paper=True) if "paper" in accs else rigorous_rel
     gaussian = transcript.distribution == "gaussian"
     vals = {}
+    sources = {}
     sparse = {a for a in accs if a == "pld" or (gaussian and a in ("basic", "advanced", "kairouz"))}
     for a in accs:
         rel = paper_rel if a == "paper" else rigorous_rel
         acc = _accountant_for(a, rel)
         vals[a] = accountant_curve(acc, rel, delta, checkpoints=ncp if a in sparse else None)
-        if isinstance(acc, PldAccountant) and acc.dropped:
-            notes[a] += (
-                "; here basic composition exceeds 1e4, so the value is the RDP bound "
-                "(valid, never below PLD)"
-            )
+        if isinstance(acc, PldAccountant):
+            sources[a] = acc.source  # the bound ε(T) is, read last
+            if acc.dropped:
+                notes[a] += (
+                    "; here basic composition exceeds 1e4, so the value is the RDP bound "
+                    "(valid, never below PLD)"
+                )
     _tighten_between_readouts(vals, sparse, _checkpoints(transcript.iterations, ncp))
-    return EpsilonCurve(vals, delta, None, notes, settings, transcript.scope)
+    return EpsilonCurve(vals, delta, None, notes, settings, transcript.scope, sources)
 
 
 def _tighten_between_readouts(

@@ -34,6 +34,7 @@ __all__ = [
     "amplified_epsilon",
     "GaussianRelease",
     "LaplaceRelease",
+    "MixtureSampledGaussianRelease",
     "PureDpRelease",
     "Release",
     "SampledGaussianRelease",
@@ -204,6 +205,66 @@ class SampledGaussianRelease(GaussianRelease):
 
 
 @dataclasses.dataclass(frozen=True)
+class MixtureSampledGaussianRelease(GaussianRelease):
+    """A Gaussian release on a random sample, seen by an observer who knows its own status.
+
+    An observer inside the sampled population (a client of the unit) knows whether it was
+    sampled itself: with probability ``weight_s`` its status is s, and then the release
+    is computed on a uniformly random ``sample_s``-of-``population_s`` subset of the others
+    (the changed member is among them) with noise std ``sigma_s`` (the observer may know
+    its own share of the noise). Its status is independent of the data, so the Rényi
+    divergence of the joint (status, release) pair is that of a mixture over statuses:
+
+        exp((α − 1) D_α) = Σ_s weight_s · exp((α − 1) D_α,s),
+
+    D_α,s the Rényi bound of sampling without replacement
+    (:class:`SampledGaussianRelease`; 0 for an empty sample, the Gaussian's α/(2z²) for a
+    full one). A sup over neighbouring pairs of the sum is at most the sum of the sups,
+    so the per-status bounds compose into a valid one. With ``outside = (n, m)`` the
+    observer may also sit outside the population (a client of another unit, whose status
+    says nothing): it then sees an m-of-n subsample at std ``sigma``, and the bound is the
+    larger of the two at every order (the library's bounds are not ordered by the
+    sampling rate: the mixture can fall below the plain m-of-n one at small orders). Only
+    the Rényi accountant credits it; every other accountant charges the unsampled
+    Gaussian of the smallest std (``sigma``), which is sound.
+
+    Attributes:
+        components: ``(weight, population, sample, sigma)`` per status; weights sum to 1.
+        outside: ``(population, sample)`` seen from outside, or ``None``.
+
+    >>> r = MixtureSampledGaussianRelease(1.0, 2.0, components=((0.9, 9, 1, 2.0),
+    ...                                                         (0.1, 9, 0, 2.0)))
+    >>> r.sampling_probability   # the changed member's overall chance of being in a sample
+    0.1
+
+    """
+
+    components: tuple[tuple[float, int, int, float], ...] = ()
+    outside: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.outside is not None:
+            check_int("population", self.outside[0], lo=1)
+            check_int("sample", self.outside[1], lo=1, hi=self.outside[0])
+        if not self.components:
+            raise ConfigError("components must list at least one (weight, n, m, sigma)")
+        for w, n, m, sigma in self.components:
+            check_real("weight", w, lo=0.0, hi=1.0)
+            check_int("population", n, lo=1)
+            check_int("sample", m, lo=0, hi=n)
+            check_real("sigma", sigma, lo=self.sigma)  # sigma is the smallest
+        total = sum(c[0] for c in self.components)
+        if not math.isclose(total, 1.0, rel_tol=0.0, abs_tol=1e-12):
+            raise ConfigError(f"component weights must sum to 1; got {total!r}")
+
+    @property
+    def sampling_probability(self) -> float:
+        """Σ_s weight_s · m_s/n_s: the changed member's chance of being in a sample."""
+        return sum(w * m / n for w, n, m, _ in self.components)
+
+
+@dataclasses.dataclass(frozen=True)
 class PureDpRelease:
     """``count`` releases of any ε-DP mechanism (e.g. randomized response: ε = ln 3).
 
@@ -256,6 +317,8 @@ def amplified_epsilon(epsilon: float, q: float) -> float:
     """
     if q >= 1.0:
         return float(epsilon)
+    if q <= 0.0:
+        return 0.0
     return math.log1p(q * math.expm1(epsilon)) if epsilon < 700 else epsilon + math.log(q)
 
 
@@ -345,6 +408,12 @@ class Transcript:
             σ/√copies, as they share the subsample; Laplace noise: a
             :class:`PureDpRelease` of :func:`amplified_epsilon` of the round's ε₀);
             ``None``: no amplification.
+        mixture: ``((weight, n, m, std), ...)``: each release is computed on an
+            ``m``-of-``n`` subsample with noise std ``std`` with probability ``weight``,
+            the observer knowing which (a unit's client knows whether it was sampled
+            itself; Gaussian noise: :class:`MixtureSampledGaussianRelease`, with
+            ``sampling`` what an observer outside the population sees; Laplace noise: the
+            worst status's :func:`amplified_epsilon`); ``None``: none.
 
     >>> t = Transcript((1.0, 2.0), std=2 ** 0.5, scope="one message")
     >>> [r.epsilon0 for r in t.releases()], t.iterations   # Δ/b with b = σ/√2 = 1
@@ -364,10 +433,20 @@ class Transcript:
     iterations: int = 0
     settings: tuple[tuple[str, object], ...] = ()
     sampling: tuple[int, int] | None = None
+    mixture: tuple[tuple[float, int, int, float], ...] | None = None
 
     def __post_init__(self) -> None:
         if self.iterations == 0:
             object.__setattr__(self, "iterations", len(self.sensitivities))
+
+    @property
+    def credited(self) -> bool:
+        """Whether amplification by client sampling is credited (``sampling`` or ``mixture``)."""
+        return self.sampling is not None or self.mixture is not None
+
+    def uncredited(self) -> Transcript:
+        """The same transcript without amplification by client sampling."""
+        return dataclasses.replace(self, sampling=None, mixture=None)
 
     def releases(self, paper: bool = False) -> list[Release]:
         """One release per iteration: the rigorous reading, or the papers' (``paper``).
@@ -380,6 +459,13 @@ class Transcript:
         if paper and self.paper_sensitivities is not None:
             sens = self.paper_sensitivities
         if self.distribution == "gaussian":
+            if self.mixture is not None and not paper:
+                root = math.sqrt(self.copies)
+                parts = tuple((w, n, m, sd / root) for w, n, m, sd in self.mixture)
+                low = min(p[3] for p in parts)
+                return [MixtureSampledGaussianRelease(float(s), low, 1, components=parts,
+                                                      outside=self.sampling)
+                        for s in sens]  # fmt: skip
             if self.sampling is not None and not paper:
                 n, m = self.sampling
                 std = self.std / math.sqrt(self.copies)
@@ -388,6 +474,18 @@ class Transcript:
         b = self.std / math.sqrt(2.0)
         if paper or not self.rigorous:
             return [LaplaceRelease(float(s), b, self.copies) for s in sens]
+        if self.mixture is not None:  # pure DP: the joint's ε is the worst status's
+            parts = [(n, m, sd) for _, n, m, sd in self.mixture]
+            if self.sampling is not None:
+                parts.append((*self.sampling, self.std))
+            return [
+                PureDpRelease(max(
+                    amplified_epsilon(
+                        VectorLaplaceRelease(float(s), sd / math.sqrt(2.0), self.dim).epsilon0
+                        * self.copies, m / n)
+                    for n, m, sd in parts))
+                for s in sens
+            ]  # fmt: skip
         if self.sampling is not None:
             n, m = self.sampling
             return [
