@@ -171,8 +171,9 @@ def _round(cfg):
 @pytest.mark.filterwarnings("ignore::pgfl.param.SettingWarning")
 @pytest.mark.parametrize(("level", "name"), REGISTERED, ids=[n for _, n in REGISTERED])
 def test_every_adversarys_view_is_made_of_the_arrays_the_engine_emits(level, name):
-    cfg = contract_config(level, name, None, target_epsilon=None,
-                          **{f"{level}_variance": 0.25})  # fmt: skip
+    cls = (mechanisms.SERVER if level == "server" else mechanisms.CLIENT)[name]
+    noise = (cls.calibrates or f"privacy.{level}_variance").removeprefix("privacy.")
+    cfg = contract_config(level, name, None, target_epsilon=None, **{noise: 0.25})
     net, settings, reps, out = _round(cfg)
     seen = emitted(out, net, 0)
     wire = net.links.src != net.links.dst

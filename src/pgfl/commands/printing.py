@@ -431,6 +431,19 @@ def _print_faults(c: dict[str, Any], repetitions: int) -> None:
             f"curve {c['label']}: {sa['clipped_messages']} client messages clipped to the "
             f"secure-aggregation range ±{sa['clip']:g} (privacy.secagg_clip)"
         )
+    dd = c.get("distributed_dp", {})
+    if dd.get("aborted_unit_rounds"):
+        _plain(
+            f"curve {c['label']}: secure aggregation aborted in {dd['aborted_unit_rounds']} "
+            f"unit-rounds (fewer than t={dd['threshold']} clients survived; the unit kept its "
+            "model; run.log lists them)"
+        )
+    if dd.get("clipped_or_wrapped"):
+        _plain(
+            f"curve {c['label']}: {dd['clipped_or_wrapped']} client messages clipped to norm "
+            f"{dd['clip']:g} or unit sums wrapped around the modulus 2^{dd['bits']} "
+            "(privacy.ddp_bits)"
+        )
 
 
 def _fmt_eps(value: Any) -> str:

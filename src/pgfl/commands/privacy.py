@@ -405,7 +405,9 @@ def audit_command(
     curve: Annotated[str, typer.Option("--curve", help="Label of the curve to audit.")],
     view: Annotated[
         str,
-        typer.Option("--view", help="message | server-model | centroid | client-update."),
+        typer.Option(
+            "--view", help="message | server-model | centroid | client-update | own-server."
+        ),
     ] = "message",
     adversary: Annotated[
         str | None,

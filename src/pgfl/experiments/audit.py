@@ -96,6 +96,7 @@ from pgfl.privacy.mechanisms import (
     ADVERSARIES,
     NEIGHBOURS,
     ClientNoise,
+    DistributedNoise,
     GraphHomomorphic,
     NoServerNoise,
     RoundContext,
@@ -515,7 +516,8 @@ class AuditResult:
 
 def _level(view: str, settings: CurveSettings) -> str | None:
     """The privatized link whose ε covers ``view`` (None: the view is not protected)."""
-    client = isinstance(settings.client, ClientNoise) and settings.client.std > 0
+    noisy = isinstance(settings.client, (ClientNoise, DistributedNoise))
+    client = noisy and settings.client.std > 0
     server = not isinstance(settings.server, NoServerNoise) and settings.server.std > 0
     if view == "client-update":
         return "client" if client else None
@@ -982,7 +984,9 @@ def audit(
             the likelihood ratio of its noise's law, and compared with the curve's ε
             against that adversary (``epsilon_by_adversary``, without sampling credit:
             the attack knows the sample). An adversary of the uploads needs
-            ``training.L = 1`` (the engine emits the unit's aggregate, then the upload).
+            ``training.L = 1`` (the engine emits the unit's aggregate, then the upload),
+            but under secure aggregation (distributed DP: the server decodes the noisy
+            sum), where the aggregate is all it learns.
         trials: trials per world (≥ 200; half select the threshold, half evaluate).
         round: the first audited iteration i ≥ 1.
         rounds: consecutive rounds T ≥ 1 observed together.
@@ -1006,7 +1010,8 @@ def audit(
     )
     net = build_network(ccfg, cfg.seed)
     settings = curve_settings(ccfg, cfg.iterations, net)
-    if net.L != 1 and (view == "client-update" or adversary in UPLOADS):
+    summed = settings.client.summed  # secure aggregation: the server sees the sum alone
+    if net.L != 1 and (view == "client-update" or (adversary in UPLOADS and not summed)):
         raise ConfigError(
             f"--{'adversary' if adversary else 'view'} {view} needs training.L = 1 (the "
             f"server's aggregate is then the client's message); got L={net.L}"

@@ -212,6 +212,9 @@ class PrivacyConfig(_Section):
     secagg_clip: float = _default("privacy.secagg_clip")
     secagg_threshold: int | None = _default("privacy.secagg_threshold")
     secagg_neighbours: int | None = _default("privacy.secagg_neighbours")
+    ddp_variance: float = _default("privacy.ddp_variance")
+    ddp_bits: int = _default("privacy.ddp_bits")
+    ddp_beta: float | None = _default("privacy.ddp_beta")
 
     @property
     def noisy(self) -> bool:
@@ -409,6 +412,12 @@ def _noisy_link_needs_noise(c: CurveConfig) -> str | None:
             f"privacy.client_noise = {priv.client_noise!r} needs privacy.client_variance > 0 or "
             "privacy.target_epsilon; got client_variance = 0 (no noise)"
         )
+    ddp = priv.client_noise in ("distributed_gaussian", "skellam")
+    if ddp and priv.ddp_variance == 0 and not client_calibrated:
+        return (
+            f"privacy.client_noise = {priv.client_noise!r} needs privacy.ddp_variance > 0 or "
+            "privacy.target_epsilon; got ddp_variance = 0 (no noise)"
+        )
     return None
 
 
@@ -434,7 +443,8 @@ CURVE_RULES = (
          "finite `training.clip_norm`.", _target_needs_a_noisy_bounded_link),
     Rule('A noisy link needs noise: `privacy.server_noise` other than `"none"` needs '
          "`privacy.server_variance > 0` (or `privacy.target_epsilon`), and likewise "
-         '`privacy.client_noise = "laplace"/"gaussian"` needs `privacy.client_variance > 0`.',
+         '`privacy.client_noise = "laplace"/"gaussian"` needs `privacy.client_variance > 0` '
+         '(`"distributed_gaussian"/"skellam"`: `privacy.ddp_variance > 0`).',
          _noisy_link_needs_noise),
     Rule("`privacy.adversary` must be an adversary the calibrated mechanism (server level if "
          "any, else client level) protects against (docs/privacy.md).",

@@ -23,7 +23,7 @@ import numpy as np
 
 from pgfl.engine import CurveSettings, Network, Trajectory
 from pgfl.privacy.accounting import calibrate, epsilon_curve
-from pgfl.privacy.mechanisms import ClientAggregation, Mechanism
+from pgfl.privacy.mechanisms import ClientAggregation, DistributedNoise, Mechanism
 from pgfl.privacy.mechanisms.adversaries import adversary_epsilons, trusted_parties
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "primary",
     "reported",
     "resolved_variances",
+    "ddp_entry",
     "secagg_entry",
 ]
 
@@ -112,6 +113,9 @@ def curve_epsilon(
     main = getattr(settings, level)
     eps = epsilon_curve(main.transcript(ctx), **common)  # σ = 0: ε = ∞ with the reason
     entry = eps.summary()
+    caveat = getattr(main, "caveat", None)  # a mechanism that says what its ε rests on
+    if caveat is not None:
+        entry["epsilon_caveat"] = caveat
     entry["noise_variance"] = main.std**2
     entry["neighbours"] = settings.neighbours
     link = main.transcript(ctx)
@@ -161,5 +165,40 @@ def secagg_entry(client: ClientAggregation, traj: Trajectory, c: int, L: int) ->
         "aborted_unit_rounds": int(traj.aborted[c].sum()),
         "clip": cfg.clip,
         "clipped_messages": int(traj.clipped[c].sum()),
+        "log": log,
+    }
+
+
+def ddp_entry(
+    client: DistributedNoise, traj: Trajectory, c: int, L: int, dim: int
+) -> dict[str, Any]:
+    """The ``summary.json`` record of a distributed-DP curve: encoding, costs, aborts.
+
+    Costs: each client sends ``d`` codes of ``b`` bits per round (``d`` the model dimension
+    padded to a power of two), besides secure aggregation's own messages.
+    """
+    t = client.fewest_clients(L)
+    g = client.grid(L, dim, t)
+    log = [
+        f"iteration {i}, repetition {r}, unit {p}: secure aggregation aborted "
+        f"(fewer than t={t} of L={L} clients survived); the unit kept its previous model"
+        for cc, r, i, p in traj.abort_log
+        if cc == c
+    ]
+    return {
+        "noise": client.noise,
+        "protocol": client.protocol,
+        "threshold": t,
+        "dropout": client.dropout,
+        "bits": client.bits,
+        "beta": client.beta,
+        "clip": client.clip,
+        "grid": g.scale,
+        "share_variance_grid": g.variance,
+        "coordinates_sent": g.dim,
+        "bits_per_client_round": client.bits * g.dim,
+        "bits_per_model_coordinate": client.bits * g.dim / dim,
+        "aborted_unit_rounds": int(traj.aborted[c].sum()),
+        "clipped_or_wrapped": int(traj.clipped[c].sum()),
         "log": log,
     }

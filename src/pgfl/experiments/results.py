@@ -210,7 +210,8 @@ def write_results(
     log += [
         f"{entry['label']}: {line}"
         for entry in curves
-        for line in entry.get("secure_aggregation", {}).pop("log", [])
+        for key in ("secure_aggregation", "distributed_dp")
+        for line in entry.get(key, {}).pop("log", [])
     ]
     if log:
         write_atomic(out / "run.log", "\n".join(log) + "\n")

@@ -68,7 +68,7 @@ __all__ = [
 ]
 
 #: Client noise that is differentially private (the client-level mechanisms with an ε).
-DP_NOISE = DISTRIBUTIONS
+DP_NOISE = (*DISTRIBUTIONS, "distributed_gaussian", "skellam")
 SHARE = ("models", "updates")
 MODEL_KINDS = ("none", "softmax", "mlp", "cnn", "custom")
 ACTIVATIONS = ("relu", "tanh", "sigmoid", "elu")
@@ -94,7 +94,8 @@ def dp_link(c: Mapping[str, Any]) -> bool:
 
 #: Where the accounting settings have an effect: some link carries DP noise.
 DP_LINK = When(
-    'privacy.server_noise other than "none" or privacy.client_noise = "laplace"/"gaussian"',
+    'privacy.server_noise other than "none" or privacy.client_noise = "laplace"/"gaussian"/'
+    '"distributed_gaussian"/"skellam"',
     dp_link,
 )
 RAY = When('run.backend = "ray"', lambda c: c["run.backend"] == "ray")

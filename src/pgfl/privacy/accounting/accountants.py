@@ -63,6 +63,7 @@ from .mechanisms import (
 from .releases import (
     RANDOMIZED_RESPONSE_RELATION,
     SHIFT_PAIR,
+    DiscreteSumRelease,
     GaussianRelease,
     LaplaceRelease,
     MixtureSampledGaussianRelease,
@@ -162,8 +163,19 @@ class _StepLedger(Accountant):
         self._expm1 = 0.0  # Σ ε_t (e^{ε_t} − 1)         (DRV drift)
         self._values: set[float] = set()  # distinct pure ε₀ (only "one or more" matters)
         self._gauss: dict[float, int] = {}  # noise multiplier → number of steps
+        self._unbounded = False  # a distributed discrete sum: no (ε_t, δ_t) here, ε = ∞
+
+    def get_epsilon(self, delta: float) -> float:
+        """ε at ``delta``; ∞ once a discrete sum (Rényi accountants only) was composed."""
+        if self._unbounded:
+            _check_delta(delta)
+            return math.inf
+        return super().get_epsilon(delta)
 
     def _compose(self, release: Release, n: int) -> None:
+        if isinstance(release, DiscreteSumRelease):
+            self._unbounded = True  # no pure or Gaussian step bound: Rényi accountants only
+            return
         if isinstance(release, GaussianRelease):
             if release.sensitivity_l2 > 0:
                 z = release.noise_multiplier
@@ -328,9 +340,11 @@ class RdpAccountant(Accountant):
         super().__init__()
         self._order_list = None if orders is None else list(orders)
         self._orders = self._library().orders
-        # the multiset of releases: (Laplace ε₀ of one coordinate | dp_accounting event) → count
+        # the multiset of releases: (Laplace ε₀ of one coordinate | dp_accounting event |
+        # discrete sum, by its own Rényi curve) → count
         self._laplace: dict[float, int] = {}
         self._events: dict[dp_accounting.DpEvent, int] = {}
+        self._discrete: dict[DiscreteSumRelease, int] = {}
         self._mixtures: dict[MixtureSampledGaussianRelease, int] = {}
         self._rdp: np.ndarray | None = None  # RDP per order (None: not summed yet)
         self._pure_total = 0.0
@@ -344,6 +358,11 @@ class RdpAccountant(Accountant):
 
     def _compose(self, release: Release, n: int) -> None:
         self._rdp = None
+        if isinstance(release, DiscreteSumRelease):
+            self._gaussian = True  # not pure DP: Σ ε_t does not cap it
+            key = dataclasses.replace(release, count=1)
+            self._discrete[key] = self._discrete.get(key, 0) + n
+            return
         if isinstance(release, MixtureSampledGaussianRelease):
             self._gaussian = True
             if release.sensitivity_l2 > 0:
@@ -380,6 +399,8 @@ class RdpAccountant(Accountant):
             for event, count in sorted(self._events.items(), key=lambda kv: repr(kv[0])):
                 library.compose(event, count)
             rdp = library.rdp
+            for release, count in sorted(self._discrete.items(), key=lambda kv: repr(kv[0])):
+                rdp = rdp + count * release.rdp(self._orders)
             for release, count in sorted(self._mixtures.items(), key=lambda kv: repr(kv[0])):
                 rdp = rdp + count * self.mixture_rdp(release)
             if self._laplace:
@@ -476,6 +497,8 @@ class PldAccountant(Accountant):
         self._powers: dict[tuple[type, float], list] = {}  # release → [P, P², P⁴, ...]
         self._pure: Any = None  # PLD of every pure release (None: not built yet)
         self.dropped = False
+        self._renyi_only = False  # a discrete sum was composed: no PLD of it is built
+        self._dominated: list[float] | None = [0.0, 0.0]  # discrete sums' Σμ², Σκ (or None)
         #: Which bound gave the last ε read: ``"pld"`` (the privacy-loss distribution, or
         #: the exact composed Gaussian), ``"rdp"`` (the Rényi bound) or ``"basic"`` (Σ ε_t).
         self.source = "pld"
@@ -508,6 +531,15 @@ class PldAccountant(Accountant):
 
     def _compose(self, release: Release, n: int) -> None:
         self._rdp.compose(release, n // release.count)  # n counts release.count already
+        if isinstance(release, DiscreteSumRelease):
+            self._renyi_only = True
+            dominance = release.gaussian_dominance()
+            if dominance is None or self._dominated is None:
+                self._dominated = None
+            else:
+                self._dominated = [self._dominated[0] + n * dominance[0],
+                                   self._dominated[1] + n * dominance[1]]  # fmt: skip
+            return
         if isinstance(release, GaussianRelease):
             self._gaussian = True
             if release.sensitivity_l2 > 0:
@@ -572,6 +604,11 @@ class PldAccountant(Accountant):
         return self._pure
 
     def _epsilon(self, delta: float) -> float:
+        if self._renyi_only:  # distributed discrete noise: Rényi, or Gaussian dominance
+            # (the exact composed Gaussian's ε, plus 2K: the source "pld", as for Gaussians)
+            bounds = {"pld": self._dominated_epsilon(delta), "rdp": self._rdp.get_epsilon(delta)}
+            self.source = min(("pld", "rdp"), key=bounds.__getitem__)
+            return bounds[self.source]
         pure = None if self.dropped else self._pure_pld()
         bounds = {"rdp": self._rdp.get_epsilon(delta)}
         if not self._gaussian:
@@ -596,6 +633,21 @@ class PldAccountant(Accountant):
         # the bound that gives the value, the PLD's own first on a tie
         self.source = min(("pld", "rdp", "basic"), key=lambda k: bounds.get(k, math.inf))
         return bounds[self.source]
+
+    def _dominated_epsilon(self, delta: float) -> float:
+        """``ε_GDP(μ, δe^{−K}) + 2K``, the Gaussian-dominance bound, or ∞.
+
+        Defined when every release is a discrete Gaussian sum or a Gaussian
+        (:mod:`pgfl.privacy.distributed.accounting`).
+        """
+        if self._dominated is None or self._pure_total > 0:
+            return math.inf
+        mu2 = self._dominated[0] + self._mu2
+        k = self._dominated[1]
+        if mu2 == 0:
+            return 2.0 * k
+        eps = gaussian_epsilon_analytic(1.0 / math.sqrt(mu2), delta * math.exp(-k))
+        return float(eps) + 2.0 * k
 
 
 def _power(squares: list[Any], m: int) -> Any:

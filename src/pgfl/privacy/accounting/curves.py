@@ -22,10 +22,24 @@ from typing import Any
 import dp_accounting
 import numpy as np
 
+from pgfl.privacy.distributed.accounting import DISCRETE_NOISE
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
-from .accountants import ACCOUNTANTS, Accountant, PaperAccountant, PldAccountant, make_accountant
-from .releases import GaussianRelease, Release, Transcript, check_release
+from .accountants import (
+    ACCOUNTANTS,
+    Accountant,
+    PaperAccountant,
+    PldAccountant,
+    RdpAccountant,
+    make_accountant,
+)
+from .releases import (
+    DiscreteSumRelease,
+    GaussianRelease,
+    Release,
+    Transcript,
+    check_release,
+)
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -64,10 +78,10 @@ FLOATING_POINT_CAVEAT = (
 def default_accountants(distribution: str) -> tuple[str, ...]:
     """Accountants :func:`epsilon_curve` reports by default for a noise distribution.
 
-    >>> default_accountants("gaussian")
-    ('paper', 'pld', 'rdp')
+    >>> default_accountants("gaussian"), default_accountants("skellam")
+    (('paper', 'pld', 'rdp'), ('paper', 'pld', 'rdp'))
     """
-    dist = check_choice("distribution", distribution, DISTRIBUTIONS)
+    dist = check_choice("distribution", distribution, (*DISTRIBUTIONS, *DISCRETE_NOISE))
     return ACCOUNTANTS if dist == "laplace" else ("paper", "pld", "rdp")
 
 
@@ -170,11 +184,14 @@ def pld_interval(releases: Sequence[Release]) -> float:
     the coarsening moves ε by < 0.1 % (tests compare with a fine numerical reference).
     Beyond Σε₀ = 10⁴ the PLD accountant stops building its PLD anyway.
     """
-    total = sum(r.count * r.epsilon0 for r in releases if not isinstance(r, GaussianRelease))
+    pure = (r for r in releases if not isinstance(r, (GaussianRelease, DiscreteSumRelease)))
+    total = sum(r.count * r.epsilon0 for r in pure)
     return min(1.0, max(1e-4, 2.0 * total / _PLD_TARGET_POINTS))
 
 
 def _accountant_for(name: str, releases: Sequence[Release]) -> Accountant:
+    if name == "paper" and any(isinstance(r, DiscreteSumRelease) for r in releases):
+        return RdpAccountant()  # the distributed-DP papers account by Rényi DP
     if name == "pld":
         return PldAccountant(pld_interval(releases))
     return make_accountant(name)
@@ -375,6 +392,8 @@ def _notes(t: Transcript, accs: Sequence[str]) -> dict[str, str]:
         notes[a] = cls.note
         if a == "paper" and gaussian:
             notes[a] = PaperAccountant.note_gaussian
+    if t.distribution in DISCRETE_NOISE:
+        return _discrete_notes(t, accs)
     if "pld" in notes and gaussian:
         notes["pld"] = "exact: composed Gaussians are one Gaussian (GDP); analytic Gaussian epsilon"
     elif "pld" in notes and t.rigorous and t.dim > 1:
@@ -386,6 +405,27 @@ def _notes(t: Transcript, accs: Sequence[str]) -> dict[str, str]:
         for a in notes:
             if a != "paper":
                 notes[a] += " [papers' reading: l2 sensitivity, eq. 52 growth for every scheme]"
+    return notes
+
+
+def _discrete_notes(t: Transcript, accs: Sequence[str]) -> dict[str, str]:
+    """What each accountant's number is for distributed discrete noise."""
+    derived = (
+        "Renyi DP of the noisy integer sum (pgfl.privacy.distributed.accounting: the derived "
+        "bound for a sum of discrete Gaussians, Agarwal et al.'s for Skellam), composed over "
+        "iterations, converted by dp_accounting"
+    )
+    notes = {}
+    for a in accs:
+        if a in ("pld", "rdp"):
+            notes[a] = derived + ("; no PLD is built for discrete sums" if a == "pld" else "")
+        elif a == "paper":
+            notes[a] = (
+                "the papers' Renyi bound (KLS Proposition 14 with tau for the discrete "
+                "Gaussian; Agarwal et al. for Skellam)"
+            )
+        else:
+            notes[a] = "not defined for distributed discrete noise (Renyi bounds only): inf"
     return notes
 
 

@@ -25,13 +25,22 @@ import dataclasses
 import math
 
 import dp_accounting
+import numpy as np
+from dp_accounting.rdp import rdp_privacy_accountant
 
+from pgfl.privacy.distributed.accounting import (
+    DISCRETE_NOISE,
+    gaussian_dominance,
+    subsampled_rdp,
+    sum_rdp,
+)
 from pgfl.validation import ConfigError, check_int, check_real
 
 __all__ = [
     "RANDOMIZED_RESPONSE_RELATION",
     "SHIFT_PAIR",
     "amplified_epsilon",
+    "DiscreteSumRelease",
     "GaussianRelease",
     "LaplaceRelease",
     "MixtureSampledGaussianRelease",
@@ -287,10 +296,109 @@ class PureDpRelease:
         return float(self.epsilon)
 
 
+@dataclasses.dataclass(frozen=True)
+class DiscreteSumRelease:
+    """``count`` releases of a sum of n clients' integer vectors plus n integer noise shares.
+
+    Distributed DP under secure aggregation (:mod:`pgfl.privacy.distributed`): the server
+    sees ``Σ_i (x̃_i + Z_i)`` over the survivors; one client's data moves ``Σ x̃_i`` by an
+    integer vector of ℓ2 norm ≤ ``l2`` (grid units). Described by its Rényi curve
+    (:meth:`rdp`, :func:`pgfl.privacy.distributed.accounting.sum_rdp`); only the Rényi
+    accountants compose it (``rdp``, and ``pld`` through its Rényi bound).
+
+    Attributes:
+        noise: ``"discrete_gaussian"`` (shares ``N_Z(0, σ²)``) or ``"skellam"``
+            (``Sk(λ, λ)``, σ² = 2λ).
+        l2: Δ₂ of the integer sum, grid units.
+        share_variance: σ² of one share, grid units².
+        shares: the survivor counts a round may hold (t..L); charged the worst.
+        dim: d, the coordinates of the integer vectors.
+        grid: γ, real units per grid step (:attr:`sensitivity_l2` is ``l2·γ``).
+        published: the papers' reading (KLS Proposition 14) for the discrete Gaussian.
+        sampling: ``(K, m)``: computed on a fresh m-of-K client sample the observer does
+            not know (Wang, Balle & Kasiviswanathan, Theorem 9), else ``None``.
+        count: identical releases.
+
+    >>> r = DiscreteSumRelease("skellam", 2.0, 50.0, (4,), dim=1)
+    >>> round(float(r.rdp(np.array([2.0]))[0]), 6)          # 2·4/400 + (3·4 + 12)/160000
+    0.02015
+
+    """
+
+    noise: str
+    l2: float
+    share_variance: float
+    shares: tuple[int, ...]
+    dim: int = 1
+    grid: float = 1.0
+    published: bool = False
+    sampling: tuple[int, int] | None = None
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        if self.noise not in DISCRETE_NOISE:
+            raise ConfigError(
+                f"noise must be one of {', '.join(DISCRETE_NOISE)}; got {self.noise!r}"
+            )
+        check_real("l2", self.l2, lo=0.0)
+        check_real("share_variance", self.share_variance, lo=0.0, lo_open=True)
+        for n in self.shares:
+            check_int("shares", n, lo=1)
+        check_int("dim", self.dim, lo=1)
+        check_int("count", self.count, lo=1)
+
+    @property
+    def sensitivity_l2(self) -> float:
+        """Δ₂ in real units, ``l2·γ`` (a Gaussian-equivalent start for calibration)."""
+        return self.l2 * self.grid
+
+    def gaussian_dominance(self) -> tuple[float, float] | None:
+        """``(μ², κ)``: a post-processed Gaussian of ``μ`` up to a factor ``e^{±κ}``, or None.
+
+        Discrete Gaussian shares only, without sampling credit, in the rigorous reading
+        (:func:`pgfl.privacy.distributed.accounting.gaussian_dominance`).
+        """
+        if self.noise != "discrete_gaussian" or self.published:
+            return None
+        return gaussian_dominance(self.l2, self.share_variance, self.shares, self.dim)
+
+    def rdp(self, orders: np.ndarray) -> np.ndarray:
+        """Rényi DP of one release at each order (> 1)."""
+        if self.l2 == 0:
+            return np.zeros(np.shape(orders))
+
+        def base(o: np.ndarray) -> np.ndarray:
+            return sum_rdp(o, self.noise, self.l2, self.share_variance, self.shares, self.dim,
+                           published=self.published)  # fmt: skip
+
+        o = np.asarray(orders, dtype=float)
+        plain = base(o)
+        if self.sampling is None:
+            return plain
+        population, sample = self.sampling
+        dominance = self.gaussian_dominance()
+        if dominance is None:  # the general bound (Wang, Balle & Kasiviswanathan, Thm 9)
+            return np.minimum(plain, subsampled_rdp(o, base, sample / population))
+        # a post-processed Gaussian up to e^{±κ} per world, before and after sampling:
+        # dp_accounting's sampled Gaussian plus (2α − 1)κ/(α − 1)
+        mu2, kappa = dominance
+        library = rdp_privacy_accountant.RdpAccountant(list(o), RANDOMIZED_RESPONSE_RELATION)
+        event = dp_accounting.GaussianDpEvent(1.0 / math.sqrt(mu2))
+        library.compose(dp_accounting.SampledWithoutReplacementDpEvent(population, sample, event))
+        return np.minimum(plain, library.rdp + (2 * o - 1) * kappa / (o - 1))
+
+
 Release = (
-    LaplaceRelease | VectorLaplaceRelease | GaussianRelease | SampledGaussianRelease | PureDpRelease
+    LaplaceRelease
+    | VectorLaplaceRelease
+    | GaussianRelease
+    | SampledGaussianRelease
+    | PureDpRelease
+    | DiscreteSumRelease
 )
-_RELEASE_TYPES = (LaplaceRelease, VectorLaplaceRelease, GaussianRelease, PureDpRelease)
+_RELEASE_TYPES = (
+    LaplaceRelease, VectorLaplaceRelease, GaussianRelease, PureDpRelease, DiscreteSumRelease,
+)  # fmt: skip
 # (SampledGaussianRelease is a GaussianRelease)
 
 
@@ -298,8 +406,8 @@ def check_release(release: object) -> Release:
     """Return ``release`` if it is one of the release classes, else raise ConfigError."""
     if not isinstance(release, _RELEASE_TYPES):
         raise ConfigError(
-            "release must be a LaplaceRelease, VectorLaplaceRelease, GaussianRelease or "
-            f"PureDpRelease; got {release!r}"
+            "release must be a LaplaceRelease, VectorLaplaceRelease, GaussianRelease, "
+            f"PureDpRelease or DiscreteSumRelease; got {release!r}"
         )
     return release
 
@@ -348,6 +456,10 @@ def dp_event(release: Release) -> dp_accounting.DpEvent:
     LaplaceDpEvent(noise_multiplier=5.0)
     """
     check_release(release)
+    if isinstance(release, DiscreteSumRelease):
+        raise ConfigError(
+            "a DiscreteSumRelease has no dp_accounting event: it is composed by its Renyi curve"
+        )
     if isinstance(release, GaussianRelease):
         if release.sensitivity_l2 == 0:
             return dp_accounting.NoOpDpEvent()
@@ -406,8 +518,14 @@ class Transcript:
             ``m``-of-``n`` subsample the adversary does not see (Gaussian noise:
             :class:`SampledGaussianRelease`, copies folded into one release of std
             σ/√copies, as they share the subsample; Laplace noise: a
-            :class:`PureDpRelease` of :func:`amplified_epsilon` of the round's ε₀);
+            :class:`PureDpRelease` of :func:`amplified_epsilon` of the round's ε₀;
+            discrete noise: :class:`DiscreteSumRelease` with its sampling);
             ``None``: no amplification.
+        shares: distributed discrete noise (``distribution`` one of ``"discrete_gaussian"``,
+            ``"skellam"``): the survivor counts a round's sum may hold, each adding one
+            share of std ``std``; sensitivities and std are then in grid units of ``grid``
+            real units (:class:`DiscreteSumRelease`).
+        grid: γ of distributed discrete noise (1 otherwise).
         mixture: ``((weight, n, m, std), ...)``: each release is computed on an
             ``m``-of-``n`` subsample with noise std ``std`` with probability ``weight``,
             the observer knowing which (a unit's client knows whether it was sampled
@@ -433,6 +551,8 @@ class Transcript:
     iterations: int = 0
     settings: tuple[tuple[str, object], ...] = ()
     sampling: tuple[int, int] | None = None
+    shares: tuple[int, ...] = ()
+    grid: float = 1.0
     mixture: tuple[tuple[float, int, int, float], ...] | None = None
 
     def __post_init__(self) -> None:
@@ -451,13 +571,23 @@ class Transcript:
     def releases(self, paper: bool = False) -> list[Release]:
         """One release per iteration: the rigorous reading, or the papers' (``paper``).
 
-        Gaussian noise: a :class:`GaussianRelease` of Δ₂(j); Laplace noise: an M-dimensional
+        Discrete distributed noise: a :class:`DiscreteSumRelease` (``paper``: KLS's
+        Proposition 14 for the discrete Gaussian). Gaussian noise: a
+        :class:`GaussianRelease` of Δ₂(j); Laplace noise: an M-dimensional
         :class:`VectorLaplaceRelease` of Δ₂(j) (rigorous), or the papers' 1-D
         :class:`LaplaceRelease` charged Δ₂(j).
         """
         sens = self.sensitivities
         if paper and self.paper_sensitivities is not None:
             sens = self.paper_sensitivities
+        if self.distribution in DISCRETE_NOISE:
+            if self.mixture is not None:  # no status-mixture bound for discrete sums
+                raise ConfigError("a discrete sum has no status-mixture release")
+            common = {"dim": self.dim, "grid": self.grid, "published": paper,
+                      "sampling": self.sampling, "count": self.copies}  # fmt: skip
+            var = self.std**2
+            return [DiscreteSumRelease(self.distribution, float(s), var, self.shares, **common)
+                    for s in sens]  # fmt: skip
         if self.distribution == "gaussian":
             if self.mixture is not None and not paper:
                 root = math.sqrt(self.copies)

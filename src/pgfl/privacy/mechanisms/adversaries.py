@@ -143,7 +143,7 @@ def adversary_epsilons(
             out[a] = AdversaryEpsilon(None, None, _note(a, client, server))
             continue
         value, source = min(accounted(t, delta, known=known) for t in views)
-        note = client.exposes.get(a, "") if a in UPLOADS else ""
+        note = client.notes.get(a) or server.notes.get(a) or ""
         out[a] = AdversaryEpsilon(value, source, note)
     return out
 

@@ -230,6 +230,8 @@ class Mechanism:
             rounds (a growing sensitivity).
         trusted: parties every ε of the mechanism trusts, each with what it could do
             (a trusted aggregator, a dealer); printed beside every number.
+        notes: per protected adversary, what its ε rests on or what it sees that is not
+            a DP number (secure aggregation's masked uploads); printed beside the number.
 
     The engine combines the servers' messages with :meth:`combination` of the topology's
     matrix (the topology's own by default; a trusted aggregator's average, K gossip
@@ -246,6 +248,7 @@ class Mechanism:
     silent: ClassVar[bool] = False
     amplified: ClassVar[bool] = False
     trusted: ClassVar[Mapping[str, str]] = {}
+    notes: ClassVar[Mapping[str, str]] = {}
 
     @property
     def name(self) -> str:
@@ -334,7 +337,8 @@ class Mechanism:
         every message between two servers; a curious server (or coalition) the messages
         sent to it from outside; a client of the target's unit its server's model; the
         target's own server and an observer of the uploads the unit's aggregate (with
-        ``L = 1``: the target's upload) and who uploaded (the sample). Returns
+        ``L = 1``: the target's upload; under secure aggregation, :attr:`ClientAggregation.summed`,
+        all they learn for any L) and who uploaded (the sample). Returns
         ``[(array [R, d], single), ...]`` (the sample carries no noise: single):
         ``single`` where each column carries one draw of the mechanism's noise (the
         likelihood ratio of Laplace noise is then a sum over columns).
@@ -495,11 +499,14 @@ class ClientAggregation(Mechanism):
     """How a server forms ``ψ_p`` from its sampled clients' local models (eq. 7).
 
     ``reveals_sample``: the unit's clients learn which clients were sampled (secure
-    aggregation), so sampling does not amplify against ``unit_client``.
+    aggregation), so sampling does not amplify against ``unit_client``. ``summed``: the
+    server learns only the sum of the sampled clients' uploads (secure aggregation), so
+    that its view, and what the uploads reveal, is the unit's aggregate for any L.
     """
 
     level: ClassVar[str] = "client"
     reveals_sample: ClassVar[bool] = False
+    summed: ClassVar[bool] = False
 
     def fewest_clients(self, L: int) -> int:
         """The fewest clients a unit averages per round (``L``; secure aggregation: its ``t``)."""

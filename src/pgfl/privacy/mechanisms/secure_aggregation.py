@@ -59,6 +59,7 @@ class SecureAggregationScheme(ClientAggregation):
     names: ClassVar[tuple[str, ...]] = ("secure_aggregation",)
     params: ClassVar[tuple[Param, ...]] = SECAGG_PARAMS
     reveals_sample: ClassVar[bool] = True
+    summed: ClassVar[bool] = True
     exposes: ClassVar[Mapping[str, str]] = {
         "upload_eavesdropper": "masked uploads: secure aggregation hides each client's model "
         "computationally (X25519 key agreement, AES-CTR masks; docs/secagg.md), which is not "
