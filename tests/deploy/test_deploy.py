@@ -305,9 +305,19 @@ def test_bad_deployments_stop_in_one_line_before_anything_runs(tmp_path):
     gossip.write_text(
         SMALL.read_text().replace('"pairwise_cancelling", pairwise_variance = 0.02', '"gossip"')
     )
+    skellam = tmp_path / "skellam.toml"  # distributed DP: refused, not run without its noise
+    skellam.write_text(
+        SMALL.read_text().replace(
+            'client_noise = "secure_aggregation"', 'client_noise = "skellam", ddp_variance = 1.0'
+        )
+    )
     cases = [
         (["deploy", str(SMALL), "--out", str(tmp_path / "a")], "needs deploy.servers"),
         (["deploy", str(gossip), "--local", "--out", str(tmp_path / "b")], "cannot be deployed"),
+        (
+            ["deploy", str(skellam), "--local", "--out", str(tmp_path / "b")],
+            "privacy.client_noise = 'skellam' (curve 'secure_aggregation') cannot be deployed",
+        ),
         (["deploy", str(SMALL), "--local", "--mode", "secret"], "--mode must be one of"),
         (["deploy", str(SMALL), "--party", "server-9"], "deploy.servers"),
         (["deploy", str(SMALL), "--local", "--party", "server-0"], "give one of"),

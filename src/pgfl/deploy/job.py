@@ -49,6 +49,11 @@ TRUSTED = {"central": "aggregator", "topology_optimized": "dealer"}
 _WHY_NOT = {
     "gossip": "its K gossip steps exchange messages between servers K times a round, which "
     "the deployment does not run yet (the engine combines with the polynomial of A at once)",
+    **dict.fromkeys(
+        ("distributed_gaussian", "skellam"),
+        "distributed DP's clients encode their messages as integers with noise shares inside "
+        "secure aggregation, which the deployed clients do not run yet",
+    ),
 }
 
 

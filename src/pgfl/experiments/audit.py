@@ -726,6 +726,7 @@ def record_audit(
     folder, replaced only when both worlds are recorded; ``force`` as ``--force``).
     """
     from pgfl.deploy.coordinator import deploy_network  # lazy: grpc, Flower (pgfl[deploy])
+    from pgfl.deploy.job import check_deployable  # lazy: the deploy package, as above
 
     if adversary is not None:
         check_choice("--adversary", adversary, tuple(ADVERSARIES))
@@ -736,6 +737,7 @@ def record_audit(
     net = build_network(ccfg, cfg.seed)
     settings = curve_settings(ccfg, cfg.iterations, net)
     _from_transcripts(view, adversary, settings, cfg.deploy.mode)  # before anything runs
+    check_deployable((settings,), [ccfg.label])
     worlds = canary_networks(net, records=canary_records(settings, net, first + T - 1))
     stamp = _recording(cfg, curve, n, first, T)
     output = check_output(folder, digest=digest_of(stamp), force=force,
