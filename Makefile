@@ -11,15 +11,15 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-# the demo's install: pgfl and numba (the compiled local phase); Ray and JAX are extras
-# (`$(BIN)/pip install -e '.[ray]'`, `'.[jax]'`), installed by `make test`
+# the demo's install: pgfl and numba (the compiled local phase); Ray, JAX, Flower/gRPC are
+# extras (`$(BIN)/pip install -e '.[ray]'`, `'.[jax]'`, `'.[deploy]'`), installed by `make test`
 $(BIN)/.demo-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[fast]'
 	touch $@
 
 # what CI runs: the dev tools (pytest, hypothesis, ruff) and every optional backend
 $(BIN)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[dev,ray,fast,jax]'
+	$(BIN)/python -m pip install -q -e '.[dev,ray,fast,jax,deploy]'
 	touch $@ $(BIN)/.demo-installed
 
 demo: $(BIN)/.demo-installed

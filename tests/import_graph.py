@@ -39,6 +39,7 @@ FLOORS = {
     "pgfl.graphlearn": 6,
     "pgfl.bench": 6,
     "pgfl.backends": 7,
+    "pgfl.deploy": 7,
     "pgfl.experiments.runner": 8,
     "pgfl.experiments.frontier": 8,
     "pgfl.experiments.audit": 8,

@@ -112,6 +112,7 @@ EXTRAS = {
     ("shell", "docs/models.md"): "jax",
     ("python", "docs/ray.md"): "ray",
     ("shell", "README.md"): "ray",
+    ("shell", "docs/deploy.md"): "flwr",
 }
 
 
@@ -364,6 +365,14 @@ EXPECTED = {
     ],
     "docs/models.md": ["runs/custom/summary.json", "runs/custom/figure.png"],
     "docs/privacy.md": ["eps.png", "audit.png"],
+    "docs/deploy.md": [
+        "runs/deploy/summary.json",
+        "runs/deploy/figure.png",
+        "runs/deploy/logs/batch-000/coordinator.log",
+        "certs/ca.pem",
+        "certs/client-2-3.key",
+        "wire/world-1/transcripts/batch-000/server-1.pgflwire",
+    ],
 }
 
 

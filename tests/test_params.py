@@ -218,10 +218,13 @@ def test_the_table_is_every_field_of_the_config_dataclasses():
         "curves",
         "source",
         "run",
+        "deploy",
     }
     assert top == {p.name for p in params.section_params("")}
     run = {f"run.{f.name}" for f in dataclasses.fields(config.RunConfig)}
     assert run == {p.name for p in params.section_params("run")}
+    deploy = {f"deploy.{f.name}" for f in dataclasses.fields(config.DeployConfig)}
+    assert deploy == {p.name for p in params.section_params("deploy")}
 
 
 def test_choices_agree_with_the_mechanism_registry():

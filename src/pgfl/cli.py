@@ -24,7 +24,7 @@ from typing import Annotated
 
 import typer
 
-from pgfl.commands import experiments
+from pgfl.commands import deploy, experiments
 from pgfl.commands.common import state
 from pgfl.commands.graphlearn import app as graphlearn_app
 from pgfl.commands.privacy import app as privacy_app
@@ -40,8 +40,27 @@ app = typer.Typer(
 app.command()(experiments.run)
 app.command()(experiments.reproduce)
 app.command()(experiments.bench)
+app.command()(deploy.deploy)
 app.add_typer(privacy_app, name="privacy")
 app.add_typer(graphlearn_app, name="graphlearn")
+
+
+def _usage_errors() -> tuple[type[BaseException], ...]:
+    """The command line's usage errors: typer's own, or click's under an older typer.
+
+    Newer typer bundles its own click (``typer.TyperException``); the extra
+    ``pgfl[deploy]`` installs Flower 1.42, which pins typer < 0.21, whose usage errors are
+    click's ``ClickException``.
+    """
+    own = getattr(typer, "TyperException", None)
+    if own is not None:
+        return (own,)
+    import click  # lazy: only an older typer, which depends on click
+
+    return (click.ClickException,)
+
+
+_USAGE_ERRORS = _usage_errors()
 
 #: Environment variable that, set to anything but "" or "0", shows internal tracebacks.
 DEBUG_ENV = "PGFL_DEBUG"
@@ -94,7 +113,7 @@ def _exit_for(exc: BaseException) -> SystemExit:
 
     if isinstance(exc, RunStopped):  # finished work is saved; --resume continues
         return _fail(1, f"run stopped: {exc}")
-    if isinstance(exc, typer.TyperException):  # click's usage errors: exit 2
+    if isinstance(exc, _USAGE_ERRORS):  # click's usage errors: exit 2
         message = _usage_message(exc)
         if not message.strip():  # no arguments: the help was shown
             return SystemExit(2)

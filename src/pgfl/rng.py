@@ -233,6 +233,32 @@ class KeyedDraws:
         u = self.uniform_at(f"{stream_name}.{distribution}", rows, counters)
         return unit_noise(u, distribution)
 
+    def cells(self, units: Sequence[int]) -> KeyedDraws:
+        """The draws of other cells (e.g. a trusted party's) in this round and repetitions.
+
+        Mechanisms whose noise belongs to a party other than the block's units (a trusted
+        aggregator, a dealer) draw through this, so that a deployment can hand them that
+        party's own generator instead (:mod:`pgfl.deploy.draws`).
+
+        >>> d, other = KeyedDraws(3, 2, [0], [5]), KeyedDraws(3, 2, [0], [9])
+        >>> bool((d.cells([9]).uniform("x", (2,)) == other.uniform("x", (2,))).all())
+        True
+        """
+        return KeyedDraws(self.seed, self.round, self.reps, units)
+
+    def edge_noise(
+        self, stream_name: str, distribution: str, lo: np.ndarray, hi: np.ndarray, dim: int
+    ) -> np.ndarray:
+        """Noise ``[R, e, dim]`` shared by the two ends of each edge ``lo[j] < hi[j]``.
+
+        Entry ``(r, j, m)`` is entry ``hi[j]·dim + m`` of the cell of unit ``lo[j]``: both
+        ends, in any block, draw the same numbers. A deployment draws them from a secret
+        the two ends agree on instead (:class:`pgfl.deploy.draws.SecretDraws`).
+        """
+        cells, row = np.unique(lo, return_inverse=True)
+        counters = np.asarray(hi)[:, None] * dim + np.arange(dim)
+        return self.cells(cells).noise_at(stream_name, distribution, row, counters)
+
 
 @lru_cache(maxsize=64)
 def _cell_grid(reps: bytes, units: bytes) -> np.ndarray:

@@ -381,7 +381,7 @@ def test_mean_is_over_survivors_not_all_clients():
 
 
 def test_server_never_requests_both_shares_for_one_client():
-    vault = secagg.protocol._ShareVault(client=0, t=2)
+    vault = secagg.protocol.ShareVault(client=0, t=2)
     vault.b[5] = np.arange(13)
     vault.s[5] = np.arange(13)
     with pytest.raises(SecAggProtocolError, match="both kinds of share for client"):
@@ -396,7 +396,7 @@ def test_server_never_requests_both_shares_for_one_client():
     with pytest.raises(SecAggProtocolError, match="refusing to unmask"):
         vault.reveal(np.array([5]), np.array([], int), n_included=1)
     # requests must match the announced U3: no key share of a survivor
-    fresh = secagg.protocol._ShareVault(client=1, t=2)
+    fresh = secagg.protocol.ShareVault(client=1, t=2)
     fresh.s[3] = np.arange(13)
     u3 = np.array([True, True, False, True])
     with pytest.raises(SecAggProtocolError, match="inconsistent with the announced"):

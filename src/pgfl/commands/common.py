@@ -154,15 +154,19 @@ def with_run_options(cfg: Any, **options: Any) -> Any:
     return replace(cfg, run=replace(cfg.run, **given))
 
 
-def execute(plan: Any, as_json: bool) -> dict[str, Any]:
-    """Run a prepared plan with a progress bar on stderr; Ctrl-C says what was saved."""
+def execute(plan: Any, as_json: bool, backend: Any = None) -> dict[str, Any]:
+    """Run a prepared plan with a progress bar on stderr; Ctrl-C says what was saved.
+
+    ``backend``: what simulates the batches (default: the configuration's ``[run]``).
+    """
     from pgfl.backends import make_backend  # lazy: the runner, engine, numba
     from pgfl.experiments.partial import saved_curves
     from pgfl.experiments.runner import run_plan
 
     cfg, folder = plan.cfg, plan.out
     work = plan.work  # where the interrupted run's partial files are
-    backend = make_backend(cfg.run)  # a missing pgfl[ray]: one line, nothing written
+    if backend is None:
+        backend = make_backend(cfg.run)  # a missing pgfl[ray]: one line, nothing written
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),

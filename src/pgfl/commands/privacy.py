@@ -433,21 +433,52 @@ def audit_command(
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Write the trade-off plot to this PNG.")
     ] = None,
+    transcript: Annotated[
+        Path | None,
+        typer.Option(
+            "--transcript",
+            help="Attack the messages deployed parties recorded in "
+            "DIR (pgfl deploy's transcripts of the two canary worlds).",
+        ),  # fmt: skip
+    ] = None,
+    deploy: Annotated[
+        bool,
+        typer.Option(
+            "--deploy",
+            help="First run the two canary worlds on local deployed "
+            "parties (pgfl[deploy]) that record into --transcript DIR.",
+        ),  # fmt: skip
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="--deploy: record into --transcript DIR although it holds files pgfl did "
+            "not write or another recording (pgfl deletes nothing else).",
+        ),  # fmt: skip
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Attack one release of the real engine: an empirical lower bound on epsilon.
 
+    With --transcript, the release attacked is what deployed parties recorded on the wire.
+
     Exit code 3 if the lower bound exceeds an accountant's epsilon (that accountant is wrong).
     """
-    from pgfl.experiments.audit import audit  # lazy: the engine
+    from pgfl.experiments.audit import audit, record_audit  # lazy: the engine
 
     _check_plot(plot)
     if accountant:
         checked("privacy.accountants", accountant, "--accountant")
+    if deploy and transcript is None:
+        raise ConfigError("--deploy records into --transcript DIR: give --transcript")
     cfg = load_experiment(config, quick)
+    if deploy:
+        record_audit(cfg, curve, view, transcript, trials=trials, round=round_, rounds=rounds,
+                     adversary=adversary, force=force)  # fmt: skip
     result = audit(
         cfg, curve, view, adversary=adversary, trials=trials, round=round_, rounds=rounds,
-        confidence=confidence, accountants=accountant,
+        confidence=confidence, accountants=accountant, transcript=transcript,
     )  # fmt: skip
     if plot is not None:
         with writing(plot):

@@ -26,7 +26,7 @@ Array layout: a leading *curve* axis ``C`` (settings that vary between curves) a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -215,17 +215,28 @@ def local_phase(
 
 
 def server_messages(
-    psi: np.ndarray, links: Links, curves: CurveBatch, draws: KeyedDraws, start: int, iteration: int
+    psi: np.ndarray,
+    links: Links,
+    curves: CurveBatch,
+    draws: KeyedDraws,
+    start: int,
+    iteration: int,
+    supplied: Mapping[type, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Messages ``ψ_m + g_pm`` on the links sent by a block, ``[C, R, n_links, M]``.
 
     ``psi[C, R, P_b, M]`` are the block's aggregates; ``links`` the links it sends
     (senders ``start..start+P_b-1``); the noise comes from each curve's server scheme.
+    ``supplied``: the noise of a scheme class ``[C', R, n_links, M]`` drawn elsewhere (a
+    deployed dealer's, :mod:`pgfl.deploy`) instead of its ``link_noise``.
     """
     messages = psi[:, :, links.src - start]
     ctx = RoundContext(draws, start, iteration)
     for group in curves.server_groups:
-        noise = group.cls.link_noise(group.schemes, links, psi.shape[-1], ctx)
+        if supplied is not None and group.cls in supplied:
+            noise = supplied[group.cls]
+        else:
+            noise = group.cls.link_noise(group.schemes, links, psi.shape[-1], ctx)
         messages[group.index] += noise
     return messages
 

@@ -76,16 +76,20 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from pgfl.data.federated import FederatedData
-from pgfl.engine import CurveSettings, Network
+from pgfl.engine import CurveBatch, CurveSettings, Network
 from pgfl.engine.step import gfl_round
 from pgfl.experiments.build import build_network, curve_settings
 from pgfl.experiments.config import CurveConfig, ExperimentConfig
+from pgfl.experiments.plan import Batch
+from pgfl.files import FileError, read_json, write_json
+from pgfl.folders import check_output, digest_of, staged
 from pgfl.privacy.accounting import epsilon_curve
 from pgfl.privacy.accounting.mechanisms import tradeoff_curve
 from pgfl.privacy.mechanisms import (
@@ -98,7 +102,7 @@ from pgfl.privacy.mechanisms import (
     RoundContext,
 )
 from pgfl.privacy.mechanisms.adversaries import adversary_view, trusted_parties
-from pgfl.privacy.mechanisms.base import SERVER_SIDE, UPLOADS, Emitted
+from pgfl.privacy.mechanisms.base import SERVER_SIDE, UPLOADS, Emitted, Mechanism
 from pgfl.rng import KeyedDraws
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
@@ -111,6 +115,7 @@ __all__ = [
     "clopper_pearson",
     "coupled_message_gap",
     "epsilon_lower_bound",
+    "record_audit",
     "tradeoff_curve",
 ]
 
@@ -134,6 +139,8 @@ COMPOSITION_NOTE = (
 #: (``summary.json``'s ``epsilon``, not ``epsilon_by_adversary``), whose observer knows which
 #: clients were sampled, as the audit's attacker does (no amplification by client sampling).
 ADVERSARY = "link"
+#: The adversaries the audit gives the members' secrets of correlated noise (curious servers).
+COALITIONS = tuple(a for a in SERVER_SIDE if a != "link_eavesdropper")
 
 LATER_ROUND_NOTE = (
     "a later round is attacked with a generic projection test (the earlier rounds' noise is "
@@ -393,7 +400,7 @@ class AdversaryViewer:
             blocks = adversary_view(s.client, s.server, self.adversary, seen)
             self.single = all(single for _, single in blocks)
             parts = [b for b, _ in blocks]
-            if self.adversary in SERVER_SIDE and self.adversary != "link_eavesdropper":
+            if self.adversary in COALITIONS:
                 members = np.asarray(seen.observers(self.adversary), dtype=int)
                 ctx = RoundContext(KeyedDraws(seed, iteration, reps, np.arange(net.A.shape[0])),
                                    0, iteration)  # fmt: skip
@@ -573,18 +580,28 @@ def _audited_curve(
     return ccfg, n, first, T, conf
 
 
-def _scores(
-    worlds: tuple[Network, Network], settings: CurveSettings, view: str | AdversaryViewer,
-    seed: int, n: int, first: int, T: int,
-) -> tuple[np.ndarray, np.ndarray, str]:  # fmt: skip
-    """The attack's statistic on each world's trials, and the attack's name."""
-    net0, net1 = worlds
+def _runs(settings: CurveSettings, n: int, first: int, T: int) -> list[tuple]:
+    """The two worlds' runs an audit attacks: ``(world, curves, reps, first, last)`` each.
+
+    One release: both worlds with the noisy and the noise-free curve on all ``2n`` trials
+    (the noise-free centres are public); several rounds: the noisy curve, world 0 on
+    trials ``0..n−1``, world 1 on ``n..2n−1`` (independent noise per world).
+    """
     reps = np.arange(2 * n)
+    if first == 1 and T == 1:
+        both = [settings, settings.noiseless()]
+        return [(0, both, reps, 1, 1), (1, both, reps, 1, 1)]
+    last = first + T - 1
+    return [(0, [settings], reps[:n], first, last), (1, [settings], reps[n:], first, last)]
+
+
+def _scores(
+    v0: np.ndarray, v1: np.ndarray, settings: CurveSettings, view: str | AdversaryViewer,
+    n: int, first: int, T: int,
+) -> tuple[np.ndarray, np.ndarray, str]:  # fmt: skip
+    """The attack's statistic on each world's trials, from the views of :func:`_runs`."""
     if first == 1 and T == 1:  # one release: the noise-free centres are public
-        kw = {"seed": seed, "reps": reps, "first": 1, "last": 1}
-        clean = settings.noiseless()
-        v0 = _run_views(net0, [settings, clean], view, **kw)[:, :, 0]
-        v1 = _run_views(net1, [settings, clean], view, **kw)[:, :, 0]
+        v0, v1 = v0[:, :, 0], v1[:, :, 0]
         c0, c1 = v0[1], v1[1]
         y0, y1 = v0[0, :n], v1[0, n:]  # disjoint repetitions: independent noise per world
         if isinstance(view, AdversaryViewer):
@@ -599,9 +616,7 @@ def _scores(
         # the Laplace likelihood ratio has atoms at ±ε: round away float noise
         attack = "likelihood_ratio" if density is not None else "projection"
         return np.round(s0, 9), np.round(s1, 9), attack
-    kw = {"seed": seed, "first": first, "last": first + T - 1}
-    y0 = _run_views(net0, [settings], view, reps=reps[:n], **kw)[0].reshape(n, -1)
-    y1 = _run_views(net1, [settings], view, reps=reps[n:], **kw)[0].reshape(n, -1)
+    y0, y1 = v0[0].reshape(n, -1), v1[0].reshape(n, -1)
     h = n // 2
     direction = y1[:h].mean(0) - y0[:h].mean(0)
     mid = 0.5 * (y1[:h].mean(0) + y0[:h].mean(0))
@@ -674,6 +689,219 @@ def _likelihood_ratio(
     return stat[:n], stat[n:], attack
 
 
+def _engine_views(worlds: tuple[Network, Network], seed: int) -> Callable:
+    """Views from the engine (:func:`gfl_round` on each world)."""
+
+    def views(w: int, curves: list, view: str, reps: np.ndarray, first: int, last: int):
+        return _run_views(worlds[w], curves, view, seed=seed, reps=reps, first=first, last=last)
+
+    return views
+
+
+#: In a recorded audit's folder: what the recording is of (:func:`record_audit`).
+RECORDING = "recording.json"
+
+
+def _recording(cfg: ExperimentConfig, curve: str, n: int, first: int, T: int) -> dict[str, Any]:
+    """What a recording of the canary worlds depends on (the audit's view does not)."""
+    from pgfl.experiments.partial import config_fingerprint  # lazy: data digests
+
+    return {
+        "config": digest_of(config_fingerprint(cfg)), "curve": curve, "trials": n,
+        "round": first, "rounds": T, "mode": cfg.deploy.mode,
+    }  # fmt: skip
+
+
+def record_audit(
+    cfg: ExperimentConfig, curve: str, view: str, folder: str | Path, *, trials: int = 20000,
+    round: int = 1, rounds: int = 1, adversary: str | None = None, force: bool = False,
+) -> Path:  # fmt: skip
+    """Run the audit's two canary worlds on local deployed parties that record their messages.
+
+    Every party is its own process (:func:`pgfl.deploy.coordinator.deploy_network`, in
+    ``cfg``'s ``deploy.mode``); ``FOLDER/world-W/transcripts`` receives each party's
+    transcript, ``FOLDER/recording.json`` what was recorded. :func:`audit` with
+    ``transcript=FOLDER`` then attacks those messages. ``FOLDER`` is an owned output
+    folder (:mod:`pgfl.folders`: checked before anything runs, written in its staging
+    folder, replaced only when both worlds are recorded; ``force`` as ``--force``).
+    """
+    from pgfl.deploy.coordinator import deploy_network  # lazy: grpc, Flower (pgfl[deploy])
+    from pgfl.deploy.job import check_deployable  # lazy: the deploy package, as above
+
+    if adversary is not None:
+        check_choice("--adversary", adversary, tuple(ADVERSARIES))
+        view = adversary
+    ccfg, n, first, T = _audited_curve(
+        cfg, curve, view, trials, round, rounds, 0.95, adversary is not None
+    )[:4]
+    net = build_network(ccfg, cfg.seed)
+    settings = curve_settings(ccfg, cfg.iterations, net)
+    _from_transcripts(view, adversary, settings, cfg.deploy.mode)  # before anything runs
+    check_deployable((settings,), [ccfg.label])
+    worlds = canary_networks(net, records=canary_records(settings, net, first + T - 1))
+    stamp = _recording(cfg, curve, n, first, T)
+    output = check_output(folder, digest=digest_of(stamp), force=force,
+                          what=f"audit transcripts of {cfg.name!r}, curve {curve!r}")  # fmt: skip
+    with staged(output) as stage:
+        for w, curves, reps, _, last in _runs(settings, n, first, T):
+            labels = [ccfg, dataclasses.replace(ccfg, label=f"{ccfg.label} (noise-free)")]
+            recording = dataclasses.replace(cfg.deploy, record=True)
+            run_cfg = dataclasses.replace(cfg, curves=tuple(labels[: len(curves)]),
+                                          iterations=last, repetitions=int(reps.size),
+                                          deploy=recording)  # fmt: skip
+            batch = Batch(tuple(range(len(curves))), worlds[w], CurveBatch.of(curves, worlds[w]))
+            deploy_network(run_cfg, stage / f"world-{w}", batch, reps=reps)
+        write_json(stage / RECORDING, stamp)
+    return output.path
+
+
+class _Recorded:
+    """The rounds of one canary world as its deployed parties recorded them.
+
+    Per round, the engine's arrays (:class:`~pgfl.engine.step.RoundResult`) rebuilt from
+    what crossed the wire: ``messages`` on each link between two servers (the receiver's
+    ``Deliver``; for central DP the uplink ``ψ_m`` each server sent the aggregator in the
+    clear, which the engine's links ``m → p`` carry), ``W`` (each server's model as it
+    reported it), ``psi`` (the uplinks; NaN where no wire carried a unit's aggregate) and
+    ``clients`` (who each server sent ``train``). What no wire carries (a unit's copy to
+    itself) is NaN.
+    """
+
+    def __init__(self, base: Path, net: Network, reps: np.ndarray, C: int) -> None:
+        from pgfl.deploy.wire import decode, decode_message, read_transcript, unpack  # lazy
+
+        P, L, M = net.A.shape[0], net.L, net.dim
+        links, R = net.links, reps.size
+        self.rounds: dict[int, dict[str, np.ndarray]] = {}
+
+        def at(i: int) -> dict[str, np.ndarray]:
+            if i not in self.rounds:
+                self.rounds[i] = {
+                    "messages": np.full((C, R, links.src.size, M), np.nan),
+                    "W": np.full((C, R, P, M), np.nan), "psi": np.full((C, R, P, M), np.nan),
+                    "clients": np.full((R, P, L), -1), "reported": np.zeros(P, bool),
+                }  # fmt: skip
+            return self.rounds[i]
+
+        for p in range(P):
+            path = base / f"server-{p}.pgflwire"
+            if not path.is_file():
+                raise FileError(f"{path}: no transcript (record it with --deploy)")
+            for e in read_transcript(path):
+                key = (e.direction, e.method)
+                if key == ("received", "Deliver"):  # a neighbour's messages into p
+                    arrays, config = decode(e.payload)
+                    q = int(e.peer.split("-")[1])
+                    into = (links.src == q) & (links.dst == p)
+                    at(int(config["round"]))["messages"][:, :, into] = arrays["m"]
+                elif key == ("sent", "Combine"):  # central DP's uplink: ψ_p in the clear
+                    arrays, config = decode(e.payload)
+                    r = at(int(config["round"]))
+                    r["psi"][:, :, p] = arrays["psi"]
+                    uplinks = (links.src == p) & (links.dst != p)
+                    r["messages"][:, :, uplinks] = arrays["psi"][:, :, None]
+                elif key == ("sent", "Round"):
+                    arrays, config = decode(e.payload)
+                    r = at(int(config["round"]))
+                    r["W"][:, :, p], r["reported"][p] = arrays["w"], True
+                elif key == ("sent", "train"):  # who is sampled, in which slot
+                    msg = decode_message(e.payload)
+                    arrays, config = unpack(msg.content)
+                    k = int(e.peer.rsplit("-", 1)[1])
+                    rows = np.searchsorted(reps, arrays["reps"])
+                    at(int(config["round"]))["clients"][rows, p, arrays["slots"]] = k
+        self.base = base
+
+    def round(self, i: int) -> Any:
+        """Round ``i``'s arrays as a :class:`~pgfl.engine.step.RoundResult`-like record."""
+        r = self.rounds.get(i)
+        if r is None or not r["reported"].all():
+            raise FileError(f"{self.base}: round {i} is not in the transcripts")
+        return _RoundArrays(r["W"], r["psi"], r["messages"], r["clients"])
+
+
+class _RoundArrays(NamedTuple):
+    W: np.ndarray
+    psi: np.ndarray
+    messages: np.ndarray
+    clients: np.ndarray
+
+
+def _transcript_views(folder: Path, worlds: tuple[Network, Network], seed: int) -> Callable:
+    """Views read from the recorded transcripts of :func:`record_audit` (the same arrays).
+
+    A view is built from the rounds' arrays as the engine's are (:func:`_view_of`,
+    :class:`AdversaryViewer`); the adversaries of the uploads (who see a client's upload,
+    not a message between servers) and the client-update view are audited on the
+    engine's arrays only.
+    """
+
+    def views(w: int, curves: list, view: Any, reps: np.ndarray, first: int, last: int):
+        name = view if isinstance(view, str) else view.adversary
+        base = Path(folder) / f"world-{w}" / "transcripts" / "batch-000"
+        recorded = _Recorded(base, worlds[w], reps, len(curves))
+        out = None
+        for i in range(first, last + 1):
+            res = recorded.round(i)
+            v = _view_of(view, worlds[w], res) if isinstance(view, str) else view(
+                res, worlds[w], seed, i, reps)  # fmt: skip
+            if out is None:
+                out = np.empty((len(curves), reps.size, last - first + 1, v.shape[-1]))
+            out[:, :, i - first] = v
+        if not np.isfinite(out).all():
+            raise FileError(f"{base}: the {name} view needs messages the transcripts lack")
+        return out
+
+    return views
+
+
+def _from_transcripts(
+    view: str, adversary: str | None, settings: CurveSettings, mode: Any = None
+) -> None:
+    """Refuse (one line) what a recording cannot be audited for.
+
+    The uploads (``--view client-update``, the adversaries of the uploads) are attacked on
+    the engine's arrays only; a curious server's secrets of correlated noise (pairwise
+    seeds, a dealer's shares) never leave their parties in deployment mode.
+    """
+    if view == "client-update" or adversary in UPLOADS:
+        flag = f"--adversary {adversary}" if adversary else f"--view {view}"
+        raise ConfigError(
+            f"--transcript: {flag} sees a client's upload, which the audit attacks on the "
+            "engine's arrays only (drop --deploy and --transcript)"
+        )
+    knows = type(settings.server).secrets is not Mechanism.secrets  # correlated noise
+    if mode == "deployment" and knows and adversary in COALITIONS:
+        raise ConfigError(
+            f"--adversary {adversary} knows its members' secrets of the noise, which in "
+            "deployment mode never leave their parties (nor their transcripts): record and "
+            "audit in simulation mode (deploy.mode)"
+        )
+
+
+def _check_recording(
+    folder: Path, stamp: dict[str, Any], settings: CurveSettings, view: str,
+    adversary: str | None,
+) -> None:  # fmt: skip
+    """The recording in ``folder`` is of this audit (one line naming what differs)."""
+    path = Path(folder) / RECORDING
+    if not path.is_file() or path.is_symlink():
+        raise FileError(f"{path}: no recorded audit (record it with --deploy --transcript)")
+    try:
+        held = read_json(path)
+    except (OSError, ValueError) as exc:
+        raise FileError(f"{path} is unreadable ({exc})") from None
+    differ = [k for k in stamp if k != "mode" and held.get(k) != stamp[k]]
+    if differ:
+        shown = ", ".join("the configuration" if k == "config" else f"{k} = {held.get(k)!r}"
+                          for k in differ)  # fmt: skip
+        raise ConfigError(
+            f"--transcript {folder} holds the recording of another audit ({shown}); record "
+            "this one with --deploy"
+        )
+    _from_transcripts(view, adversary, settings, held.get("mode"))
+
+
 def _claimed(
     settings: CurveSettings, net: Network, view: str, last: int, delta: float, accs: list[str]
 ) -> tuple[str | None, dict[str, float], str]:
@@ -739,6 +967,7 @@ def audit(
     rounds: int = 1,
     confidence: float = 0.95,
     accountants: Sequence[str] | None = None,
+    transcript: str | Path | None = None,
 ) -> AuditResult:
     """Audit one curve of an experiment config: attack a view over ``trials`` trials per world.
 
@@ -765,6 +994,10 @@ def audit(
         rounds: consecutive rounds T ≥ 1 observed together.
         confidence: of the Clopper–Pearson bounds, in (0, 1).
         accountants: compare with these (default: the curve's ``privacy.accountants``).
+        transcript: attack the messages a deployment recorded (:func:`record_audit`'s
+            folder) instead of the engine's: the same statistic on what crossed the wire
+            (the views and adversaries of messages between servers and of the servers'
+            models; not the uploads').
 
     Returns:
         An :class:`AuditResult`; ``result.refuted`` names the accountants whose ε the lower
@@ -787,8 +1020,16 @@ def audit(
         )
     last, delta = first + T - 1, ccfg.privacy.delta
     worlds = canary_networks(net, records=canary_records(settings, net, last))
+    if transcript is not None:
+        _from_transcripts(view, adversary, settings)
+        stamp = _recording(cfg, curve, n, first, T)
+        _check_recording(Path(transcript), stamp, settings, view, adversary)
     seen = AdversaryViewer(settings, adversary) if adversary is not None else view
-    s0, s1, attack = _scores(worlds, settings, seen, cfg.seed, n, first, T)
+    source = (_engine_views(worlds, cfg.seed) if transcript is None
+              else _transcript_views(Path(transcript), worlds, cfg.seed))  # fmt: skip
+    v0, v1 = (source(w, curves, seen, reps, a, b) for w, curves, reps, a, b in
+              _runs(settings, n, first, T))  # fmt: skip
+    s0, s1, attack = _scores(v0, v1, settings, seen, n, first, T)
     h = n // 2
     t = _choose_threshold(s0[:h], s1[:h], conf, delta)
     e0, e1 = s0[h:], s1[h:]

@@ -53,6 +53,7 @@ __all__ = [
     "SECTIONS",
     "CurveConfig",
     "DataConfig",
+    "DeployConfig",
     "ExperimentConfig",
     "ModelConfig",
     "PrivacyConfig",
@@ -248,6 +249,30 @@ class RunConfig(_Section):
         ctx = self.values()
         for p in section_params(self.SECTION):
             p.warn_without_effect(ctx[p.name], [ctx], who="it needs")
+
+
+@dataclass(frozen=True)
+class DeployConfig(_Section):
+    """How ``pgfl deploy`` runs the parties: ``[deploy]`` (docs/deploy.md).
+
+    Not part of the results' fingerprint, like ``[run]``: a deployed run in simulation
+    mode gives the numbers of ``pgfl run``, so a run resumes either way.
+
+    >>> DeployConfig().mode
+    'simulation'
+    """
+
+    SECTION: ClassVar[str] = "deploy"
+    mode: str = _default("deploy.mode")
+    servers: tuple[str, ...] | None = _default("deploy.servers")
+    aggregator: str | None = _default("deploy.aggregator")
+    dealer: str | None = _default("deploy.dealer")
+    certs: str | None = _default("deploy.certs")
+    client_timeout: float = _default("deploy.client_timeout")
+    round_timeout: float = _default("deploy.round_timeout")
+    connect_timeout: float = _default("deploy.connect_timeout")
+    max_message_bytes: int = _default("deploy.max_message_bytes")
+    record: bool = _default("deploy.record")
 
 
 SECTIONS: dict[str, type] = {
@@ -450,6 +475,7 @@ class ExperimentConfig:
     title: str = _default("title")
     source: dict = field(default_factory=dict, compare=False, repr=False)
     run: RunConfig = field(default_factory=lambda: RunConfig(), compare=False)
+    deploy: DeployConfig = field(default_factory=lambda: DeployConfig(), compare=False)
 
     def __post_init__(self) -> None:
         for p in section_params(""):

@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from pgfl.data.datasets import absolute_source
-from pgfl.experiments.config import SECTIONS, CurveConfig, ExperimentConfig, RunConfig
+from pgfl.experiments.config import (
+    SECTIONS,
+    CurveConfig,
+    DeployConfig,
+    ExperimentConfig,
+    RunConfig,
+)
 from pgfl.experiments.memory import check_experiment_fits
 from pgfl.files import read_toml, resolve_path
 from pgfl.param import Rule
@@ -59,7 +65,7 @@ def _section(name: str, values: Any, base: Any = None) -> Any:
 
 #: The most curves one experiment may have (parsing, a figure and a table stay usable).
 MAX_CURVES = 1000
-TOP_LEVEL = {p.name for p in section_params("")} | {"curves", "quick", "run", *SECTIONS}
+TOP_LEVEL = {p.name for p in section_params("")} | {"curves", "quick", "run", "deploy", *SECTIONS}
 
 
 def _warn_settings_without_effect(
@@ -154,6 +160,10 @@ def resolve_paths(raw: Mapping[str, Any], base: str | Path) -> dict[str, Any]:
         return out
 
     out = tables(raw)
+    deploy = raw.get("deploy")
+    certs = deploy.get("certs") if isinstance(deploy, Mapping) else None
+    if isinstance(certs, str) and certs:  # the certificates' folder, as a data file
+        out["deploy"] = {**deploy, "certs": str(Path(base) / Path(certs).expanduser())}
     if isinstance(raw.get("curves"), list):
         out["curves"] = [tables(c) if isinstance(c, Mapping) else c for c in raw["curves"]]
     return out
@@ -193,6 +203,8 @@ def parse_config(
     raw = resolve_paths(raw, "." if base is None else base)
     run = _table("run", raw.pop("run", {}), [p.key for p in section_params("run")])
     run_config = RunConfig(**run)
+    deploy = _table("deploy", raw.pop("deploy", {}), [p.key for p in section_params("deploy")])
+    deploy_config = DeployConfig(**deploy)
     q = _table("quick", raw.get("quick", {}), [p.key for p in section_params("quick")])
     q = {k: PARAMS[f"quick.{k}"].check(v) for k, v in q.items()}
     if quick:
@@ -219,7 +231,11 @@ def parse_config(
     _warn_settings_without_effect(raw, base, curve_specs, curves)
     top = {p.key: raw[p.key] for p in section_params("") if p.key in raw}
     cfg = ExperimentConfig(
-        curves=tuple(curves), source=_thaw(raw), run=run_config, **{**top, "name": name}
+        curves=tuple(curves),
+        source=_thaw(raw),
+        run=run_config,
+        deploy=deploy_config,
+        **{**top, "name": name},
     )
     validate_experiment(cfg)
     return cfg

@@ -97,10 +97,12 @@ def _curve_results(
     traj: Any,
     accounted: tuple[dict[str, np.ndarray], dict[str, Any]],
     backend: str,
+    phase: str | None = None,
 ) -> dict[str, np.ndarray]:
     """What is saved of curve ``c`` of a batch: metrics, ε(i), privacy, noise run, engine.
 
-    ``backend`` says which backend simulated the batch (:func:`pgfl.backends.describe`).
+    ``backend`` says which backend simulated the batch (:func:`pgfl.backends.describe`),
+    ``phase`` the local phase that ran where the backend says so (deployed clients).
     """
     settings = batch.settings[c]
     metrics = curve_metrics(traj, c)
@@ -115,7 +117,7 @@ def _curve_results(
     metrics["resolved"] = np.array(json.dumps(jsonable(resolved_variances(settings))))
     engine = {
         "backend": backend,
-        "local_phase": local_phase_kind(batch.net.problem),
+        "local_phase": phase or local_phase_kind(batch.net.problem),
         "iota2": batch.net.iota2,
     }
     metrics["engine"] = np.array(json.dumps(jsonable(engine)))
@@ -201,7 +203,8 @@ def _run(
             accounted = pending.result()
             ran = describe(backend)  # after the batch: what it ran on (Ray's workers, actors)
             for c, i in enumerate(batch.indices):
-                metrics[i] = _curve_results(batch, c, traj, accounted[i], ran)
+                phase = getattr(backend, "local_phase", None)
+                metrics[i] = _curve_results(batch, c, traj, accounted[i], ran, phase)
                 with writing(out):
                     save_curve(out, i, cfg.curves[i].label, plan.fingerprint, metrics[i])
         pending.result()  # an accounting error surfaces even when every curve was resumed

@@ -42,6 +42,7 @@ from pgfl.privacy.secagg import PARAMS as SECAGG_PARAMS
 from pgfl.problems import RHO
 from pgfl.topology import PARAMS as TOPOLOGY_PARAMS
 from pgfl.topology import TOPOLOGIES, WEIGHT_RULES
+from pgfl.validation import ConfigError
 
 __all__ = [
     "ACCOUNTANTS",
@@ -81,7 +82,7 @@ TEST_METRICS = (
 )
 METRICS = ("centroid_msd_db", "individual_msd_db", "disagreement_db", *TEST_METRICS)
 #: Sections of a configuration, in the order of the reference; "" is the top level.
-SECTIONS = ("", "quick", "topology", "data", "model", "training", "privacy", "run")
+SECTIONS = ("", "quick", "topology", "data", "model", "training", "privacy", "run", "deploy")
 BACKENDS = ("local", "ray")
 RAY_MODES = ("tasks", "actors")
 
@@ -220,6 +221,60 @@ _RUN = (
 )  # fmt: skip
 
 
+DEPLOY_MODES = ("simulation", "deployment")
+
+
+def _address(p: Param, value: Any, context: Mapping[str, Any]) -> str:
+    """``host:port`` with a port in 1..65535."""
+    host, _, port = str(value).rpartition(":") if isinstance(value, str) else ("", "", "")
+    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ConfigError(f"{p.name} must be an address host:port (port 1..65535); got {value!r}")
+    return value
+
+
+def _addresses(p: Param, value: Any, context: Mapping[str, Any]) -> tuple[str, ...]:
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ConfigError(
+            f"{p.name} must be a list of addresses host:port, one per unit; got {value!r}"
+        )
+    return tuple(_address(p, v, context) for v in value)
+
+
+_DEPLOY = (
+    # [deploy]: how `pgfl deploy` runs the parties (not part of the results' fingerprint)
+    Param("deploy.mode", "choice", "simulation", "`simulation`: every party draws the "
+          "simulator's keyed numbers from the seed (the deployed run reproduces `pgfl run`; "
+          "no secrecy); `deployment`: every party draws from its own cryptographically secure "
+          "generator, pairs of servers from their X25519 agreement (docs/deploy.md).",
+          choices=DEPLOY_MODES),
+    Param("deploy.servers", "paths", None, "The unit servers' addresses `host:port`, one per "
+          "unit in order (without `--local`: the parties run on these hosts).",
+          checker=_addresses, allowed_doc="P addresses host:port"),
+    Param("deploy.aggregator", "string", None, "The trusted aggregator's address `host:port` "
+          "(central curves, without `--local`).", checker=_address,
+          allowed_doc="an address host:port"),
+    Param("deploy.dealer", "string", None, "The trusted dealer's address `host:port` "
+          "(topology-optimized curves, without `--local`).", checker=_address,
+          allowed_doc="an address host:port"),
+    Param("deploy.certs", "string", None, "Folder of the deployment's certificates (`ca.pem`, "
+          "`NAME.pem`, `NAME.key`; `pgfl deploy CONFIG --make-certs DIR`); unset with "
+          "`--local`: fresh ones for the run.", nonempty=True),
+    Param("deploy.client_timeout", "real", 30.0, "Seconds a server waits for its clients' "
+          "answers at each step of a round; a client silent longer has dropped out.",
+          lo=0, lo_open=True),
+    Param("deploy.round_timeout", "real", 120.0, "Seconds a server waits for its neighbours' "
+          "messages of a round (and the coordinator for a round); then the run stops, naming "
+          "the silent party, resumable with `--resume`.", lo=0, lo_open=True),
+    Param("deploy.connect_timeout", "real", 60.0, "Seconds the parties have to start and "
+          "connect (and a client to reconnect to its server).", lo=0, lo_open=True),
+    Param("deploy.max_message_bytes", "int", 64 << 20, "Largest message a party accepts "
+          "(gRPC refuses larger ones).", lo=1024),
+    Param("deploy.record", "bool", False, "Each party records every payload it sends and "
+          "receives (`OUT/transcripts/batch-NNN/NAME.pgflwire`; `pgfl privacy audit "
+          "--transcript`)."),
+)  # fmt: skip
+
+
 def _table() -> ParamTable:
     """The settings in reference order; mechanism settings not listed above come last."""
     ordered = [
@@ -232,7 +287,7 @@ def _table() -> ParamTable:
     ]
     listed = {p.name for p in ordered}
     ordered += [p for p in mechanisms.params() if p.name not in listed]
-    return ParamTable([*ordered, *_RUN])
+    return ParamTable([*ordered, *_RUN, *_DEPLOY])
 
 
 #: The table: dotted name → :class:`~pgfl.param.Param`, in the order of the reference.
@@ -288,6 +343,7 @@ _TITLES = {
     "training": "`[training]`: local training and aggregation",
     "privacy": "`[privacy]`: noise, secure aggregation and accounting",
     "run": "`[run]`: where the simulation runs, what it keeps (overridden by `--backend` etc.)",
+    "deploy": "`[deploy]`: the parties of `pgfl deploy` (docs/deploy.md)",
 }
 
 

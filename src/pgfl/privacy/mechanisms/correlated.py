@@ -55,7 +55,6 @@ from pgfl.privacy.mechanisms.base import (
 )
 from pgfl.privacy.mechanisms.client import noise_level
 from pgfl.privacy.mechanisms.server import RandomNoise
-from pgfl.rng import KeyedDraws
 from pgfl.validation import ConfigError
 
 __all__ = [
@@ -325,10 +324,8 @@ def _edge_draws(src: np.ndarray, dst: np.ndarray, dim: int, ctx: RoundContext) -
 
     The lower endpoint's cell of the keyed draws (stream ``pairwise_noise``), counter =
     the upper endpoint's index × M + coordinate: both endpoints, in any block, draw the
-    same numbers.
+    same numbers (:meth:`~pgfl.rng.KeyedDraws.edge_noise`; a deployment draws them from the
+    secret the two ends agreed on).
     """
     lo, hi = np.minimum(src, dst), np.maximum(src, dst)
-    cells, row = np.unique(lo, return_inverse=True)
-    draws = KeyedDraws(ctx.draws.seed, ctx.draws.round, ctx.draws.reps, cells)
-    counters = hi[:, None] * dim + np.arange(dim)
-    return draws.noise_at("pairwise_noise", "gaussian", row, counters)
+    return ctx.draws.edge_noise("pairwise_noise", "gaussian", lo, hi, dim)

@@ -54,7 +54,6 @@ from pgfl.privacy.accounting.decentralized import optimize_covariance
 from pgfl.privacy.accounting.releases import Transcript
 from pgfl.privacy.mechanisms.base import SERVER_SIDE, Mechanism, ReleaseContext, RoundContext
 from pgfl.privacy.mechanisms.server import AGGREGATOR, SERVER_VARIANCE, RandomNoise
-from pgfl.rng import KeyedDraws
 from pgfl.validation import ConfigError
 
 __all__ = ["DEALER", "TopologyOptimized", "topology_design"]
@@ -181,7 +180,7 @@ class TopologyOptimized(RandomNoise):
 
     def _noise(self, ctx: RoundContext, dim: int) -> np.ndarray:
         """``Σ₀^{1/2} ξ`` over every server, ``[R, P, M]`` (ξ from the dealer's cell)."""
-        draws = KeyedDraws(ctx.draws.seed, ctx.draws.round, ctx.draws.reps, [DEALER])
+        draws = ctx.draws.cells([DEALER])  # the dealer's own cell
         P = self.root.shape[0]
         xi = draws.noise("topology_noise", "gaussian", (P, dim))[:, 0]  # [R, P, M]
         return np.einsum("pq,rqm->rpm", self.root, xi)

@@ -41,7 +41,6 @@ from pgfl.privacy.mechanisms.base import (
     ServerNoise,
 )
 from pgfl.privacy.mechanisms.client import DISTRIBUTIONS, no_noise_reason, noise_level
-from pgfl.rng import KeyedDraws
 from pgfl.topology import check_combination_matrix
 from pgfl.validation import ConfigError
 
@@ -412,7 +411,7 @@ class CentralNoise(RandomNoise):
         out = np.empty((len(schemes), R, links.src.size, dim))
         std = np.array([s.std for s in schemes])
         coef = cls.coefficients(links)[:, None]
-        draws = KeyedDraws(ctx.draws.seed, ctx.draws.round, ctx.draws.reps, [AGGREGATOR])
+        draws = ctx.draws.cells([AGGREGATOR])  # the aggregator's own cell
         for dist in sorted({s.distribution for s in schemes}):
             mine = np.array([s.distribution == dist for s in schemes])
             z = draws.noise("central_noise", dist, (dim,))[:, :1]  # [R, 1, M]

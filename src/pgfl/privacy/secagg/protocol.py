@@ -73,6 +73,7 @@ __all__ = [
     "NEVER_DROP",
     "SecAggRoundResult",
     "SecureAggregation",
+    "ShareVault",
     "run_secagg_round",
     "secure_mean",
 ]
@@ -90,7 +91,7 @@ DROP_AFTER_SHARE = 2
 DROP_AFTER_MASKED_INPUT = 3
 
 
-class _ShareVault:
+class ShareVault:
     """Shares a client holds for others, and the rule: never reveal both kinds for one owner."""
 
     __slots__ = ("client", "b", "s", "revealed_b", "revealed_s", "t")
@@ -143,7 +144,7 @@ class _ShareVault:
         )
 
 
-def _request_shares(vault: _ShareVault, b_for, s_for, n_included: int, included=None):
+def _request_shares(vault: ShareVault, b_for, s_for, n_included: int, included=None):
     """Server side of round 4: refuse to ask for both kinds of share for one client."""
     overlap = set(map(int, b_for)) & set(map(int, s_for))
     if overlap:
@@ -329,7 +330,7 @@ class _Round:
         ]
         return tasks, len(pairs)
 
-    def masked_inputs(self) -> list[_ShareVault]:
+    def masked_inputs(self) -> list[ShareVault]:
         """Rounds 1-2: shares delivered through the server, masked inputs ``y_u`` formed.
 
         Returns each client's vault of the shares it holds.
@@ -352,7 +353,7 @@ class _Round:
         # the busiest worker's CPU time: the pair pass's wall time on idle cores
         self.timer.t["pairs_cpu_max"] = max(r[3]["pairs_cpu"] for r in results)
         t0 = self.timer.add("pairs_wall", t0)
-        vaults = [_ShareVault(v, self.t) for v in range(L)]
+        vaults = [ShareVault(v, self.t) for v in range(L)]
         for v in range(L):
             js = np.flatnonzero(has[v])
             us = self.holders[v, js].tolist()
@@ -364,7 +365,7 @@ class _Round:
         self.timer.add("masking", t0)
         return vaults
 
-    def collect_shares(self, vaults: list[_ShareVault]) -> tuple[dict, dict]:
+    def collect_shares(self, vaults: list[ShareVault]) -> tuple[dict, dict]:
         """Round 3, requests: shares of ``b_u`` (u ∈ U3) and of ``s_u^SK`` (u ∈ U2 − U3)."""
         reason = sparse_abort_reason(self.holders, self.u2, self.u3, self.u4, self.t)
         if reason is not None:
@@ -395,7 +396,7 @@ class _Round:
         secrets = shamir.field_to_bytes(shamir.reconstruct_field(xs, ys), SECRET_BYTES)
         return dict(zip(us, secrets, strict=True))
 
-    def unmask(self, vaults: list[_ShareVault]) -> np.ndarray:
+    def unmask(self, vaults: list[ShareVault]) -> np.ndarray:
         """Round 3, server: remove the survivors' self masks and dropped clients' pair masks."""
         t0 = time.perf_counter()
         total = self.y[self.u3].sum(axis=0, dtype=self.dtype)
