@@ -29,7 +29,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pgfl.validation import ConfigError, check_choice, check_int, check_real, check_string
+from pgfl.validation import (
+    ConfigError,
+    check_choice,
+    check_int,
+    check_real,
+    check_string,
+    did_you_mean,
+)
 
 #: How each kind of setting reads in the reference's "type" column.
 TYPES = {
@@ -534,6 +541,11 @@ class ParamTable(Mapping[str, Param]):
             out[names[0]] = value
         return out
 
+    def _elsewhere(self, key: str, section: str) -> str:
+        """`` (did you mean privacy.KEY?)`` when ``key`` is a setting of another table."""
+        others = [n for n in self._by_key.get(key, []) if self._params[n].section != section]
+        return f" (did you mean {others[0]}?)" if len(others) == 1 else ""
+
     def check(self, name: str, value: Any, **context: Any) -> Any:
         """Validate ``value`` for setting ``name``; return it normalized (lists → tuples).
 
@@ -588,6 +600,7 @@ class ParamTable(Mapping[str, Param]):
                 prefix = f"{where}{section}." if section else where
                 raise ConfigError(
                     f"unknown setting {prefix}{key}; allowed: {', '.join(sorted(params))}"
+                    + (did_you_mean(key, params) or self._elsewhere(key, section))
                 )
         given = {p.name: values.get(key, p.default) for key, p in params.items()}
         check_changed_first(params.values(), given, context)

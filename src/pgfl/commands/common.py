@@ -22,6 +22,7 @@ from pgfl.commands.printing import print_summary
 from pgfl.files import jsonable, read_toml, reading
 
 __all__ = [
+    "check_run_options",
     "checked",
     "err",
     "execute",
@@ -33,6 +34,7 @@ __all__ = [
     "run_experiment_command",
     "run_frontier_command",
     "run_frontier_plan",
+    "setting",
     "state",
     "with_run_options",
 ]
@@ -63,9 +65,24 @@ def checked(name: str, value: Any, option: str) -> Any:
     """
     if value is None:
         return None
+    return setting(name).named(f"{name} ({option})").check(value)
+
+
+def setting(name: str) -> Any:
+    """The :class:`~pgfl.param.Param` of setting ``name``, importing no more than it needs.
+
+    The general settings (:mod:`pgfl.general`: the top level, ``[run]``, μ, ...) are read
+    without the whole table, whose import loads the privacy mechanisms and
+    ``dp_accounting`` (about a second): the options that mirror them are checked before
+    any heavy import.
+    """
+    from pgfl import general
+
+    if name in general.PARAMS:
+        return general.PARAMS[name]
     from pgfl.params import PARAMS  # lazy: the mechanisms' registry, dp_accounting
 
-    return PARAMS[name].named(f"{name} ({option})").check(value)
+    return PARAMS[name]
 
 
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Output folder (default: runs/NAME).")]
@@ -112,20 +129,16 @@ def with_run_options(cfg: Any, **options: Any) -> Any:
     ``--backend ray`` or ``run.backend = "ray"``) is ignored with a one-line
     :class:`~pgfl.param.SettingWarning` naming what it needs.
     """
-    from pgfl.params import PARAMS  # lazy: the mechanisms' registry, dp_accounting
-
-    given = {k: v for k, v in options.items() if v is not None}
+    given = check_run_options(**options)
     if not given:
         return cfg
-    for key, value in given.items():
-        given[key] = replace(PARAMS[f"run.{key}"], name=f"--{key}").check(value)
     merged = {**{k: getattr(cfg.run, k) for k in ("backend", "mode", "address")}, **given}
     ctx = {f"run.{k}": v for k, v in merged.items()}
     for key in list(given):
         needs = {"actors": "--mode actors", "workers": "--backend ray, no --address"}.get(
             key, "--backend ray"
         )
-        param = PARAMS[f"run.{key}"]
+        param = setting(f"run.{key}")
         if param.warn_without_effect(
             given[key], [ctx], name=f"--{key}", who="it needs", hint=f"give {needs}"
         ):
@@ -133,6 +146,23 @@ def with_run_options(cfg: Any, **options: Any) -> Any:
     if merged["backend"] != "ray":  # --backend local: the file's Ray settings do not apply
         return replace(cfg, run=type(cfg.run)(**{"keep_partial": cfg.run.keep_partial, **given}))
     return replace(cfg, run=replace(cfg.run, **given))
+
+
+def check_run_options(**options: Any) -> dict[str, Any]:
+    """The ``[run]`` options given (not ``None``), each checked as its setting, named as the option.
+
+    >>> check_run_options(backend="ray", workers=None)
+    {'backend': 'ray'}
+    >>> check_run_options(mode="atcors")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: --mode must be one of ...; got 'atcors' (did you mean 'actors'?)
+    """
+    return {
+        key: replace(setting(f"run.{key}"), name=f"--{key}").check(value)
+        for key, value in options.items()
+        if value is not None
+    }
 
 
 def execute(plan: Any, as_json: bool) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from pgfl.commands.common import (
     OutOpt,
     ResumeOpt,
     WorkersOpt,
+    check_run_options,
     checked,
     err,
     execute,
@@ -35,7 +36,7 @@ from pgfl.commands.common import (
     with_run_options,
 )
 from pgfl.files import jsonable, read_toml, reading
-from pgfl.validation import ConfigError, check_real
+from pgfl.validation import ConfigError, check_real, did_you_mean
 
 __all__ = ["bench", "reproduce", "run"]
 
@@ -61,18 +62,20 @@ def run(
     keep_partial: KeepPartialOpt = False,
 ) -> None:
     """Run the experiment described by CONFIG (TOML)."""
-    from pgfl.experiments.loader import parse_config  # lazy: the experiments' modules
-
     seed = checked("seed", seed, "--seed")
+    run_options = {
+        "backend": backend, "address": address, "workers": workers, "mode": mode,
+        "actors": actors, "keep_partial": keep_partial or None,
+    }  # fmt: skip
+    check_run_options(**run_options)  # the options first: before the heavy imports
     with reading(config, what="config file"):  # not UTF-8, unreadable: one line
         raw = read_toml(config)
     if seed is not None:
         raw["seed"] = seed
+    from pgfl.experiments.loader import parse_config  # lazy: the experiments' modules
+
     cfg = parse_config(raw, quick=quick, base=config.parent)
-    cfg = with_run_options(
-        cfg, backend=backend, address=address, workers=workers, mode=mode, actors=actors,
-        keep_partial=keep_partial or None,
-    )  # fmt: skip
+    cfg = with_run_options(cfg, **run_options)
     run_experiment_command(cfg, out_dir or Path("runs") / cfg.name, resume=resume, as_json=as_json)
 
 
@@ -157,6 +160,7 @@ def reproduce(
     }  # fmt: skip
     if jobs < 1:
         raise ConfigError(f"--jobs must be an integer >= 1; got {jobs}")
+    check_run_options(**options["run_options"])  # every option before the heavy imports
     if jobs > 1 and several and (backend == "ray" or address is not None):
         raise ConfigError(
             "--jobs: runs presets in processes of their own, each its own engine; with "
@@ -231,7 +235,10 @@ def _expand(names: list[str]) -> list[str]:
     expanded: list[str] = []
     for name in names:
         if name != "all" and name not in known:
-            raise ConfigError(f"preset must be one of {', '.join(known)} (or all); got {name!r}")
+            raise ConfigError(
+                f"preset must be one of {', '.join(known)} (or all); got {name!r}"
+                + did_you_mean(name, [*known, "all"])
+            )
         for one in catalog.ALL if name == "all" else (name,):
             if one in expanded:
                 raise ConfigError(
@@ -286,8 +293,6 @@ def _prepare(
 
         return run_other
     if what == "frontier":
-        from pgfl.experiments.frontier import PRESETS as FRONTIER  # lazy: the experiments
-
         given = {"--print-config": print_config, "--data": data, "--rows": rows}
         unused = [opt for opt, value in given.items() if value not in (None, False)]
         if unused:
@@ -295,24 +300,24 @@ def _prepare(
                 f"{', '.join(unused)}: not for the frontier preset (it runs generated "
                 "configurations; see 'pgfl privacy frontier --help' to choose them)"
             )
+        from pgfl.experiments.frontier import PRESETS as FRONTIER  # lazy: the experiments
+
         configs = FRONTIER[name](quick=quick, seed=seed)
         prepared = prepare_frontier_command(folder, configs, resume=resume, run_options=run_options)
         return lambda: run_frontier_plan(
             prepared, quick=quick, as_json=as_json, by_adversary=name == "frontier-adversary"
         )
+    if print_config:  # the shipped TOML: nothing to import
+        sys.stdout.write(catalog.preset_text(name))
+        return None
+    if (data is not None or rows is not None) and catalog.data_kind(name) != "classification":
+        raise ConfigError(f"--data/--rows apply to real-data presets (fig7); got preset {name!r}")
     from pgfl.experiments.plan import prepare_experiment  # lazy: the experiments, numba
     from pgfl.experiments.presets import fit_split, load_preset
 
-    if print_config:
-        sys.stdout.write(catalog.preset_text(name))
-        return None
     overrides: dict[str, object] = {}
     if rows is not None:
         overrides["rows"] = rows
-    if (data is not None or rows is not None) and load_preset(name).curves[0].data.kind != (
-        "classification"
-    ):
-        raise ConfigError(f"--data/--rows apply to real-data presets (fig7); got preset {name!r}")
     if data is not None:  # a split that fits the data (a small CSV: fewer test rows)
         overrides, note = fit_split(name, data, rows)
         if note:

@@ -89,7 +89,7 @@ from pgfl.experiments.config import CurveConfig, ExperimentConfig
 from pgfl.privacy.accounting import epsilon_curve
 from pgfl.privacy.accounting.mechanisms import tradeoff_curve
 from pgfl.privacy.mechanisms import NEIGHBOURS, ClientNoise, GraphHomomorphic, NoServerNoise
-from pgfl.validation import ConfigError, check_choice, check_int, check_real
+from pgfl.validation import ConfigError, check_choice, check_int, check_real, did_you_mean
 
 __all__ = [
     "VIEWS",
@@ -471,7 +471,10 @@ def _audited_curve(
     conf = check_real("--confidence", confidence, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     labels = [c.label for c in cfg.curves]
     if curve not in labels:
-        raise ConfigError(f"--curve must be one of {', '.join(labels)}; got {curve!r}")
+        raise ConfigError(
+            f"--curve must be one of {', '.join(labels)}; got {curve!r}"
+            + did_you_mean(curve, labels)
+        )
     ccfg = cfg.curves[labels.index(curve)]
     if ccfg.model.kind != "none":
         raise ConfigError(

@@ -62,7 +62,7 @@ from pgfl.experiments.runner import run_plan
 from pgfl.files import output_lock, write_csv, write_json
 from pgfl.plots import plot_frontier
 from pgfl.privacy import mechanisms
-from pgfl.validation import ConfigError
+from pgfl.validation import ConfigError, did_you_mean
 
 __all__ = [
     "DELTA",
@@ -270,11 +270,17 @@ def frontier_config(
     holds). Validated like any config.
     """
     if setup not in SETUPS:
-        raise ConfigError(f"frontier set-up must be one of {', '.join(SETUPS)}; got {setup!r}")
+        raise ConfigError(
+            f"frontier set-up must be one of {', '.join(SETUPS)}; got {setup!r}"
+            + did_you_mean(setup, SETUPS)
+        )
     names = list(PAPER_SCHEMES) if schemes is None else list(schemes)
     for name in names:
         if name not in SCHEMES:
-            raise ConfigError(f"frontier scheme must be one of {', '.join(SCHEMES)}; got {name!r}")
+            raise ConfigError(
+                f"frontier scheme must be one of {', '.join(SCHEMES)}; got {name!r}"
+                + did_you_mean(name, SCHEMES)
+            )
     base = tomllib.loads(preset_text(SETUPS[setup].preset))
     reps = repetitions if repetitions is not None else (1 if quick else base["repetitions"])
     plot = ["centroid_msd_db", "individual_msd_db"]
@@ -341,7 +347,10 @@ def frontier_configs(
     out = {}
     for setup in setups:
         if setup not in SETUPS:
-            raise ConfigError(f"frontier set-up must be one of {', '.join(SETUPS)}; got {setup!r}")
+            raise ConfigError(
+                f"frontier set-up must be one of {', '.join(SETUPS)}; got {setup!r}"
+                + did_you_mean(setup, SETUPS)
+            )
         for T in iterations or iteration_counts(setup, quick):
             out[f"{setup}-T{T}"] = frontier_config(
                 setup, T, quick=quick, seed=seed, epsilons=epsilons or EPSILONS, schemes=schemes,

@@ -27,7 +27,7 @@ from pgfl.experiments.memory import check_experiment_fits
 from pgfl.files import read_toml, resolve_path
 from pgfl.param import Rule
 from pgfl.params import PARAMS, TEST_METRICS, section_params
-from pgfl.validation import ConfigError
+from pgfl.validation import ConfigError, did_you_mean
 
 __all__ = [
     "EXPERIMENT_RULES",
@@ -45,6 +45,7 @@ def _table(name: str, values: Any, allowed: set[str] | list[str]) -> Mapping[str
         if key not in allowed:
             raise ConfigError(
                 f"unknown setting {name}.{key}; allowed: {', '.join(sorted(allowed))}"
+                + did_you_mean(key, allowed)
             )
     return values
 
@@ -57,6 +58,15 @@ def _section(name: str, values: Any, base: Any = None) -> Any:
 
 
 TOP_LEVEL = {p.name for p in section_params("")} | {"curves", "quick", "run", *SECTIONS}
+
+
+def _in_a_table(key: str) -> str:
+    """`` (did you mean [training] mu?)`` for a table's setting given at the top level."""
+    names = [n for n in PARAMS if n.partition(".")[2] == key]
+    if len(names) != 1:
+        return ""
+    section, _, short = names[0].partition(".")
+    return f" (did you mean [{section}] {short}?)"
 
 
 def _warn_settings_without_effect(
@@ -180,7 +190,10 @@ def parse_config(
         raise ConfigError(f"a configuration must be a table of settings; got {raw!r}")
     for key in raw:
         if key not in TOP_LEVEL:
-            raise ConfigError(f"unknown setting {key!r}; allowed: {', '.join(sorted(TOP_LEVEL))}")
+            raise ConfigError(
+                f"unknown setting {key!r}; allowed: {', '.join(sorted(TOP_LEVEL))}"
+                + (did_you_mean(key, TOP_LEVEL) or _in_a_table(key))
+            )
     raw = resolve_paths(raw, "." if base is None else base)
     run = _table("run", raw.pop("run", {}), [p.key for p in section_params("run")])
     run_config = RunConfig(**run)
@@ -201,6 +214,7 @@ def parse_config(
             if key != "label" and key not in SECTIONS:
                 raise ConfigError(
                     f"unknown setting curves[{i}].{key}; allowed: label, {', '.join(SECTIONS)}"
+                    + did_you_mean(key, ["label", *SECTIONS])
                 )
         label = spec.get("label", f"curve{i}")
         if not isinstance(label, str) or not label:
