@@ -796,6 +796,8 @@ def iteration_figure(summary: Mapping[str, Any], rows: Sequence[Mapping[str, str
                            zorder=1.5 if ref else 2.0)
                 )  # fmt: skip
             seen.add(_SHORT.get(metric, metric), items, draw_curves(ax, items))
+            if metric == "centroid_msd_db":
+                _bias_floors(ax, [(curves[i], name, style) for i, name, style in group.members])
             ax.set_ylabel(_YLABEL.get(metric, metric))
             ax.grid(True, alpha=0.3)
             if r == len(groups) - 1:
@@ -810,6 +812,23 @@ def iteration_figure(summary: Mapping[str, Any], rows: Sequence[Mapping[str, str
         fig.set_figheight(sum(heights) + 0.9)
     _suptitle(fig, summary.get("title") or summary.get("experiment", ""))
     return fig
+
+
+def _bias_floors(ax: Axes, members: Sequence[tuple[Mapping[str, Any], str, CurveStyle]]) -> None:
+    """A dotted line at each curve's ``centroid_bias_db``: where its centroid MSD levels off.
+
+    Graph-homomorphic noise on a non-linear loss moves the centroid's fixed point to the
+    noise-smoothed optimum (:mod:`pgfl.engine.floor`); the line, in the curve's colour,
+    shows the floor the curve meets however long it runs.
+    """
+    for curve, name, style in members:
+        floor = curve.get("centroid_bias_db")
+        if floor is None or not np.isfinite(floor):
+            continue
+        kw = {"color": style.color, "linestyle": ":", "linewidth": 1.4}
+        line = ax.axhline(floor, zorder=1.2, label=f"{name}: floor (noise-smoothed optimum)", **kw)
+        line.set_gid(f"{curve['label']}\0floor")
+        line.pgfl_legend = kw
 
 
 def _figure_rows(curves, styles, sweeps, plain) -> list[_Row]:

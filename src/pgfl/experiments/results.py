@@ -6,7 +6,10 @@ Output files (the contract other tools read):
   "centroid_msd_db", "individual_msd_db", "disagreement_db", "diverged",
   "diverged_repetitions", ...}], ...}``, where a dB value is ``10 log10`` of the MSD
   averaged over the repetitions that stayed finite and over the last 10% of iterations
-  (``null`` when every repetition diverged: ``"diverged": true``);
+  (``null`` when every repetition diverged: ``"diverged": true``); a curve with
+  graph-homomorphic noise on a non-linear loss also has ``centroid_bias_db``, the floor
+  its centroid MSD levels off at (:func:`pgfl.engine.floor.centroid_bias`; absent where
+  it is zero, as for least squares);
 * ``curves.csv``: one row per curve and iteration with the same metrics (in dB);
 * ``figure.png`` (and ``sweep.png`` for a sweep): plotted from those two files
   (:func:`pgfl.plots.plot_run`).
@@ -103,6 +106,8 @@ def summarize_curve(label: str, m: dict[str, np.ndarray]) -> dict[str, Any]:
     for key in ("centroid_msd", "individual_msd", "disagreement"):
         value = float(_db(m[key][tail].mean())) if not diverged else None
         entry[f"{key}_db"] = None if value is not None and math.isnan(value) else value
+    if "centroid_bias" in m and m["centroid_bias"] > 0:  # the noise-smoothed optimum's offset
+        entry["centroid_bias_db"] = float(_db(m["centroid_bias"]))
     entry["diverged"] = diverged
     entry["diverged_at"] = diverged_at if count else None
     entry["diverged_repetitions"] = count

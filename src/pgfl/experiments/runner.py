@@ -22,6 +22,7 @@ import numpy as np
 
 from pgfl.backends import Backend, describe, make_backend
 from pgfl.engine.compiled import local_phase_kind
+from pgfl.engine.floor import centroid_bias
 from pgfl.experiments.config import ExperimentConfig
 from pgfl.experiments.partial import remove_partial, save_curve
 from pgfl.experiments.plan import Batch, Plan, prepare_experiment
@@ -82,6 +83,9 @@ def _curve_results(
         "iota2": batch.net.iota2,
     }
     metrics["engine"] = np.array(json.dumps(jsonable(engine)))
+    bias = centroid_bias(batch.net, settings, batch.w_opt)
+    if bias is not None:  # graph-homomorphic noise on a non-linear loss: the MSD's floor
+        metrics["centroid_bias"] = np.array(bias)
     return metrics
 
 
