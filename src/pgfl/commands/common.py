@@ -7,8 +7,10 @@ with that setting's :class:`~pgfl.param.Param` from :data:`pgfl.params.PARAMS`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,7 +18,14 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from pgfl.commands.printing import print_summary
 from pgfl.files import jsonable, read_toml, reading
@@ -165,30 +174,68 @@ def check_run_options(**options: Any) -> dict[str, Any]:
     }
 
 
+#: The progress display of the running command (``None`` when none is open): a command
+#: that runs several presets or sub-runs shows them in one display, each run's batches
+#: under the preset's own bar.
+_display: dict[str, Any] = {"progress": None}
+
+
+@contextlib.contextmanager
+def progress_display(as_json: bool, console: Console | None = None) -> Iterator[Progress]:
+    """The command's progress bars on stderr: per preset, per batch of curves, time left.
+
+    One display for the whole command (a nested call returns the open one). Quiet with
+    ``--json`` and when stderr is not a terminal (logs, pipes, CI): nothing is printed.
+    Each bar shows what it counts (rounds, presets, configurations), done/total, the time
+    spent and an estimate of the time left. ``console`` replaces stderr (tests).
+    """
+    if _display["progress"] is not None:
+        yield _display["progress"]
+        return
+    console = console or err
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(bar_width=24),
+        TextColumn("{task.completed}/{task.total} {task.fields[unit]}"),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=as_json or not console.is_terminal,  # no bar in logs and pipes
+    )
+    _display["progress"] = bar
+    try:
+        with bar:
+            yield bar
+    finally:
+        _display["progress"] = None
+
+
+def _short(text: str, width: int = 48) -> str:
+    """``text`` cut to ``width`` characters (``...`` marks the cut), markup escaped."""
+    return escape(text if len(text) <= width else text[: width - 3] + "...")
+
+
 def execute(plan: Any, as_json: bool) -> dict[str, Any]:
-    """Run a prepared plan with a progress bar on stderr; Ctrl-C says what was saved."""
+    """Run a prepared plan with a progress bar per batch of curves; Ctrl-C says what was saved."""
     from pgfl.backends import make_backend  # lazy: the runner, engine, numba
     from pgfl.experiments.partial import saved_curves
     from pgfl.experiments.runner import run_plan
 
     cfg, folder = plan.cfg, plan.out
     backend = make_backend(cfg.run)  # a missing pgfl[ray]: one line, nothing written
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=as_json or not err.is_terminal,  # no bar in logs and pipes
-    ) as bar:
+    with progress_display(as_json) as bar:
         tasks: dict[str, Any] = {}
 
         def on_progress(labels: str, done: int, total: int) -> None:
             if labels not in tasks:
-                short = labels if len(labels) < 60 else labels[:57] + "..."
-                tasks[labels] = bar.add_task(escape(short), total=total)
+                name = f"{cfg.name}: {labels}" if len(plan.batches) > 1 else cfg.name
+                tasks[labels] = bar.add_task(_short(name), total=total, unit="rounds")
             bar.update(tasks[labels], completed=done)
+            if done == total:  # finished: its line goes (a frontier runs hundreds)
+                bar.remove_task(tasks[labels])
 
         try:
             return run_plan(plan, on_progress=on_progress, backend=backend)
@@ -218,19 +265,31 @@ def run_frontier_command(
     run_options: dict[str, Any] | None = None, by_adversary: bool = False,
 ) -> None:  # fmt: skip
     """Run the privacy-utility frontier's experiments (``pgfl reproduce frontier``, ...)."""
-    prepared = prepare_frontier_command(folder, configs, resume=resume, run_options=run_options)
+    prepared = prepare_frontier_command(
+        folder, configs, resume=resume, run_options=run_options, as_json=as_json
+    )
     summary = run_frontier_plan(prepared, quick=quick, as_json=as_json, by_adversary=by_adversary)
     report(summary, folder, as_json)
 
 
 def prepare_frontier_command(
-    folder: Path, configs: dict[str, Any], *, resume: bool, run_options: dict[str, Any] | None
-) -> Any:
+    folder: Path, configs: dict[str, Any], *, resume: bool, run_options: dict[str, Any] | None,
+    as_json: bool = False,
+) -> Any:  # fmt: skip
     """A frontier's configurations with the command's ``[run]`` options, validated."""
     from pgfl.experiments.frontier import prepare_frontier  # lazy: the engine, numba
 
     configs = {k: with_run_options(c, **(run_options or {})) for k, c in configs.items()}
-    return prepare_frontier(folder, configs, resume=resume)
+    with progress_display(as_json) as bar:
+        task = bar.add_task("calibrating", total=len(configs), unit="configurations")
+
+        def calibrating(key: str, done: int, total: int) -> None:
+            bar.update(task, completed=done, description=_short(f"calibrating {key}"))
+
+        try:
+            return prepare_frontier(folder, configs, resume=resume, progress=calibrating)
+        finally:
+            bar.remove_task(task)
 
 
 def run_frontier_plan(
@@ -239,9 +298,19 @@ def run_frontier_plan(
     """Run a frontier :func:`prepare_frontier_command` validated; return its summary."""
     from pgfl.experiments.frontier import run_prepared_frontier
 
-    return run_prepared_frontier(
-        prepared, quick=quick, run=lambda plan: execute(plan, as_json), by_adversary=by_adversary
-    )
+    with progress_display(as_json) as bar:
+        task = bar.add_task("frontier", total=len(prepared.plans), unit="runs")
+
+        def run(plan: Any) -> dict[str, Any]:
+            try:
+                return execute(plan, as_json)
+            finally:
+                bar.advance(task)
+
+        try:
+            return run_prepared_frontier(prepared, quick=quick, run=run, by_adversary=by_adversary)
+        finally:
+            bar.remove_task(task)
 
 
 def report(summary: dict[str, Any], folder: Path, as_json: bool) -> None:

@@ -30,6 +30,7 @@ from pgfl.commands.common import (
     execute,
     out,
     prepare_frontier_command,
+    progress_display,
     report,
     run_experiment_command,
     run_frontier_plan,
@@ -166,23 +167,36 @@ def reproduce(
             "--jobs: runs presets in processes of their own, each its own engine; with "
             "--backend ray give --jobs 1 (Ray spreads one preset over the cluster)"
         )
-    work = []
-    for name in names:  # validate every preset (writing nothing) before running any
-        folder = (out_dir or Path("runs")) / name if several else out_dir or Path("runs") / name
-        job = _prepare(name, folder, **options)
-        if job is None:  # --print-config: printed
-            return
-        work.append((name, folder, job))
-    if jobs > 1 and several:
-        results = _in_processes([(n, f) for n, f, _ in work], options, jobs)
-    else:
-        results = (job() for _, _, job in work)
-    summaries = []
-    for (_, folder, _), summary in zip(work, results, strict=True):
-        if several and as_json:
-            summaries.append(jsonable(summary))
+    with progress_display(as_json or print_config) as bar:
+        work = []
+        checking = bar.add_task("checking", total=len(names), unit="presets") if several else None
+        for name in names:  # validate every preset (writing nothing) before running any
+            folder = (out_dir or Path("runs")) / name if several else out_dir or Path("runs") / name
+            if checking is not None:
+                bar.update(checking, description=f"checking {name}")
+            job = _prepare(name, folder, **options)
+            if job is None:  # --print-config: printed
+                return
+            work.append((name, folder, job))
+            if checking is not None:
+                bar.advance(checking)
+        if checking is not None:
+            bar.remove_task(checking)
+        if jobs > 1 and several:
+            results = _in_processes([(n, f) for n, f, _ in work], options, jobs)
         else:
-            report(summary, folder, as_json)
+            results = (job() for _, _, job in work)
+        first = f"presets: {work[0][0]}"
+        running = bar.add_task(first, total=len(work), unit="presets") if several else None
+        summaries = []
+        for k, ((_, folder, _), summary) in enumerate(zip(work, results, strict=True)):
+            if several and as_json:
+                summaries.append(jsonable(summary))
+            else:
+                report(summary, folder, as_json)
+            if running is not None:
+                following = f"presets: {work[k + 1][0]}" if k + 1 < len(work) else "presets"
+                bar.update(running, advance=1, description=following)
     if several and as_json:
         sys.stdout.write(json.dumps(summaries, indent=2) + "\n")
 
@@ -303,7 +317,9 @@ def _prepare(
         from pgfl.experiments.frontier import PRESETS as FRONTIER  # lazy: the experiments
 
         configs = FRONTIER[name](quick=quick, seed=seed)
-        prepared = prepare_frontier_command(folder, configs, resume=resume, run_options=run_options)
+        prepared = prepare_frontier_command(
+            folder, configs, resume=resume, run_options=run_options, as_json=as_json
+        )
         return lambda: run_frontier_plan(
             prepared, quick=quick, as_json=as_json, by_adversary=name == "frontier-adversary"
         )

@@ -450,17 +450,29 @@ class FrontierPlan:
 
 
 def prepare_frontier(
-    out: str | Path, configs: Mapping[str, ExperimentConfig], *, resume: bool = False
+    out: str | Path,
+    configs: Mapping[str, ExperimentConfig],
+    *,
+    resume: bool = False,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> FrontierPlan:
     """Validate a frontier's ``configs`` and calibrate their noise; write nothing.
 
     Each configuration is prepared by :func:`pgfl.experiments.plan.prepare_experiment`
     into ``out/<key>``; any problem is one :class:`ConfigError` with ``out`` untouched.
+    ``progress(key, done, total)`` is called before each configuration and at the end
+    (calibrating every scheme to every ε is most of a frontier's preparation).
     """
     out = Path(out)
     keep = {key: cfg.run.keep_partial for key, cfg in configs.items()}
     configs = {k: replace(c, run=replace(c.run, keep_partial=True)) for k, c in configs.items()}
-    plans = {key: prepare_experiment(cfg, out / key, resume=resume) for key, cfg in configs.items()}
+    plans = {}
+    for done, (key, cfg) in enumerate(configs.items()):
+        if progress is not None:
+            progress(key, done, len(configs))
+        plans[key] = prepare_experiment(cfg, out / key, resume=resume)
+    if progress is not None:
+        progress("", len(configs), len(configs))
     return FrontierPlan(out, plans, keep)
 
 

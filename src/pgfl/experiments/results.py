@@ -37,6 +37,7 @@ __all__ = [
     "STEADY_FRACTION",
     "clear_results",
     "curve_metrics",
+    "round_lines",
     "summarize_curve",
     "write_results",
 ]
@@ -82,6 +83,52 @@ def curve_metrics(traj: Trajectory, c: int) -> dict[str, np.ndarray]:
         if traj.server_test_loss is not None:
             out["server_test_loss"] = avg(traj.server_test_loss[:, c], -2)  # [T, P]
     return out
+
+
+#: Metrics of ``run.log``'s round lines: what ``curves.csv`` holds under each name.
+_LOGGED = {
+    "centroid_msd_db": ("centroid_msd", True),
+    "individual_msd_db": ("individual_msd", True),
+    "disagreement_db": ("disagreement", True),
+    "test_error": ("test_error", False),
+    "test_accuracy": ("test_error", False),
+    "test_log_loss": ("test_log_loss", False),
+}
+
+
+def round_lines(
+    T: int, names: list[str], curves: list[tuple[str, dict[str, np.ndarray]]]
+) -> list[str]:
+    """``run.log``'s line for every round: each metric of ``names``, every curve's value.
+
+    ``curves``: ``(label, saved metrics)``. One line per round, as a federated-learning
+    framework logs its rounds: ``round 17/1000: centroid_msd_db none=-12.31 iid=-3.10 |
+    test_error none=0.0990 iid=0.1030`` (dB to 2 decimals, test metrics to 4; a metric a
+    curve lacks, e.g. a neural network's MSD, is left out).
+
+    >>> m = {"centroid_msd": np.array([1.0, 0.1]), "individual_msd": np.array([2.0, 0.2])}
+    >>> round_lines(2, ["centroid_msd_db"], [("a", m)])
+    ['round 1/2: centroid_msd_db a=0.00', 'round 2/2: centroid_msd_db a=-10.00']
+    """
+    columns = []
+    for name in names:
+        key, db = _LOGGED.get(name, (None, False))
+        values = []
+        for label, m in curves:
+            if key not in m or not np.isfinite(m[key]).any():
+                continue
+            v = _db(m[key]) if db else (1.0 - m[key] if name == "test_accuracy" else m[key])
+            values.append((label, v, "{:.2f}" if db else "{:.4f}"))
+        if values:
+            columns.append((name, values))
+    return [
+        f"round {t + 1}/{T}: "
+        + " | ".join(
+            f"{name} " + " ".join(f"{label}={fmt.format(v[t])}" for label, v, fmt in values)
+            for name, values in columns
+        )
+        for t in range(T)
+    ] if columns else []  # fmt: skip
 
 
 def clear_results(out: Path) -> None:
@@ -198,6 +245,9 @@ def write_results(
             rows.append(row)
     write_csv(out / "curves.csv", rows)
     log = [f"engine: {k}={v}" for k, v in (engine or {}).items()]
+    log += round_lines(
+        cfg.iterations, list(cfg.plot), [(c.label, metrics[i]) for i, c in enumerate(cfg.curves)]
+    )
     log += [
         f"{entry['label']}: {line}"
         for entry in curves

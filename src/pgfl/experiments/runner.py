@@ -27,7 +27,7 @@ from pgfl.experiments.config import ExperimentConfig
 from pgfl.experiments.partial import remove_partial, save_curve
 from pgfl.experiments.plan import Batch, Plan, prepare_experiment
 from pgfl.experiments.privacy import curve_epsilon, resolved_variances, secagg_entry
-from pgfl.experiments.results import clear_results, curve_metrics, write_results
+from pgfl.experiments.results import clear_results, curve_metrics, round_lines, write_results
 from pgfl.files import jsonable, output_lock, write_json, writing
 
 __all__ = ["run_experiment", "run_plan"]
@@ -166,6 +166,12 @@ def _run(
                 metrics[i] = _curve_results(batch, c, traj, accounted[i], ran)
                 with writing(out):
                     save_curve(out, i, cfg.curves[i].label, plan.fingerprint, metrics[i])
+            with writing(out):  # the batch's rounds, as it finishes (the end rewrites run.log)
+                curves = [(cfg.curves[i].label, metrics[i]) for i in batch.indices]
+                with (out / "run.log").open("a", encoding="utf-8") as log:
+                    log.writelines(
+                        f"{line}\n" for line in round_lines(cfg.iterations, list(cfg.plot), curves)
+                    )
         pending.result()  # an accounting error surfaces even when every curve was resumed
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
