@@ -25,7 +25,7 @@ from pgfl.data.synthetic import client_schedule, logistic_data, regression_data,
 from pgfl.engine import CurveSettings, Network
 from pgfl.engine.network import UnitBlock
 from pgfl.experiments.config import CurveConfig
-from pgfl.experiments.privacy import calibrated
+from pgfl.experiments.privacy import calibrated, with_noise_multiplier
 from pgfl.models.builtin import build_model, check_fits, load_custom
 from pgfl.privacy import mechanisms
 from pgfl.problems import LeastSquares, Logistic, _Problem
@@ -253,11 +253,16 @@ def curve_settings(cfg: CurveConfig, iterations: int, net: Network) -> CurveSett
 
     The noise of the privatized link (server level if noisy, else client level) is the
     smallest that keeps ε(T) at most the target by the tight accountant
-    (:func:`pgfl.experiments.privacy.calibrated`).
+    (:func:`pgfl.experiments.privacy.calibrated`); a ``privacy.*_noise_multiplier`` sets
+    its level's noise std to z·Δ₁ (:func:`pgfl.experiments.privacy.with_noise_multiplier`).
     """
     client, server = curve_mechanisms(cfg)
     t, priv = cfg.training, cfg.privacy
     settings = CurveSettings(t.mu, t.share, client, server, t.clip_norm, priv.neighbours)
+    for level in ("client", "server"):  # a noise multiplier z: σ = z·Δ (Opacus' convention)
+        z = getattr(priv, f"{level}_noise_multiplier")
+        if z is not None and getattr(settings, level).calibrates is not None:  # a noisy link
+            settings = with_noise_multiplier(settings, net, iterations, level, z)
     if priv.target_epsilon is None:
         return settings
     return calibrated(

@@ -180,11 +180,12 @@ class TrainingConfig(_Section):
 class PrivacyConfig(_Section):
     """Noise at the client→server and server→server links, and its accounting.
 
-    Noise is given by its variance (the papers' ``sigma_g^2``), or by a ``target_epsilon``
-    (at ``delta``) after the run's iterations, from which the variance of the privatized
-    link (server level if any, else client level) is calibrated; that needs a gradient
-    bound, ``training.clip_norm``. ``accountants`` are the ε reported for every
-    privatized curve (see ``docs/privacy.md``).
+    Noise is given by its variance (the papers' ``sigma_g^2``), by a noise multiplier
+    ``z = σ/Δ`` (Opacus' convention: ``client_noise_multiplier``, ``server_noise_multiplier``)
+    or by a ``target_epsilon`` (at ``delta``) after the run's iterations, from which the
+    variance of the privatized link (server level if any, else client level) is
+    calibrated; the last two need a gradient bound, ``training.clip_norm``.
+    ``accountants`` are the ε reported for every privatized curve (see ``docs/privacy.md``).
     """
 
     SECTION: ClassVar[str] = "privacy"
@@ -193,6 +194,8 @@ class PrivacyConfig(_Section):
     server_noise: str = _default("privacy.server_noise")
     server_variance: float = _default("privacy.server_variance")
     server_distribution: str = _default("privacy.server_distribution")
+    client_noise_multiplier: float | None = _default("privacy.client_noise_multiplier")
+    server_noise_multiplier: float | None = _default("privacy.server_noise_multiplier")
     pairwise_variance: float = _default("privacy.pairwise_variance")
     gossip_steps: int = _default("privacy.gossip_steps")
     gossip_kind: str = _default("privacy.gossip_kind")
@@ -367,15 +370,42 @@ def _adversary_is_protected(c: CurveConfig) -> str | None:
     )
 
 
+def _noise_given_once(c: CurveConfig) -> str | None:
+    """A noise multiplier sets its level's noise: not beside a target ε for that level."""
+    priv = c.privacy
+    noisy = {
+        "client": priv.client_noise in ("laplace", "gaussian"),
+        "server": priv.server_noise != "none",
+    }
+    for level in ("client", "server"):
+        z = getattr(priv, f"{level}_noise_multiplier")
+        if z is None or not noisy[level]:  # no noise at that level: ignored (a warning)
+            continue
+        if math.isinf(c.training.clip_norm):
+            return (
+                f"privacy.{level}_noise_multiplier needs a gradient bound (σ = z·Δ, Δ a "
+                "multiple of the clipping norm): set training.clip_norm"
+            )
+        calibrates = "server" if priv.server_noise != "none" else "client"
+        if priv.target_epsilon is not None and calibrates == level:
+            return (
+                f"privacy.{level}_noise_multiplier and privacy.target_epsilon both set the "
+                f"{level} noise; give one"
+            )
+    return None
+
+
 def _noisy_link_needs_noise(c: CurveConfig) -> str | None:
     priv = c.privacy
-    calibrated = priv.target_epsilon is not None
+    calibrated = priv.target_epsilon is not None or priv.server_noise_multiplier is not None
     if priv.server_noise != "none" and priv.server_variance == 0 and not calibrated:
         return (
             f"privacy.server_noise = {priv.server_noise!r} needs privacy.server_variance > 0 or "
             "privacy.target_epsilon; got server_variance = 0 (no noise)"
         )
-    client_calibrated = calibrated and priv.server_noise == "none"
+    client_calibrated = (
+        priv.target_epsilon is not None and priv.server_noise == "none"
+    ) or priv.client_noise_multiplier is not None
     dp_client = priv.client_noise in ("laplace", "gaussian")
     if dp_client and priv.client_variance == 0 and not client_calibrated:
         return (
@@ -406,9 +436,13 @@ CURVE_RULES = (
     Rule("`privacy.target_epsilon` needs a privatized link in every curve it reaches and a "
          "finite `training.clip_norm`.", _target_needs_a_noisy_bounded_link),
     Rule('A noisy link needs noise: `privacy.server_noise` other than `"none"` needs '
-         "`privacy.server_variance > 0` (or `privacy.target_epsilon`), and likewise "
-         '`privacy.client_noise = "laplace"/"gaussian"` needs `privacy.client_variance > 0`.',
-         _noisy_link_needs_noise),
+         "`privacy.server_variance > 0` (or a noise multiplier, or `privacy.target_epsilon`), "
+         'and likewise `privacy.client_noise = "laplace"/"gaussian"` needs '
+         "`privacy.client_variance > 0`.", _noisy_link_needs_noise),
+    Rule("A noise multiplier (`privacy.client_noise_multiplier`, "
+         "`privacy.server_noise_multiplier`; σ = z·Δ) replaces its level's variance, needs a "
+         "finite `training.clip_norm`, and is not given beside a `privacy.target_epsilon` "
+         "that calibrates the same level.", _noise_given_once),
     Rule("`privacy.adversary` must be an adversary the calibrated mechanism (server level if "
          "any, else client level) protects against (docs/privacy.md).",
          _adversary_is_protected),

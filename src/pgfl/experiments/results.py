@@ -206,6 +206,13 @@ def write_results(
             entry["settings"]["model"] = c.model.kind
         if c.privacy.target_epsilon is not None:
             entry["target_epsilon"] = c.privacy.target_epsilon
+        for level in ("client", "server"):  # the variance above is z·Δ's square
+            z = getattr(c.privacy, f"{level}_noise_multiplier")
+            if z is not None and entry["settings"][f"{level}_noise"] not in (
+                "none",
+                "secure_aggregation",
+            ):
+                entry["settings"][f"{level}_noise_multiplier"] = z
     summary = {
         "experiment": cfg.name,
         "title": cfg.title,

@@ -110,6 +110,20 @@ _PRIVACY = (
           choices=lambda: mechanisms.names("server"), batched=True),
     SERVER_VARIANCE,
     SERVER_DISTRIBUTION,
+    Param("privacy.client_noise_multiplier", "real", None, "Client noise as a noise "
+          "multiplier z = σ/Δ (Opacus' `noise_multiplier`) instead of "
+          "`privacy.client_variance`: σ = z·Δ, Δ the L2 sensitivity of a client's message "
+          "in one round (2μB for a model, 2B for an update; divided by the records with "
+          "`privacy.neighbours = \"record\"`). Needs training.clip_norm.", lo=0, lo_open=True,
+          batched=True, applies=When('privacy.client_noise = "laplace"/"gaussian"',
+                                     lambda c: c["privacy.client_noise"] in DISTRIBUTIONS)),
+    Param("privacy.server_noise_multiplier", "real", None, "Server noise as a noise "
+          "multiplier z = σ/Δ₁ instead of `privacy.server_variance`: σ = z·Δ₁, Δ₁ the L2 "
+          "sensitivity of a server's first message (later messages' grow with the "
+          "iteration for the schemes whose sensitivity accumulates, preprint eq. 52). Needs "
+          "training.clip_norm.", lo=0, lo_open=True, batched=True,
+          applies=When('privacy.server_noise other than "none"',
+                       lambda c: c["privacy.server_noise"] != "none")),
     Param("privacy.target_epsilon", "real", None, "ε after T iterations: calibrates the "
           "variance of the privatized link (needs training.clip_norm).", lo=0, lo_open=True,
           batched=True, applies=DP_LINK),
