@@ -54,6 +54,7 @@ TYPES = {
     "reals": "list of reals",
     "n_samples": "integer or list of integers",
     "paths": "list of strings",
+    "strings": "list of strings",
 }
 
 
@@ -386,6 +387,24 @@ def _check_string(p: Param, value: Any, c: Mapping[str, Any]) -> str:
     return check_string(p.name, value, nonempty=p.nonempty, forbid=p.forbid)
 
 
+def _check_strings(p: Param, value: Any, c: Mapping[str, Any]) -> tuple[str, ...]:
+    """A list of distinct non-empty strings (a single string is a list of one).
+
+    >>> _check_strings(Param("data.drop", "strings", (), ""), ["id", "id"], {})
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: data.drop must list distinct names; got 'id' twice
+    """
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
+        raise ConfigError(f"{p.name} must be a list of strings; got {value!r}")
+    out = tuple(check_string(f"{p.name}[{i}]", v, nonempty=True) for i, v in enumerate(items))
+    twice = next((v for v in out if out.count(v) > 1), None)
+    if twice is not None:
+        raise ConfigError(f"{p.name} must list distinct names; got {twice!r} twice")
+    return out
+
+
 def folder_name(p: Param, value: Any, c: Mapping[str, Any] | None = None) -> str:
     """A checker for a setting that names a folder: one path component, not ``.`` or ``..``.
 
@@ -438,6 +457,7 @@ _CHECKERS: dict[str, Callable[[Param, Any, Mapping[str, Any]], Any]] = {
     "choice": _check_choice,
     "choices": _check_choices,
     "string": _check_string,
+    "strings": _check_strings,
     "int_pair": _check_pair,
     "real_pair": _check_pair,
     "ints": _check_list,

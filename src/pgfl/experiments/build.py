@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from pgfl.data.datasets import classification_federated_data
+from pgfl.data.datasets import classification_federated_data, real_split
 from pgfl.data.digits import CLASSES as DIGIT_CLASSES
 from pgfl.data.digits import DEFAULT_TEST_SIZE as DIGITS_TEST_SIZE
 from pgfl.data.digits import digits_federated_data
@@ -137,7 +137,7 @@ def _build_data(
             P,
             d.K,
             seed=seed,
-            test_size=d.test_size or DIGITS_TEST_SIZE,
+            test_size=DIGITS_TEST_SIZE if d.test_size is None else d.test_size,
             label_skew=d.label_skew,
             size_skew=d.size_skew,
         )
@@ -162,16 +162,19 @@ def _build_data(
             N=d.N,
             M=d.M,
             feature_variance=d.feature_variance,
-            test_size=d.test_size,
+            test_size=d.test_size or 0,
             units=units,
         )
     else:
+        rows, test_size = real_split(d.source, d.rows, d.test_size)
         data = classification_federated_data(
             d.source,
             P=P,
             K=d.K,
-            rows=d.rows,
-            test_size=d.test_size or 256,
+            rows=rows,
+            test_size=test_size,
+            categorical=d.categorical,
+            drop=d.drop,
             hash_dim=d.hash_dim,
             feature_noise=d.feature_noise,
             label_skew=d.label_skew,

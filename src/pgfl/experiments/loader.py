@@ -95,16 +95,19 @@ def _warn_settings_without_effect(
 
 def _plotted_panels_have_data(cfg: ExperimentConfig) -> str | None:
     has_test = any(
-        c.data.kind in ("classification", "digits")
+        c.data.kind == "digits"
+        or c.data.kind == "classification"
+        and c.data.test_size != 0
         or c.data.kind == "logistic"
-        and c.data.test_size > 0
+        and (c.data.test_size or 0) > 0
         for c in cfg.curves
     )
     for metric in cfg.plot:
         if metric in TEST_METRICS and not has_test:
             return (
-                f"plot {metric!r} needs a test set (data.kind = 'classification', or 'logistic' "
-                "with data.test_size > 0); no curve has one, the panel would be empty"
+                f"plot {metric!r} needs a test set (data.kind = 'classification' without "
+                "data.test_size = 0, or 'logistic' with data.test_size > 0); no curve has one, "
+                "the panel would be empty"
             )
         if metric == "disagreement_db" and all(c.topology.P == 1 for c in cfg.curves):
             return "plot 'disagreement_db' needs topology.P > 1: a single unit has no disagreement"
@@ -114,7 +117,8 @@ def _plotted_panels_have_data(cfg: ExperimentConfig) -> str | None:
 #: The rules of a whole configuration (they need every curve).
 EXPERIMENT_RULES = (
     Rule("`plot` may name a test metric only if some curve has a test set (`data.kind = "
-         '"classification"`, or `"logistic"` with `data.test_size > 0`), and '
+         '"classification"` without `data.test_size = 0`, or `"logistic"` with '
+         "`data.test_size > 0`), and "
          "`disagreement_db` only if some curve has P > 1.", _plotted_panels_have_data),
 )  # fmt: skip
 
