@@ -453,6 +453,27 @@ def _encode_split(
     return X_tr, y_all[train], enc.transform(frame.iloc[test], source=src.path), y_all[test]
 
 
+def _with_columns(
+    src: _Source, source: str, categorical: Sequence[str], drop: Sequence[str]
+) -> _Source:
+    """``src`` with the columns given to hash (beside its own) and to leave out."""
+    if src.kind == "avazu" and (categorical or drop):
+        raise ConfigError(
+            "data.categorical and data.drop apply to tables (csv:PATH:LABEL or a shipped set); "
+            f"{source!r} is an Avazu file, whose columns pgfl hashes itself"
+        )
+    return replace(src, categorical=(*src.categorical, *categorical), drop=tuple(drop))
+
+
+def _check_table(src: _Source, source: str) -> None:
+    """A table's columns and labels (one line for the first problem), and ID-like columns."""
+    infer_columns(
+        src.frame, label=src.label, categorical=src.categorical, drop=src.drop, source=src.path
+    )
+    warn_id_columns(src, source)
+    encode_labels(src.frame[src.label], name=src.label, source=src.path)
+
+
 #: The client sizes of :func:`classification_federated_data` by default (the papers'
 #: unequal split): scheme, Dirichlet concentration, samples guaranteed to every client.
 SIZES, SIZE_ALPHA, MIN_PER_CLIENT = "dirichlet", 1.0, 10
@@ -562,13 +583,7 @@ def classification_federated_data(
     check_choice("avazu_sample", avazu_sample, ["head", "reservoir"])
     need_train = rows if rows is not None else None
 
-    src = _resolve(source, None)
-    if src.kind == "avazu" and (categorical or drop):
-        raise ConfigError(
-            "data.categorical and data.drop apply to tables (csv:PATH:LABEL or a shipped set); "
-            f"{source!r} is an Avazu file, whose columns pgfl hashes itself"
-        )
-    src = replace(src, categorical=(*src.categorical, *categorical), drop=tuple(drop))
+    src = _with_columns(_resolve(source, None), source, categorical, drop)
     dim = _DEFAULT_HASH_DIM[src.kind] if hash_dim is None else check_int("hash_dim", hash_dim, lo=1)
     split_rng = stream(seed, "data.split")
     if src.kind == "avazu":
@@ -588,13 +603,7 @@ def classification_federated_data(
             X_all, y_all = load_avazu(src.path, hash_dim=dim, rows=want, signed=signed)
         n_all = X_all.shape[0]
     else:
-        # Schema and label errors first: they say more than a size error would.
-        infer_columns(
-            src.frame, label=src.label, categorical=src.categorical, drop=src.drop,
-            source=src.path,
-        )  # fmt: skip
-        warn_id_columns(src, source)
-        encode_labels(src.frame[src.label], name=src.label, source=src.path)
+        _check_table(src, source)  # schema and labels first: they say more than a size error
         n_all = len(src.frame)
     if need_train is None:
         need_train = n_all - test_size
