@@ -23,6 +23,7 @@ from pgfl.param import Param, ParamTable, When, folder_name, kind_is, ref
 __all__ = [
     "ACTIVATIONS",
     "BACKENDS",
+    "FIGURES",
     "METRICS",
     "MODEL",
     "MODEL_KINDS",
@@ -47,6 +48,8 @@ TEST_METRICS = (
     "server_test_loss_mean",
 )
 METRICS = ("centroid_msd_db", "individual_msd_db", "disagreement_db", *TEST_METRICS)
+#: What ``figure.png`` shows (``figure``): the curves per iteration, or their steady states.
+FIGURES = ("iterations", "steady")
 BACKENDS = ("local", "ray")
 RAY_MODES = ("tasks", "actors")
 
@@ -65,6 +68,10 @@ TOP = (
     Param("repetitions", "int", 1, "Independent Monte-Carlo repetitions R (averaged).", lo=1),
     Param("plot", "choices", ("centroid_msd_db",), "Metrics drawn in `figure.png`, one panel each "
           "(test metrics need a test set; disagreement needs P > 1).", choices=METRICS),
+    Param("figure", "choice", "iterations", "What `figure.png` shows: `iterations`, each "
+          "metric per iteration, a line per curve; `steady`, every curve's steady state as a "
+          "dot, curves grouped by scheme side by side with their values (the per-iteration "
+          "curves then in `iterations.png`).", choices=FIGURES),
     # [quick]: the --quick variant
     Param("quick.iterations", "int", None, "Iterations with `--quick` (unset: `iterations`).",
           lo=1),

@@ -256,7 +256,7 @@ def print_summary(summary: dict[str, Any]) -> None:
     if not curves and isinstance(summary.get("table"), dict):
         print_scores(summary)
         return
-    columns = _summary_columns(curves)
+    columns = _summary_columns(curves, summary.get("plot") or ())
     table = Table(title=escape(str(summary.get("experiment", ""))))
     table.add_column("curve")
     for header, _ in columns:
@@ -286,8 +286,8 @@ def print_summary(summary: dict[str, Any]) -> None:
                 f"curve {c['label']}: its centroid MSD levels off at about "
                 f"{c['centroid_bias_db']:.1f} dB however long it runs: clients compute their "
                 "gradients at the servers' noisy models, so the centroid converges to the "
-                "noise-smoothed optimum, offset from w° by a bias ∝ the noise variance "
-                "(README, hybrid)"
+                "noise-smoothed optimum, offset from w° by a bias that grows with the noise "
+                "variance (∝ σ² for small σ²; README, hybrid)"
             )
 
 
@@ -329,7 +329,7 @@ _SUMMARY_COLUMNS: tuple[tuple[str, Callable[[dict[str, Any]], Any], Callable[[An
 
 
 def _summary_columns(
-    curves: list[dict[str, Any]],
+    curves: list[dict[str, Any]], plot: Iterable[str] = ()
 ) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
     """(header, cell of a curve) of every column some curve has a value in.
 
@@ -337,10 +337,15 @@ def _summary_columns(
     optimum) or zero (``exact``: the disagreement of a single unit) is left out; so is
     ``diverged``, which the lines below the table tell. One ``ε NAME`` column per
     accountant any curve reports, in :func:`accountant_order` (the papers' bound last,
-    marked ``*``).
+    marked ``*``). The test column says what the figure plots: ``error %`` when it plots
+    the test error (fig7), else ``acc %``.
     """
     columns = []
-    for header, value, fmt in _SUMMARY_COLUMNS:
+    specs = list(_SUMMARY_COLUMNS)
+    if "test_error" in plot and "test_accuracy" not in plot:  # the figure's own quantity
+        at = [h for h, _, _ in specs].index("acc %")
+        specs[at] = ("error %", lambda c: c.get("test_error"), _percent)
+    for header, value, fmt in specs:
         cell = lambda c, value=value, fmt=fmt: fmt(value(c))  # noqa: E731
         if any(cell(c) not in ("—", "exact") for c in curves):
             columns.append((header, cell))

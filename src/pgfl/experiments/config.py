@@ -472,6 +472,7 @@ class ExperimentConfig:
     seed: int = _default("seed")
     plot: tuple[str, ...] = _default("plot")
     title: str = _default("title")
+    figure: str = _default("figure")
     source: dict = field(default_factory=dict, compare=False, repr=False)
     run: RunConfig = field(default_factory=lambda: RunConfig(), compare=False)
 

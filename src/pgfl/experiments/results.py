@@ -43,7 +43,14 @@ __all__ = [
 ]
 
 #: The files a run writes from its curves (``config.json`` and ``partial/`` aside).
-RESULT_FILES = ("summary.json", "curves.csv", "run.log", "figure.png", "sweep.png")
+RESULT_FILES = (
+    "summary.json",
+    "curves.csv",
+    "run.log",
+    "figure.png",
+    "sweep.png",
+    "iterations.png",
+)
 
 #: Fraction of the final iterations averaged into the summary's steady-state values.
 STEADY_FRACTION = 0.1
@@ -225,6 +232,12 @@ def write_results(
         "plot": list(cfg.plot),
         "curves": curves,
     }
+    if cfg.figure != "iterations":
+        summary["figure"] = cfg.figure
+    kinds = {c.topology.kind for c in cfg.curves}
+    for entry, c in zip(curves, cfg.curves, strict=True):
+        if len(kinds) > 1:  # curves that differ in their graph say which (steady_figure)
+            entry["topology"] = c.topology.kind
     if engine is not None:
         summary["engine"] = engine
     rows = []
