@@ -72,6 +72,21 @@ def test_fig2_graph_homomorphic_costs_the_centroid_about_half_a_db(fig2):
 
 
 @pytest.mark.slow
+def test_the_readme_summary_is_what_make_demo_prints(fig2):
+    # README: "A typical summary" is fig2's, seed 0 (make demo); to 0.1 dB
+    cen, ind = fig2
+    assert FIG2_SEEDS[0] == 0
+    text = README.read_text(encoding="utf-8")
+    block = text[text.index("| curve | centroid dB | indiv. dB |") :].split("\n\n")[0]
+    rows = re.findall(r"^\| (\w+) \| (−?[\d.]+) \| (−?[\d.]+) \|$", block, re.M)
+    assert [r[0] for r in rows] == ["none", "graph_homomorphic", "random"]
+    for label, c, i in rows:
+        number = lambda t: float(t.replace("−", "-"))  # noqa: E731
+        assert number(c) == round(cen[0][label], 1), label
+        assert number(i) == round(ind[0][label], 1), label
+
+
+@pytest.mark.slow
 def test_fig2_random_noise_costs_the_centroid_about_32_db(fig2):
     cen, _ = fig2
     cost = column(cen, "random") - column(cen, "none")
