@@ -1114,6 +1114,47 @@ def _group_name(label: str, topologies: set[str]) -> str:
     return f"{base} ({', '.join(words)})" if words else base
 
 
+def _steady_panel(
+    ax: Axes, metric: str, curves, styles, groups: list[list[int]], refs, marker
+) -> None:
+    """One panel of :func:`steady_figure`: ``metric``'s dots, values and reference lines."""
+    top = []
+    for g, idx in enumerate(groups):
+        for k, i in enumerate(idx):
+            c, x = curves[i], g + (k - (len(idx) - 1) / 2) * 0.3
+            value = c.get(metric)
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
+                top.append(x)
+                continue
+            shape = marker.get(c.get("topology"), styles[i].marker or "o")
+            (dot,) = ax.plot([x], [value], ls="none", ms=9, color=styles[i].color,
+                             marker=shape, markeredgecolor="black", markeredgewidth=0.6,
+                             zorder=3)  # fmt: skip
+            dot.set_gid(c["label"])
+            beside = len(idx) == 1  # alone: its value to the right; else under each
+            text = f"{value:.1f}" if metric.endswith("_db") else f"{value:.3g}"
+            ax.annotate(text, (x, value),
+                        xytext=(9, 0) if beside else (0, -9), textcoords="offset points",
+                        va="center" if beside else "top", ha="left" if beside else "center",
+                        fontsize=9)  # fmt: skip
+    for i in refs:
+        value = curves[i].get(metric)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            line = ax.axhline(value, color="black", ls="--", lw=1.2, zorder=1)
+            line.set_gid(curves[i]["label"])
+            ax.annotate(f"{curves[i]['label']}: {value:.1f}", (1.0, value), xytext=(-4, 4),
+                        textcoords="offset points", xycoords=("axes fraction", "data"),
+                        ha="right", fontsize=9)  # fmt: skip
+    if top:
+        ax.plot(top, [1.0] * len(top), "kx", ms=8, clip_on=False,
+                transform=ax.get_xaxis_transform(), gid="diverged")  # fmt: skip
+    ax.margins(y=0.12)  # room for the values under the lowest dots
+    ax.set_xlim(-0.6, len(groups) - 0.4)
+    ax.set_ylabel(_YLABEL.get(metric, metric))
+    ax.set_title(f"{_SHORT.get(metric, metric)} at the steady state")
+    ax.grid(True, axis="y", alpha=0.3)
+
+
 @readable
 def steady_figure(summary: Mapping[str, Any]) -> Figure:
     """The steady state of every curve as a dot, one panel per metric (``figure = "steady"``).
@@ -1151,42 +1192,8 @@ def steady_figure(summary: Mapping[str, Any]) -> Figure:
         layout="constrained",
     )  # fmt: skip
     for ax, metric in zip(axes[0], metrics, strict=True):
-        top = []
-        for g, idx in enumerate(groups.values()):
-            for k, i in enumerate(idx):
-                c, x = curves[i], g + (k - (len(idx) - 1) / 2) * 0.3
-                value = c.get(metric)
-                if not isinstance(value, (int, float)) or not math.isfinite(value):
-                    top.append(x)
-                    continue
-                shape = marker.get(c.get("topology"), styles[i].marker or "o")
-                (dot,) = ax.plot([x], [value], ls="none", ms=9, color=styles[i].color,
-                                 marker=shape, markeredgecolor="black", markeredgewidth=0.6,
-                                 zorder=3)  # fmt: skip
-                dot.set_gid(c["label"])
-                beside = len(idx) == 1  # alone: its value to the right; else under each
-                text = f"{value:.1f}" if metric.endswith("_db") else f"{value:.3g}"
-                ax.annotate(text, (x, value),
-                            xytext=(9, 0) if beside else (0, -9), textcoords="offset points",
-                            va="center" if beside else "top", ha="left" if beside else "center",
-                            fontsize=9)  # fmt: skip
-        for i in refs:
-            value = curves[i].get(metric)
-            if isinstance(value, (int, float)) and math.isfinite(value):
-                line = ax.axhline(value, color="black", ls="--", lw=1.2, zorder=1)
-                line.set_gid(curves[i]["label"])
-                ax.annotate(f"{curves[i]['label']}: {value:.1f}", (1.0, value), xytext=(-4, 4),
-                            textcoords="offset points", xycoords=("axes fraction", "data"),
-                            ha="right", fontsize=9)  # fmt: skip
-        if top:
-            ax.plot(top, [1.0] * len(top), "kx", ms=8, clip_on=False,
-                    transform=ax.get_xaxis_transform(), gid="diverged")  # fmt: skip
+        _steady_panel(ax, metric, curves, styles, list(groups.values()), refs, marker)
         ax.set_xticks(range(len(groups)), [_wrap(n, 20) for n in names])
-        ax.margins(y=0.12)  # room for the values under the lowest dots
-        ax.set_xlim(-0.6, len(groups) - 0.4)
-        ax.set_ylabel(_YLABEL.get(metric, metric))
-        ax.set_title(f"{_SHORT.get(metric, metric)} at the steady state")
-        ax.grid(True, axis="y", alpha=0.3)
     handles = [Line2D([], [], ls="none", marker=marker[k], color="white", markeredgecolor="black",
                       ms=8, label=k) for k in kinds]  # fmt: skip
     handles += [Line2D([], [], color="black", ls="--", label=curves[i]["label"]) for i in refs]
@@ -1284,7 +1291,6 @@ def frontier_figure(summary: Mapping[str, Any]) -> Figure:
                 ax.plot(top, [1.0] * len(top), "kx", ms=7, clip_on=False, gid="diverged",
                         transform=ax.get_xaxis_transform())  # fmt: skip
                 diverged = True
-            ax.set_xscale("log")
             _epsilon_ticks(ax, sorted({x for c in summary["curves"] for x in c["x"]}))
             ax.set_title(f"{setup}, T={T}: {title.split(' (')[0]}")
             ax.set_ylabel(title)
@@ -1317,6 +1323,7 @@ def _epsilon_ticks(ax: Axes, values: Sequence[float]) -> None:
     """A log ε axis labelled at every target ε (0.5, 1, 2, 5, ...), not only at the decades."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
+    ax.set_xscale("log")
     ax.xaxis.set_major_locator(FixedLocator(list(values)))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_locator(NullLocator())

@@ -204,6 +204,9 @@ def progress_display(as_json: bool, console: Console | None = None) -> Iterator[
         console=console,
         transient=True,
         disable=as_json or not console.is_terminal,  # no bar in logs and pipes
+        # what the command prints on stdout goes through the display only when stdout is
+        # the same screen: a summary piped to a file stays on stdout
+        redirect_stdout=sys.stdout.isatty(),
     )
     _display["progress"] = bar
     try:

@@ -181,22 +181,10 @@ def summarize_curve(label: str, m: dict[str, np.ndarray]) -> dict[str, Any]:
     return entry
 
 
-def write_results(
-    cfg: ExperimentConfig,
-    out: Path,
-    metrics: dict[int, dict[str, np.ndarray]],
-    *,
-    elapsed: float,
-    iota2: dict[str, float],
-    engine: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """Write ``summary.json``, ``curves.csv`` and ``figure.png``; return the summary.
-
-    ``engine`` (e.g. ``{"backend": "local", "local_phase": "compiled"}``: which backend
-    simulated, which local-phase implementation ran) goes into the summary and the first
-    lines of ``run.log``.
-    """
-    curves = [summarize_curve(c.label, metrics[i]) for i, c in enumerate(cfg.curves)]
+def _add_settings(
+    cfg: ExperimentConfig, curves: list[dict[str, Any]], metrics: dict[int, dict[str, np.ndarray]]
+) -> None:
+    """Each curve's ``settings`` in its summary entry: what it ran with (sweeps read them)."""
     for i, (entry, c) in enumerate(zip(curves, cfg.curves, strict=True)):
         entry["settings"] = {
             "mu": c.training.mu,
@@ -220,6 +208,25 @@ def write_results(
                 "secure_aggregation",
             ):
                 entry["settings"][f"{level}_noise_multiplier"] = z
+
+
+def write_results(
+    cfg: ExperimentConfig,
+    out: Path,
+    metrics: dict[int, dict[str, np.ndarray]],
+    *,
+    elapsed: float,
+    iota2: dict[str, float],
+    engine: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Write ``summary.json``, ``curves.csv`` and ``figure.png``; return the summary.
+
+    ``engine`` (e.g. ``{"backend": "local", "local_phase": "compiled"}``: which backend
+    simulated, which local-phase implementation ran) goes into the summary and the first
+    lines of ``run.log``.
+    """
+    curves = [summarize_curve(c.label, metrics[i]) for i, c in enumerate(cfg.curves)]
+    _add_settings(cfg, curves, metrics)
     summary = {
         "experiment": cfg.name,
         "title": cfg.title,
