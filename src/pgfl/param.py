@@ -330,6 +330,8 @@ class Param:
             return "`true`, `false`"
         if self.kind in ("choice", "choices"):
             return ", ".join(f'`"{c}"`' for c in self.options)
+        if self.kind == "strings":
+            return "distinct non-empty strings"
         if self.kind == "string":
             text = "non-empty" if self.nonempty else "any"
             return text + (
