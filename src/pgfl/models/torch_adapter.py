@@ -196,7 +196,7 @@ class TorchProblem:
             w = self._tensor(self.initial)
             try:
                 with self._torch.no_grad():
-                    out = loss = self.loss(self._outputs_one(w, x), y.unsqueeze(0))
+                    loss = self.loss(self._outputs_one(w, x), y.unsqueeze(0))
             except UserCodeError:
                 raise
             except Exception as exc:
@@ -204,7 +204,7 @@ class TorchProblem:
                     f"model loss(outputs, targets) fails on a sample of {features} features: "
                     f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                 ) from None
-            if getattr(out, "numel", lambda: 0)() != 1:
+            if getattr(loss, "numel", lambda: 0)() != 1:
                 shape = tuple(getattr(loss, "shape", ())) or type(loss).__name__
                 raise ConfigError(
                     f"model loss(outputs, targets) must return a scalar per sample; got {shape}"
