@@ -76,14 +76,10 @@ def test_the_readme_summary_is_what_make_demo_prints(fig2):
     # README: "A typical summary" is fig2's, seed 0 (make demo); to 0.1 dB
     cen, ind = fig2
     assert FIG2_SEEDS[0] == 0
-    text = README.read_text(encoding="utf-8")
-    block = text[text.index("| curve | centroid dB | indiv. dB |") :].split("\n\n")[0]
-    rows = re.findall(r"^\| (\w+) \| (−?[\d.]+) \| (−?[\d.]+) \|$", block, re.M)
-    assert [r[0] for r in rows] == ["none", "graph_homomorphic", "random"]
-    for label, c, i in rows:
-        number = lambda t: float(t.replace("−", "-"))  # noqa: E731
-        assert number(c) == round(cen[0][label], 1), label
-        assert number(i) == round(ind[0][label], 1), label
+    table = readme_fig2_table()
+    assert list(table) == ["none", "graph_homomorphic", "random"]
+    for label, (c, i) in table.items():
+        assert c == round(cen[0][label], 1) and i == round(ind[0][label], 1), label
 
 
 @pytest.mark.slow
