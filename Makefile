@@ -31,12 +31,16 @@ $(BIN)/.installed: pyproject.toml | $(BIN)/python
 demo: $(BIN)/.demo-installed
 	$(BIN)/pgfl reproduce fig2 --out runs/fig2
 
+# two pytest worker processes (pytest-xdist): a test that crashes its process fails alone
+# and the run goes on; the Ray tests share one worker (--dist loadgroup)
+PYTEST = $(BIN)/python -m pytest -q -n 2 --dist loadgroup
+
 test: lint
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 # the edit loop: every test but the slow statistical ones, no linter
 test-fast: $(BIN)/.installed
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check src tests benchmarks

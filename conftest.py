@@ -1,8 +1,9 @@
 """Collection for the whole repository: skip what needs an optional extra that is absent.
 
-The PyTorch adapter's doctests need ``torch`` (the extra ``pgfl[torch]``, which ``make
-test`` does not install: see the Makefile); its tests skip the same way
-(``pytest.importorskip``).
+The PyTorch adapter's doctests need ``torch`` (the extra ``pgfl[torch]``: ``make test``
+installs it, a plain ``pip install -e '.[dev]'`` does not); its tests skip the same way
+(``pytest.importorskip``). Kept beside ``tests/conftest.py`` (the fixtures) because
+``collect_ignore`` is read from the conftest above the folder it names (``src/``).
 """
 
 import importlib.util

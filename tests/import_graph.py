@@ -21,6 +21,8 @@ FLOORS = {
     "pgfl.validation": 1,
     "pgfl.rng": 1,
     "pgfl.files": 1,
+    "pgfl.folders": 1,
+    "pgfl.workers": 1,
     "pgfl.extras": 1,
     "pgfl.param": 1,
     "pgfl.general": 1,

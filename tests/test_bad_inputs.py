@@ -443,7 +443,8 @@ def test_an_interrupt_keeps_finished_batches_and_says_how_many(tmp_path, monkeyp
     assert stop.value.code == 130
     err = capsys.readouterr().err.splitlines()
     assert err == [f"interrupted: 2 of 3 curves saved in {out}; rerun with --resume to continue"]
-    assert sorted(p.name for p in (out / "partial").iterdir()) == ["curve-000.npz", "curve-001.npz"]
+    kept = out / ".pgfl-run" / "partial"  # the run's staging folder (pgfl.folders.STAGE)
+    assert sorted(p.name for p in kept.iterdir()) == ["curve-000.npz", "curve-001.npz"]
 
 
 # ---------------------------------------------------------------------------------------

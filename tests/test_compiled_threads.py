@@ -115,9 +115,11 @@ def test_bit_identical_on_1_2_and_4_threads_in_a_fresh_process(tmp_path, monkeyp
     )
     for problem in ("ls", "logistic"):
         path = tmp_path / f"{problem}.json"
-        subprocess.run(
-            [sys.executable, str(script), str(path), problem], env=env, cwd=root, check=True
-        )
+        done = subprocess.run(
+            [sys.executable, str(script), str(path), problem], env=env, cwd=root,
+            capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        assert done.returncode == 0, f"exit {done.returncode}:\n{done.stderr}"
         got = json.loads(path.read_text())
         assert got["1-bits"] == got["2-bits"] == got["4-bits"]
         # the same round on the numpy reference path, in this process

@@ -260,7 +260,7 @@ def test_rules_across_settings_are_checked_at_load(raw, message):
         (
             privacy(dropout=0.1),
             r"^privacy.dropout = 0.1 has no effect: no curve has "
-            r'privacy.client_noise = "secure_aggregation"$',
+            r'privacy.client_noise = "secure_aggregation", "distributed_gaussian" or "skellam"$',
         ),
         (
             base(
@@ -270,7 +270,7 @@ def test_rules_across_settings_are_checked_at_load(raw, message):
                 ]
             ),
             r"^curves\[1\].privacy.dropout = 0.1 has no effect: curve 'b' does not have "
-            r'privacy.client_noise = "secure_aggregation"$',
+            r'privacy.client_noise = "secure_aggregation", "distributed_gaussian" or "skellam"$',
         ),
         (topology(probability=0.9), "topology.probability = 0.9 has no effect"),
         (base(data={"K": 10, "N": 8, "test_size": 50}), "data.test_size = 50 has no effect"),

@@ -101,3 +101,26 @@ def test_the_epsilon_command_takes_a_noise_multiplier(capsys):
     with pytest.raises(SystemExit):
         main([*argv, "--noise-multiplier", "1.5", "--sigma", "1"])
     assert "exactly one of" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("noise", ["distributed_gaussian", "skellam"])
+def test_distributed_noise_takes_a_multiplier_of_the_real_unit_sensitivity(noise):
+    # σ on a unit's sum = z·2μB: Δ in real units before the integer encoding, not the
+    # rounded grid-unit sensitivity the accountant charges (whose grid depends on σ)
+    z = 1.3
+    s = settings_of(with_privacy(client_noise=noise, client_noise_multiplier=z))
+    assert s.client.name == noise
+    assert s.client.std == pytest.approx(z * 2 * 0.4 * 1.5, rel=1e-12)
+    by_variance = settings_of(with_privacy(client_noise=noise, ddp_variance=s.client.variance))
+    assert by_variance.client == s.client  # the same mechanism as the variance it means
+    net = build_network(
+        parse_config(with_privacy(client_noise=noise, ddp_variance=1.0)).curves[0], 0
+    )
+    rounded = s.client.transcript(s.release_context(net, 30))
+    assert rounded.sensitivities[0] * rounded.grid > 2 * 0.4 * 1.5  # rounding adds to Δ
+
+
+def test_distributed_noise_multiplier_beside_a_target_for_the_same_level_is_refused():
+    raw = with_privacy(client_noise="skellam", client_noise_multiplier=1.0, target_epsilon=2.0)
+    with pytest.raises(ConfigError, match="give one"):
+        settings_of(raw)

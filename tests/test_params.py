@@ -233,7 +233,9 @@ def test_choices_agree_with_the_mechanism_registry():
     assert params.PARAMS["privacy.client_noise"].options == mechanisms.names("client")
     settings = {
         "privacy.server_variance": 0.1, "privacy.server_distribution": "laplace",
-        "privacy.client_variance": 0.1,
+        "privacy.client_variance": 0.1, "privacy.neighbours": "client",
+        # distributed DP clips a client's message to mu*B: a curve's training settings
+        "training.mu": 0.5, "training.clip_norm": 1.0, "training.share": "models",
         **{p.name: p.default for p in mechanisms.params()},
     }  # fmt: skip
     for level in ("client", "server"):

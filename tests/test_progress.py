@@ -113,3 +113,25 @@ def test_run_log_has_every_round_of_every_curve_as_curves_csv(tmp_path):
             part = line.split(f"{metric} ")[1].split(" |")[0]
             logged = dict(kv.split("=") for kv in part.split())[label]
             assert float(logged) == round(float(rows[(label, str(t))][metric]), 2)
+
+
+def test_run_log_grows_in_the_staging_folder_and_reaches_out_only_with_the_results(tmp_path):
+    from pgfl.experiments.runner import run_plan
+
+    out = tmp_path / "out"
+    plan = prepare_experiment(parse_config(TINY), out)
+    seen = []
+
+    def on_progress(labels, done, total):
+        if done == 1:  # a batch starts: what the batches before it logged, and where
+            staged = plan.work / "run.log"
+            lines = staged.read_text(encoding="utf-8").splitlines() if staged.exists() else []
+            seen.append((len(lines), (out / "run.log").exists()))
+
+    run_plan(plan, on_progress=on_progress)
+    assert plan.work != out and plan.work.is_relative_to(out)
+    # the first batch's rounds are in the staging folder when the second starts; OUT has none
+    assert seen == [(0, False), (TINY["iterations"], False)]
+    log = (out / "run.log").read_text(encoding="utf-8").splitlines()
+    assert len([line for line in log if line.startswith("round ")]) == TINY["iterations"]
+    assert not (plan.work / "run.log").exists()

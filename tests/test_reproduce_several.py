@@ -75,13 +75,16 @@ def test_two_jobs_print_each_summary_in_order(tmp_path):
     assert result.returncode == 0, result.stderr
     folders = [line.split(":")[0] for line in result.stdout.splitlines()
                if line.startswith("results in ")]  # fmt: skip
-    assert folders == ["results in runs/muffliato", "results in runs/diffusion"]
+    assert folders == ["results in runs/muffliato-quick", "results in runs/diffusion-quick"]
 
 
-def test_several_presets_without_out_write_runs_name(tmp_path):
+def test_several_presets_without_out_write_runs_name_quick(tmp_path):
     result = pgfl_cli("reproduce", "diffusion", "muffliato", "--quick", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["diffusion", "muffliato"]
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [
+        "diffusion-quick",
+        "muffliato-quick",
+    ]  # --quick: a folder of its own beside the full run's (runs/NAME)
     assert result.stdout.count("results in runs/") == 2
 
 

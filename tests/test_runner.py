@@ -6,6 +6,7 @@ import pytest
 from pgfl.experiments.loader import parse_config
 from pgfl.experiments.runner import run_experiment
 from pgfl.files import read_csv, read_json
+from pgfl.folders import STAGE
 from pgfl.validation import ConfigError
 
 RAW = {
@@ -68,7 +69,7 @@ def test_interrupted_run_keeps_finished_curves_and_resume_is_identical(tmp_path)
 
     with pytest.raises(KeyboardInterrupt):
         run_experiment(cfg, tmp_path / "part", on_progress=interrupt_second_batch)
-    saved = sorted(p.name for p in (tmp_path / "part" / "partial").glob("curve-*.npz"))
+    saved = sorted(p.name for p in (tmp_path / "part" / STAGE / "partial").glob("curve-*.npz"))
     assert saved == ["curve-000.npz", "curve-001.npz"]  # the first batch finished
 
     seen = []
@@ -80,6 +81,7 @@ def test_interrupted_run_keeps_finished_curves_and_resume_is_identical(tmp_path)
         assert a == b
     # finished: --resume has nothing left to continue, the partial files are gone
     assert not (tmp_path / "part" / "partial").exists()
+    assert not (tmp_path / "part" / STAGE).exists()
     assert not (tmp_path / "full" / "partial").exists()
 
 
@@ -135,8 +137,8 @@ def test_partial_files_of_another_configuration_are_recomputed_not_resumed(tmp_p
         if done == 5:
             raise KeyboardInterrupt
 
-    with pytest.raises(KeyboardInterrupt):
-        run_experiment(other, tmp_path / "run", on_progress=interrupt)
+    with pytest.raises(KeyboardInterrupt):  # --force: the folder holds RAW's results
+        run_experiment(other, tmp_path / "run", on_progress=interrupt, force=True)
     assert len(list((tmp_path / "run" / "partial").glob("curve-*.npz"))) == 4  # the old ones
     seen = set()
     resumed = run_experiment(

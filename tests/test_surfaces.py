@@ -31,6 +31,7 @@ from pgfl.experiments.partial import remove_partial
 from pgfl.experiments.plan import prepare_experiment
 from pgfl.experiments.presets import MIN_PER_CLIENT, preset_names, preset_text
 from pgfl.experiments.runner import run_experiment, run_plan
+from pgfl.folders import STAGE
 from pgfl.graphlearn.config import parse_config as parse_graphlearn
 from pgfl.graphlearn.presets import PRESETS as GRAPHLEARN
 from pgfl.graphlearn.presets import SWEEPS
@@ -262,12 +263,13 @@ def test_an_interrupted_run_keeps_partial_and_resume_finishes_and_removes_it(tmp
 
     with pytest.raises(KeyboardInterrupt):
         run_experiment(cfg, tmp_path / "part", on_progress=interrupt_second_batch)
-    kept = _partial(tmp_path / "part")
+    kept = _partial(tmp_path / "part" / STAGE)  # the run's staging folder
     assert kept and len(kept) < len(RAW["curves"])  # the finished batch, not the other
     assert not (tmp_path / "part" / "summary.json").exists()
     resumed = run_experiment(cfg, tmp_path / "part", resume=True)
     assert resumed["curves"] == full["curves"]
     assert not (tmp_path / "part" / "partial").exists()
+    assert not (tmp_path / "part" / STAGE).exists()
 
 
 def test_cli_keep_partial(tmp_path, capsys):
@@ -329,8 +331,9 @@ def test_an_interrupted_frontier_keeps_its_finished_sub_runs_for_resume(tmp_path
 
     with pytest.raises(KeyboardInterrupt):
         run_frontier(tmp_path, configs=configs, run=run)
-    assert _partial(tmp_path / calls[0])  # the finished sub-run, kept for --resume
-    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / calls[0] / "partial").iterdir()}
+    staged = tmp_path / STAGE / calls[0]  # in the frontier's staging folder
+    assert _partial(staged)  # the finished sub-run, kept for --resume
+    stamps = {p: p.stat().st_mtime_ns for p in (staged / "partial").iterdir()}
     seen = []
 
     def watch(plan):
@@ -418,8 +421,44 @@ def test_the_summary_table_is_narrow_and_shows_accuracy_to_a_tenth_of_a_point(na
     if name == "digits-like":  # no MSD without a closed-form optimum
         assert "centroid" not in header
     if any("epsilon" in c for c in summary["curves"]):  # the sound ε first, the papers' marked
-        assert header.index("ε pld") < header.index("ε paper*")
+        above = lines[lines.index(header) - 1]
+        assert header.index(" pld ") < header.index(" paper* ") and "link ε" in above
+        assert "link ε: the link's own ε" in text and "no sampling credit" in text
         assert "* paper: the papers' published bound" in text and "M > 1" in text
+
+
+@pytest.mark.parametrize("mixed", [False, True])
+def test_the_first_epsilon_column_is_the_calibrated_adversarys_and_names_its_accountant(mixed):
+    """The ε a curve was calibrated to comes first, against the adversary named in the header
+    (or below it, when the curves' differ); the link's own ε without sampling credit second;
+    a value that is the Rényi bound says so (an RDP bound is not labelled pld)."""
+    rng = np.random.default_rng(4)
+    curves = [_curve("none", rng, test=False, eps=False)]
+    for label, adversary in (("central", "other_server" if mixed else "link_eavesdropper"),
+                             ("pairwise_cancelling", "link_eavesdropper")):  # fmt: skip
+        c = _curve(label, rng, test=False, target=1.0)
+        c.update(calibrated_adversary=adversary,
+                 epsilon_by_adversary={adversary: 1.0004, "own_server": None},
+                 accountant_by_adversary={adversary: "rdp", "own_server": None},
+                 epsilon={"pld": 4.861}, epsilon_source={"pld": "pld"})  # fmt: skip
+        curves.append(c)
+    text = _printed({"experiment": "x", "curves": curves})
+    lines = text.splitlines()
+    table = [line for line in lines if line[:1] in "┏┃┡│└"]
+    assert max(map(len, table)) <= WIDTH, "\n" + text
+    head = "\n".join(line for line in lines if line.startswith("┃"))
+    assert head.index("ε vs") < head.index("link ε")
+    row = next(line for line in lines if line.startswith("│ central "))
+    assert "1.00 rdp" in row and "4.86" in row and "4.86 rdp" not in row
+    if mixed:
+        assert "calibrated" in head and "adversary" in head
+        flat = " ".join(text.split())
+        assert "ε vs calibrated adversary: " in flat
+        assert "link_eavesdropper for pairwise_cancelling" in flat
+        assert "other_server for central" in flat
+        assert "rdp beside an ε: the Rényi bound" in text
+    else:
+        assert "eavesdropper" in head and "calibrated" not in head
 
 
 def test_accuracies_a_tenth_of_a_point_apart_print_differently():

@@ -12,9 +12,13 @@ Two kinds of failure reach a user through a path:
 
 Both raise :class:`FileError`, a :class:`~pgfl.validation.ConfigError`, so the CLI reports
 them as bad input (one line on stderr, exit code 2). Results are data first: JSON and CSV
-files are written atomically (:func:`write_json`, :func:`write_csv`: to a temporary name,
-then renamed), so an interrupted run never leaves a half-written result behind;
-:func:`read_toml` reads a configuration file.
+files are written atomically (:func:`write_json`, :func:`write_csv`, through
+:func:`replacing`: a new temporary file beside the target, created exclusively under a
+random name, then renamed over it), so an interrupted run never leaves a half-written
+result behind and a link planted under a temporary name is never written through; below
+an output folder being written (:func:`no_links_below`) no symbolic link is followed at
+all. :func:`read_toml` reads a configuration file, refusing what is not one (empty, a
+byte-order mark, nested too deep, too large) before parsing it.
 
 >>> import tempfile, pathlib
 >>> f = pathlib.Path(tempfile.mkdtemp()) / "results"
@@ -27,19 +31,22 @@ pgfl.files.FileError: output folder ... is an existing file, not a folder
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import errno
 import fcntl
 import hashlib
 import json
 import math
 import os
 import re
+import secrets
 import tomllib
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from pgfl.validation import ConfigError
 
@@ -50,8 +57,10 @@ __all__ = [
     "check_output_folder",
     "check_input_file",
     "content_digest",
+    "no_links_below",
+    "open_folder",
     "output_lock",
-    "temporary",
+    "replacing",
     "jsonable",
     "read_csv",
     "read_json",
@@ -100,6 +109,11 @@ def check_output_folder(path: str | os.PathLike[str], what: str = "output folder
 
     """
     p = Path(path)
+    if os.path.islink(p) and not p.exists():
+        raise FileError(
+            f"{what} {p} is a broken symbolic link (to {os.readlink(p)}); remove it or "
+            "choose another folder"
+        )
     if p.exists() and not p.is_dir():
         raise FileError(f"{what} {p} is an existing file, not a folder")
     _check_creatable(p, what)
@@ -202,10 +216,30 @@ def reading(path: str | os.PathLike[str], what: str = "data file") -> Iterator[N
         raise FileError(f"{what} {str(path)!r}: {_problem(exc)}") from exc
 
 
+#: The largest configuration file read (a thousand curves take about 0.1 MiB).
+MAX_CONFIG_BYTES = 4 << 20
+#: The deepest nesting of tables and arrays a configuration may have (pgfl's need 4).
+MAX_CONFIG_DEPTH = 32
+_BOM = b"\xef\xbb\xbf"
+#: A dotted key of more than :data:`MAX_CONFIG_DEPTH` bare parts (``a.b.c...``).
+_DOTTED = re.compile(rf"(?<![\w-])(?:[\w-]++[ \t]*+\.[ \t]*+){{{MAX_CONFIG_DEPTH}}}[\w-]")
+
+
 def read_toml(path: str | Path) -> dict[str, Any]:
     """The table of a TOML file; a bad file raises :class:`ConfigError` naming it.
 
-    Bad: missing, a folder, unreadable, not UTF-8, or not valid TOML.
+    Bad: missing, a folder, unreadable, larger than :data:`MAX_CONFIG_BYTES` (refused
+    before it is read), starting with a UTF-8 byte-order mark, not UTF-8, not valid TOML,
+    empty (nothing but blanks and comments), or nested deeper than
+    :data:`MAX_CONFIG_DEPTH` levels.
+
+    >>> import tempfile
+    >>> f = Path(tempfile.mkdtemp()) / "c.toml"
+    >>> _ = f.write_bytes(b"")
+    >>> read_toml(f)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: config file .../c.toml is empty (0 bytes): it sets nothing...
     """
     path = Path(path)
     if not path.exists():
@@ -213,17 +247,70 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"config file {path} is not a file")
     try:
-        text = path.read_bytes().decode("utf-8")
+        with path.open("rb") as fh:
+            data = fh.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"config file {path} cannot be read: {exc.strerror or exc}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        size = max(len(data), path.stat().st_size)
+        raise ConfigError(
+            f"config file {path} is {size / 2**20:.1f} MiB; a configuration is at most "
+            f"{MAX_CONFIG_BYTES >> 20} MiB (a thousand curves take about 0.1 MiB)"
+        )
+    if data.startswith(_BOM):
+        raise ConfigError(
+            f"config file {path} starts with a UTF-8 byte-order mark, which TOML does not "
+            "allow; save it as UTF-8 without BOM"
+        )
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"config file {path} is not UTF-8 text (invalid byte at offset {exc.start})"
         ) from None
+    if _DOTTED.search(text):  # tomllib takes time quadratic in a dotted key's length
+        raise ConfigError(
+            f"config file {path} has a dotted key of more than {MAX_CONFIG_DEPTH} parts: "
+            f"nested deeper than a configuration may be ({MAX_CONFIG_DEPTH} levels of tables "
+            "and arrays)"
+        )
     try:
-        return tomllib.loads(text)
+        table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML ({exc})") from None
+    except RecursionError:
+        raise ConfigError(
+            f"config file {path} is nested deeper than it can be read; a configuration "
+            f"nests at most {MAX_CONFIG_DEPTH} levels of tables and arrays"
+        ) from None
+    if not table:
+        size = "0 bytes" if not data else "only blanks and comments"
+        raise ConfigError(
+            f"config file {path} is empty ({size}): it sets nothing; see docs/config.md"
+        )
+    depth = _depth(table)
+    if depth > MAX_CONFIG_DEPTH:
+        raise ConfigError(
+            f"config file {path} is nested {depth} levels deep; a configuration nests at most "
+            f"{MAX_CONFIG_DEPTH} levels of tables and arrays"
+        )
+    return table
+
+
+def _depth(value: Any) -> int:
+    """How deep tables and arrays nest in ``value`` (without recursion: any depth).
+
+    >>> _depth({"a": [1, {"b": 2}]}), _depth(3)
+    (3, 0)
+    """
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 # ------------------------------------------------------------- results as files
@@ -244,18 +331,130 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def temporary(path: Path) -> Path:
-    """A temporary name beside ``path`` for an atomic write, unique to this process."""
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+#: Roots of the output folders being written: no symbolic link is followed below them.
+_ROOTS: list[str] = []
+
+
+@contextmanager
+def no_links_below(root: str | os.PathLike[str]) -> Iterator[None]:
+    """While the block runs, the writers of this module follow no link below ``root``.
+
+    ``root`` itself may be a link (the user named it); a folder below it that is a
+    symbolic link makes a write there raise :class:`FileError` instead of following it.
+    """
+    entry = os.path.abspath(root)
+    _ROOTS.append(entry)
+    try:
+        yield
+    finally:
+        _ROOTS.remove(entry)
+
+
+def _below(folder: str) -> str | None:
+    """The registered root that ``folder`` lies in (the innermost), or None."""
+    inside = [r for r in _ROOTS if folder == r or folder.startswith(r.rstrip(os.sep) + os.sep)]
+    return max(inside, key=len, default=None)
+
+
+def open_folder(folder: str | os.PathLike[str], *, create: bool = True) -> int:
+    """A descriptor of ``folder`` (created if missing), no link followed below a root.
+
+    Below a root of :func:`no_links_below`, every component is opened with ``O_NOFOLLOW``
+    from the root down: a symbolic link there raises :class:`FileError`. Elsewhere the
+    path is opened as given (it is the user's). The caller closes the descriptor.
+    """
+    path = os.path.abspath(folder)
+    root = _below(path)
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+    if root is None:
+        if create:
+            os.makedirs(path, exist_ok=True)
+        return os.open(path, flags)
+    fd = os.open(root, flags)
+    where = Path(root)
+    try:
+        for part in Path(os.path.relpath(path, root)).parts:
+            if part == ".":
+                continue
+            where = where / part
+            try:
+                child = os.open(part, flags | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                os.mkdir(part, 0o777, dir_fd=fd)
+                child = os.open(part, flags | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(where):
+                    raise FileError(
+                        f"{where} is a symbolic link; pgfl never follows a link inside an "
+                        "output folder: remove it or choose another --out"
+                    ) from None
+                raise
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextmanager
+def replacing(
+    path: str | os.PathLike[str], *, binary: bool = False, newline: str | None = None
+) -> Iterator[IO[Any]]:
+    """Write ``path`` atomically: a new temporary file beside it, renamed over it at the end.
+
+    The temporary file is created exclusively (``O_CREAT | O_EXCL | O_NOFOLLOW``) under a
+    random name ``.NAME.XXXXXXXX.tmp`` in ``path``'s folder (created if missing; no link
+    followed below a root of :func:`no_links_below`), so nothing planted in the folder is
+    ever written through; an error or interrupt in the block removes it and leaves
+    ``path`` as it was. A link at ``path`` itself is replaced, never followed.
+
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / "a.txt"
+    >>> with replacing(p) as fh:
+    ...     _ = fh.write("done")
+    >>> p.read_text(), sorted(x.name for x in p.parent.iterdir())
+    ('done', ['a.txt'])
+    """
+    path = Path(path)
+    folder = open_folder(path.parent)
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        for _ in range(64):
+            name = f".{path.name}.{secrets.token_hex(4)}.tmp"
+            try:
+                fd = os.open(name, flags, 0o666, dir_fd=folder)  # the umask applies
+                break
+            except FileExistsError:
+                continue
+        else:  # pragma: no cover - 64 collisions of 32 random bits
+            raise FileError(f"cannot create a temporary file beside {path}")
+        try:
+            if binary:
+                fh: IO[Any] = os.fdopen(fd, "wb")
+            else:
+                fh = os.fdopen(fd, "w", encoding="utf-8", newline=newline)
+            with fh:
+                yield fh
+            os.replace(name, path.name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=folder)
+            raise
+    finally:
+        os.close(folder)
+
+
+#: A temporary file of :func:`replacing` (or of pgfl before it): ``.NAME.XXXX.tmp[.npz]``.
+TEMPORARY = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]+\.tmp(\.npz)?$")
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temporary file + rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temporary(path)
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    """Write ``text`` to ``path`` atomically (:func:`replacing`)."""
+    with replacing(path) as fh:
+        fh.write(text)
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:
@@ -274,14 +473,10 @@ def write_csv(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
     fields: list[str] = []
     for r in rows:
         fields.extend(k for k in r if k not in fields)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temporary(path)
-    with tmp.open("w", newline="", encoding="utf-8") as fh:
+    with replacing(path, newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields)
         writer.writeheader()
         writer.writerows(rows)
-    os.replace(tmp, path)
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -329,20 +524,52 @@ def output_lock(folder: str | os.PathLike[str]) -> Iterator[Path]:
     A second run into the same folder (another process holds the lock) stops at once
     with one line (a :class:`FileError`) naming the folder and the lock file. The lock
     is released when the block ends or the process dies (``flock``), so a crashed run
-    never leaves a folder locked.
+    never leaves a folder locked; a run that ends removes the lock file (a waiting run
+    checks that the file it locked is still the one named :data:`LOCK_NAME`, so the
+    removal never lets two runs in). A link at the lock's name is refused.
     """
     p = Path(folder)
     with writing(p):
         p.mkdir(parents=True, exist_ok=True)
-        fh = (p / LOCK_NAME).open("a+")
+        folder_fd = open_folder(p)
     try:
+        fd = _lock(p, folder_fd)
         try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            yield p
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(LOCK_NAME, dir_fd=folder_fd)
+            os.close(fd)  # closing releases the lock, after the name is gone
+    finally:
+        os.close(folder_fd)
+
+
+def _lock(p: Path, folder_fd: int) -> int:
+    """Lock :data:`LOCK_NAME` in the folder ``folder_fd`` (``p``); its locked descriptor."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    while True:
+        try:
+            fd = os.open(LOCK_NAME, flags, 0o666, dir_fd=folder_fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise FileError(
+                    f"{p / LOCK_NAME} is a symbolic link; pgfl never follows a link inside "
+                    "an output folder: remove it or choose another --out"
+                ) from None
+            raise FileError(f"cannot write {p / LOCK_NAME}: {exc.strerror or exc}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
+            os.close(fd)
             raise FileError(
                 f"output folder {p} is in use by another pgfl run (it holds {p / LOCK_NAME}); "
                 "wait for it to finish or choose another --out"
             ) from None
-        yield p
-    finally:
-        fh.close()
+        try:
+            named = os.stat(LOCK_NAME, dir_fd=folder_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            named = None
+        held = os.fstat(fd)
+        if named is not None and (named.st_ino, named.st_dev) == (held.st_ino, held.st_dev):
+            return fd
+        os.close(fd)  # the run before removed the file we locked: lock the new one

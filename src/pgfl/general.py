@@ -95,6 +95,10 @@ MODEL = (
           choices=ACTIVATIONS, applies=kind_is("model", "mlp", "cnn")),
     Param("model.channels", "int", 8, "Filters of the CNN's 3×3 convolution.", lo=1,
           applies=kind_is("model", "cnn")),
+    Param("model.timeout", "real", 300.0, "Seconds the code of `model.source` may run on "
+          "its first call (the file's import, `FUNCTION`, the first trace of `loss` and "
+          "`predict`) before pgfl stops it as hung and names the line it was running.",
+          lo=0, lo_open=True, applies=kind_is("model", "custom")),
 )  # fmt: skip
 
 TRAINING = (

@@ -35,7 +35,6 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-import os
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -44,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pgfl.files import read_csv, read_json, temporary
+from pgfl.files import read_csv, read_json, replacing
 from pgfl.style import SCHEMES, CurveStyle, coincidence_style, curve_style
 
 if TYPE_CHECKING:
@@ -683,19 +682,16 @@ def _wrap(text: str, width: int = 44) -> str:
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = 110) -> Path:
     """Write ``fig`` to ``path`` atomically (format from the suffix, PNG without one).
 
-    The figure is drawn into a temporary file beside ``path`` and renamed over it, so an
-    interrupted run never leaves a truncated figure. Folders are created; the figure is
-    closed. Returns the path.
+    The figure is drawn into a temporary file beside ``path`` and renamed over it
+    (:func:`pgfl.files.replacing`), so an interrupted run never leaves a truncated figure.
+    Folders are created; the figure is closed. Returns the path.
     """
     plt = _plt()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temporary(path)
     try:
-        fig.savefig(tmp, dpi=dpi, format=path.suffix[1:].lower() or "png")
-        os.replace(tmp, path)
+        with replacing(path, binary=True) as fh:
+            fig.savefig(fh, dpi=dpi, format=path.suffix[1:].lower() or "png")
     finally:
-        tmp.unlink(missing_ok=True)
         plt.close(fig)
     return path
 

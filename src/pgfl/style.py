@@ -106,6 +106,10 @@ SCHEMES: dict[str, SchemeStyle] = {
         SchemeStyle("pairwise_cancelling", "pairwise-cancelling noise", "#AA3377", "d"),
         SchemeStyle("gossip", "gossip", "#661100", "X"),
         SchemeStyle("topology_optimized", "topology-optimized noise", "#888888", "*"),
+        SchemeStyle(
+            "distributed_dp", "distributed DP (noise shares in secure aggregation)", "#117733", "<"
+        ),
+        SchemeStyle("skellam", "distributed DP with Skellam shares", "#44AA99", "H"),
     )
 }
 
@@ -253,6 +257,10 @@ def scheme_of(settings: Mapping[str, Any] | None = None, label: str | None = Non
         return server if server in SCHEMES else _scheme_from_label(str(server))
     if client in ("laplace", "gaussian"):
         return "client_noise"
+    if client == "distributed_gaussian":
+        return "distributed_dp"
+    if client == "skellam":
+        return "skellam"
     return "none" if client == "none" else _scheme_from_label(str(client))
 
 

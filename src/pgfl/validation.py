@@ -50,14 +50,20 @@ class UserCodeError(Exception):
         self.location = location
 
     @classmethod
-    def raised(cls, setting: str, path: str, error: BaseException) -> UserCodeError:
-        """The error for ``error``, raised by the code of file ``path`` (setting ``setting``)."""
+    def raised(
+        cls, setting: str, path: str, error: BaseException, what: str | None = None
+    ) -> UserCodeError:
+        """The error for ``error``, raised by the code of file ``path`` (setting ``setting``).
+
+        ``what`` replaces "raised ``Exception: message``" (e.g. for a call pgfl stopped).
+        """
         location = user_location(error, str(path))
-        text = error.msg if isinstance(error, SyntaxError) and error.msg else str(error)
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
-        what = type(error).__name__ + (f": {lines[0]}" if lines else "")
+        if what is None:
+            text = error.msg if isinstance(error, SyntaxError) and error.msg else str(error)
+            lines = [line.strip() for line in text.splitlines() if line.strip()]
+            what = "raised " + type(error).__name__ + (f": {lines[0]}" if lines else "")
         where = f" ({location})" if location else ""
-        return cls(f"{setting} {path} raised {what}{where}", location)
+        return cls(f"{setting} {path} {what}{where}", location)
 
 
 def user_location(error: BaseException, path: str) -> str | None:

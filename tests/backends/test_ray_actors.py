@@ -325,7 +325,8 @@ def test_a_run_whose_actors_keep_dying_stops_in_one_line_and_resumes(ray_local, 
     backend = RayActors(actors=2, checkpoint_every=4, on_round=kill, max_restarts=1)
     with pytest.raises(RunStopped, match=r"^a Ray actor .* --resume to continue$"):
         run_plan(prepare_experiment(cfg, out), backend=backend)
-    assert sorted(p.name for p in (out / "partial").glob("curve-*")) == ["curve-000.npz"]
+    kept = out / ".pgfl-run" / "partial"  # the interrupted run's staging folder
+    assert sorted(p.name for p in kept.glob("curve-*")) == ["curve-000.npz"]
     resumed = run_plan(prepare_experiment(cfg, out, resume=True),
                        backend=RayActors(actors=2, checkpoint_every=4))  # fmt: skip
     local = run_plan(prepare_experiment(cfg, tmp_path / "local"), backend=LocalBackend())

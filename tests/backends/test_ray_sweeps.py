@@ -169,7 +169,7 @@ def test_preset_quick_configs_give_the_local_bits(ray_local, tmp_path, name):
     assert local.keys() == ray.keys()
     for key in local:
         _assert_same(ray[key], local[key])
-    assert len(list((tmp_path / "partial").glob("task-*.npz"))) == 3
+    assert len(list((plan.work / "partial").glob("task-*.npz"))) == 3
 
 
 @pytest.mark.ray
@@ -219,7 +219,7 @@ def test_without_retries_the_run_stops_keeps_finished_tasks_and_resume_is_identi
     with pytest.raises(RunStopped, match=r"rerun with --resume") as err:
         run_plan(_tiny_plan(out), backend=RaySweeps(max_retries=0, runtime_env=env))
     assert "\n" not in str(err.value)
-    saved = sorted(out.glob("partial/task-*.npz"))
+    saved = sorted(out.glob(".pgfl-run/partial/task-*.npz"))  # in the run's staging folder
     assert len(saved) == 1  # the other of the two tasks finished and was kept
     stamp = saved[0].stat().st_mtime_ns
     assert not (out / "summary.json").exists()
@@ -227,7 +227,8 @@ def test_without_retries_the_run_stops_keeps_finished_tasks_and_resume_is_identi
     resumed = run_plan(
         _tiny_plan(out, resume=True, run={"keep_partial": True}), backend=RaySweeps()
     )
-    assert saved[0].stat().st_mtime_ns == stamp  # reused, not recomputed
+    kept = out / "partial" / saved[0].name  # moved there with the results
+    assert kept.stat().st_mtime_ns == stamp  # reused, not recomputed
     # the lost repetitions were re-split over the 2 workers; together they cover 0..4 once
     ranges = sorted(
         tuple(int(x) for x in p.stem.split("-")[2:]) for p in out.glob("partial/task-*")

@@ -411,3 +411,59 @@ def test_cli_record_level_audit_exits_0_and_names_the_relation(tmp_path, capsys)
     code, stdout, _ = _main([str(path), "--curve", "c", "--trials", "2000", "--accountant", "pld"],
                             capsys)  # fmt: skip
     assert code == 0 and "record-level neighbours" in " ".join(stdout.split())
+
+
+# --------------------------------------------------------- a trusted aggregator (central)
+def _central(**extra):
+    """Issue 25's case: a ring of 16, K = L = 1, T = 1, central calibrated to ε = 1."""
+    privacy = {"server_noise": "central", "server_distribution": "gaussian",
+               "target_epsilon": 1.0, "accountants": ["pld"], **extra}  # fmt: skip
+    return parse_config({
+        "name": "central", "seed": 0, "iterations": 1, "repetitions": 1,
+        "topology": {"kind": "ring", "P": 16},
+        "data": {"kind": "regression", "K": 1, "N": 100, "M": 2},
+        "training": {"rho": 0.1, "mu": 0.3, "L": 1, "epochs": 1, "batch": "full",
+                     "clip_norm": 1.0},
+        "privacy": privacy, "curves": [{"label": "central"}],
+    })  # fmt: skip
+
+
+def test_central_uplinks_are_not_protected_and_no_longer_refute_anything():
+    """Regression (issue 25): the engine put ψ_m + z on every link, so two messages
+    differed by no noise and the message audit refuted ε = 1 with a lower bound of 7.19.
+    The uplinks now carry ψ_m as the protocol does, in the clear: not protected, and the
+    attack on them wins outright; the broadcast a curious server sees holds its ε."""
+    up = audit(_central(), "central", "message", trials=4000, accountants=["pld"])
+    assert not up.protected and up.refuted == () and up.epsilon == {}
+    assert up.tpr == 1.0 and up.fpr == 0.0 and "in the clear" in up.scope
+    eaves = audit(_central(), "central", adversary="link_eavesdropper", trials=4000)
+    assert not eaves.protected and eaves.success == 1.0
+    server = audit(_central(adversary="other_server"), "central", adversary="other_server",
+                   trials=20_000, accountants=["pld"])  # fmt: skip
+    assert server.protected and server.refuted == () and server.attack == "likelihood_ratio"
+    assert server.epsilon["pld"] == pytest.approx(1.0, rel=1e-3)
+    assert 0 < server.epsilon_lower <= server.epsilon["pld"]
+    assert "aggregator" in server.trusted
+
+
+def test_cli_audits_an_adversary_and_names_the_trusted_party(tmp_path, capsys):
+    path = tmp_path / "central.toml"
+    path.write_text("\n".join([
+        'name = "c"', "seed = 0", "iterations = 1",
+        "[topology]", 'kind = "ring"', "P = 6",
+        "[data]", 'kind = "regression"', "K = 1", "N = 10", "M = 2",
+        "[training]", "mu = 0.3", "L = 1", "epochs = 1", 'batch = "full"', "clip_norm = 1.0",
+        "[privacy]", 'server_noise = "central"', 'server_distribution = "gaussian"',
+        "target_epsilon = 1.0", 'adversary = "unit_client"', 'accountants = ["pld"]',
+        "[[curves]]", 'label = "c"',
+    ]) + "\n")  # fmt: skip
+    code, stdout, _ = _main([str(path), "--curve", "c", "--adversary", "unit_client",
+                             "--trials", "2000", "--json"], capsys)  # fmt: skip
+    out = json.loads(stdout)
+    assert code == 0 and out["adversary"] == "unit_client" and out["protected"] is True
+    assert out["epsilon_lower"] <= out["epsilon"]["pld"] and "aggregator" in out["trusted_parties"]
+    code, stdout, _ = _main([str(path), "--curve", "c", "--adversary", "unit_client",
+                             "--trials", "2000"], capsys)  # fmt: skip
+    assert code == 0 and "trusts the aggregator" in " ".join(stdout.split())
+    code, _, err = _main([str(path), "--curve", "c", "--adversary", "spy"], capsys)
+    assert code == 2 and "--adversary must be one of" in err

@@ -27,6 +27,7 @@ from pgfl.privacy.mechanisms.correlated import effective_std
 from pgfl.problems import LeastSquares
 from pgfl.rng import KeyedDraws
 from pgfl.topology import combination_matrix
+from pgfl.validation import ConfigError
 
 
 def _network(graph: nx.Graph, M: int = 2, N: int = 20, seed: int = 0) -> Network:
@@ -196,17 +197,30 @@ def test_one_tier_engine_equals_decor_written_as_a_loop():
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_readme_claim_pairwise_cancelling_near_central_far_above_local(seed, tmp_path):
-    """README: on the ring of 16 at ε = 1 (link eavesdropper), pairwise-cancelling noise is
-    within 6 dB of the central ceiling and at least 10 dB better than local DP."""
+    """README: on the ring of 16 at ε = 1 (link eavesdropper; central: a curious server, it
+    leaves its uplinks open), pairwise-cancelling noise is within 6 dB of the central
+    ceiling and at least 10 dB better than local DP."""
     cfg = load_preset("correlated-noise", quick=True, seed=seed)
     by = {c["label"]: c for c in run_experiment(cfg, tmp_path)["curves"]}
     central, pair, local = (by[k]["centroid_msd_db"] for k in ("central", "pairwise_cancelling",
                                                                "local"))  # fmt: skip
     assert pair - central < 6
     assert local - pair > 10
-    for k in ("central", "pairwise_cancelling", "local"):
+    for k in ("pairwise_cancelling", "local"):
         assert by[k]["epsilon_by_adversary"]["link_eavesdropper"] <= 1 + 1e-9
         assert "individual_msd_db" in by[k]
+    # central: ε = 1 against a curious server; its uplinks are open to an eavesdropper
+    assert by["central"]["epsilon_by_adversary"]["other_server"] <= 1 + 1e-9
+    assert by["central"]["epsilon_by_adversary"]["link_eavesdropper"] is None
+    # the price of per-edge trust: both neighbours of a server leave it its own draw (the
+    # README's 4.38: local DP at the calibrated σ, T = 600 rounds of sensitivity 2μB/N)
+    pair = by["pairwise_cancelling"]
+    sigma = math.sqrt(pair["noise_variance"])
+    alone = epsilon([GaussianRelease(2 * 0.3 * 1.0 / 100, sigma)] * 600, 1e-5, "pld")
+    assert pair["epsilon_by_adversary"]["neighbour_coalition"] == pytest.approx(alone, rel=1e-6)
+    assert round(alone, 2) == 4.38
+    for k in ("central", "local"):
+        assert by[k]["epsilon_by_adversary"]["neighbour_coalition"] <= 1 + 1e-9
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -214,9 +228,10 @@ def test_readme_claim_in_gfl_pairwise_cancelling_reaches_central_and_local_dp_cl
     seed, tmp_path
 ):
     """README: with units of 10 clients and secure aggregation (ring of 16, ε = 1 against a
-    link eavesdropper), pairwise-cancelling noise is within 2 dB of the central ceiling,
-    local DP about 7 dB behind it (the 10 clients' noise averages in the unit) and random
-    server noise behind local DP; local DP alone also protects against the own server."""
+    link eavesdropper, central against a curious server), pairwise-cancelling noise is
+    within 2 dB of the central ceiling, local DP about 7 dB behind it (the 10 clients'
+    noise averages in the unit) and random server noise behind local DP; local DP alone
+    also protects against the own server."""
     cfg = load_preset("correlated-noise-gfl", quick=True, seed=seed)
     by = {c["label"]: c for c in run_experiment(cfg, tmp_path)["curves"]}
     db = {k: by[k]["centroid_msd_db"] for k in ("central", "pairwise_cancelling", "local",
@@ -226,5 +241,71 @@ def test_readme_claim_in_gfl_pairwise_cancelling_reaches_central_and_local_dp_cl
     assert db["random"] > db["local"]
     for k in db:
         eps = by[k]["epsilon_by_adversary"]
-        assert eps["link_eavesdropper"] <= 1 + 1e-9
+        adversary = "other_server" if k == "central" else "link_eavesdropper"
+        assert by[k]["calibrated_adversary"] == adversary
+        assert eps[adversary] <= 1 + 1e-9
+        assert (eps["link_eavesdropper"] is None) == (k == "central")
         assert (eps.get("own_server") is not None) == (k == "local")
+
+
+# ---------------------------------------------------------------- coalitions of servers
+def _brute_coalition_inverse(adj: np.ndarray, sigma: float, cor: float, k: int) -> float:
+    """max over targets i and k-sets C ∌ i of [(σ²I + σ_cor² L_H)⁻¹]_ii, inverted directly."""
+    import itertools
+
+    P = adj.shape[0]
+    worst = 0.0
+    for members in itertools.combinations(range(P), k):
+        honest = [h for h in range(P) if h not in members]
+        sub = adj[np.ix_(honest, honest)]
+        inv = np.linalg.inv(sigma**2 * np.eye(len(honest)) + cor**2 * (np.diag(sub.sum(1)) - sub))
+        worst = max(worst, inv.diagonal().max())
+    return worst
+
+
+@pytest.mark.parametrize("graph", [nx.cycle_graph(7), nx.grid_2d_graph(3, 3), nx.petersen_graph()])
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_coalition_std_is_the_worst_honest_subgraph_by_brute_force(graph, k):
+    from pgfl.privacy.mechanisms.correlated import coalition_std
+
+    adj = nx.to_numpy_array(nx.convert_node_labels_to_integers(graph), dtype=int)
+    sigma, cor = 0.4, 2.0
+    got = coalition_std(adj, sigma, cor, k)
+    assert got == pytest.approx(1 / math.sqrt(_brute_coalition_inverse(adj, sigma, cor, k)))
+    assert sigma <= got  # never worse than the independent part alone
+    if k >= adj.sum(1).min():  # a coalition can hold every neighbour of a server
+        assert got == sigma
+
+
+def test_coalitions_cost_more_the_larger_and_all_neighbours_leave_local_dp():
+    """ε against k curious servers grows with k; every neighbour of the target's server
+    together leave it its own draw alone: local DP at the small independent σ."""
+    graph = nx.petersen_graph()  # degree 3: k = 1, 2 leave some cancelling noise
+    adj = nx.to_numpy_array(graph, dtype=int)
+    T, sigma = 40, 0.8
+    eps = {}
+    for k in (1, 2, 3):
+        ctx = ReleaseContext(mu=0.5, clip=1.0, iterations=T, dim=2, adjacency=adj)
+        mech = PairwiseCancelling(std=sigma, pairwise_std=2.0, coalition=k)
+        eps[k] = epsilon_by_adversary(Mean(), mech, ctx, 1e-5)
+    local = epsilon([GaussianRelease(2 * 0.5 * 1.0, sigma)] * T, 1e-5, "pld")
+    assert eps[1]["link_eavesdropper"] < eps[1]["server_coalition"] < eps[2]["server_coalition"]
+    assert eps[2]["server_coalition"] < eps[3]["server_coalition"] == pytest.approx(local)
+    assert eps[1]["neighbour_coalition"] == pytest.approx(local, rel=1e-12)
+    assert eps[1]["server_coalition"] == max(eps[1]["neighbour_server"], eps[1]["other_server"])
+
+
+def test_coalition_size_is_a_setting_of_pairwise_noise():
+    from pgfl.experiments.loader import parse_config
+
+    raw = {"name": "k", "iterations": 5, "topology": {"kind": "ring", "P": 6},
+           "data": {"K": 1, "N": 5}, "training": {"L": 1, "clip_norm": 1.0},
+           "privacy": {"server_noise": "pairwise_cancelling", "server_variance": 0.1,
+                       "pairwise_variance": 1.0, "coalition_size": 3}}  # fmt: skip
+    cfg = parse_config(raw)
+    from pgfl.experiments.build import curve_mechanisms
+
+    assert curve_mechanisms(cfg.curves[0])[1].coalition == 3
+    raw["privacy"]["coalition_size"] = 0
+    with pytest.raises(ConfigError, match="privacy.coalition_size"):
+        parse_config(raw)

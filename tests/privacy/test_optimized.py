@@ -166,10 +166,14 @@ def test_every_adversary_but_its_own_server_sees_a_gaussian_of_std_sigma():
     eps = epsilon_by_adversary(Mean(), TopologyOptimized(std=1.3), ctx, 1e-5)
     assert eps["own_server"] is None
     plain = epsilon([GaussianRelease(1.0, 1.3)] * 30, 1e-5, "pld")
-    for a in ("link_eavesdropper", "neighbour_server", "other_server", "unit_client"):
+    for a in ("link_eavesdropper", "neighbour_server", "other_server", "server_coalition",
+              "neighbour_coalition", "unit_client"):  # fmt: skip
         assert eps[a] < plain  # amplified by sampling 2 of 10 clients
-        assert eps[a] == eps["link_eavesdropper"]
-    unsampled = ReleaseContext(mu=0.5, clip=1.0, iterations=30, dim=2)
+    for a in ("neighbour_server", "other_server", "server_coalition", "neighbour_coalition"):
+        assert eps[a] == eps["link_eavesdropper"]  # the dealer: what a coalition knows is moot
+    # a unit's client knows whether it was sampled itself: less credit than the servers get
+    assert eps["unit_client"] > eps["link_eavesdropper"]
+    unsampled = ReleaseContext(mu=0.5, clip=1.0, iterations=30, dim=2, adjacency=adj)
     eps = epsilon_by_adversary(Mean(), TopologyOptimized(std=1.3), unsampled, 1e-5)
     assert eps["link_eavesdropper"] == pytest.approx(plain, rel=1e-9)
 

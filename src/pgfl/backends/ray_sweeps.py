@@ -35,10 +35,8 @@ says in one line what failed and that ``--resume`` continues.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -49,7 +47,7 @@ import numpy as np
 from pgfl.backends.local import Progress, RunStopped
 from pgfl.backends.session import ray_session
 from pgfl.engine import CurveBatch, Network, Trajectory, simulate
-from pgfl.experiments.partial import PartialResultWarning, read_partial, write_partial
+from pgfl.experiments.partial import read_partial, write_partial
 from pgfl.experiments.plan import Batch, Plan
 from pgfl.files import writing
 
@@ -132,24 +130,15 @@ def _arrays(traj: Trajectory) -> dict[str, np.ndarray]:
     return out
 
 
-def _digest(arrays: dict[str, np.ndarray]) -> str:
-    h = hashlib.sha256()
-    for name in sorted(arrays):
-        a = np.ascontiguousarray(arrays[name])
-        h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
-
-
 def save_task(
     out: Path, task: SweepTask, indices: Sequence[int], fingerprint: str, traj: Trajectory
 ) -> Path:
-    """Save a finished task atomically, with the fingerprint and the digest of its arrays."""
+    """Save a finished task atomically, with the fingerprint and the checksum of its arrays."""
     arrays = {f"traj_{k}": v for k, v in _arrays(traj).items()}
     arrays["curves"] = np.asarray(indices, dtype=np.int64)
     path = task_path(out, task.key, task.start, task.stop)
     with writing(out):
-        write_partial(path, fingerprint, {"digest": np.array(_digest(arrays)), **arrays})
+        write_partial(path, fingerprint, arrays)
     return path
 
 
@@ -157,19 +146,12 @@ def load_task(path: Path, indices: Sequence[int], fingerprint: str) -> Trajector
     """The trajectory saved in ``path`` if it belongs to this run and is intact, else None.
 
     A file of another configuration or batch is ignored; an unreadable one or one whose
-    digest does not match its arrays is ignored with a
-    :class:`~pgfl.experiments.partial.PartialResultWarning`. Either way its task runs again.
+    arrays do not match their checksum is ignored with a
+    :class:`~pgfl.experiments.partial.PartialResultWarning`
+    (:func:`~pgfl.experiments.partial.read_partial`). Either way its task runs again.
     """
     arrays = read_partial(path, fingerprint, "its task runs again")
     if arrays is None:
-        return None
-    digest = str(arrays.pop("digest", ""))
-    if _digest(arrays) != digest:
-        warnings.warn(
-            f"{path} does not match its digest (corrupt); its task runs again",
-            PartialResultWarning,
-            stacklevel=2,
-        )
         return None
     if not np.array_equal(arrays.pop("curves", None), np.asarray(indices)):
         return None
@@ -323,7 +305,9 @@ class RaySweeps:
         workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
         self.cluster_cpus = workers
         done = [
-            _saved_blocks(plan.out, b.indices[0], b.indices, plan.fingerprint, plan.cfg.repetitions)
+            _saved_blocks(
+                plan.work, b.indices[0], b.indices, plan.fingerprint, plan.cfg.repetitions
+            )
             if plan.resume
             else {}
             for b in plan.batches
@@ -372,7 +356,7 @@ class RaySweeps:
                 except ray.exceptions.RayError as exc:
                     failures.append((task, exc))
                     continue
-                save_task(plan.out, task, batch.indices, plan.fingerprint, traj)
+                save_task(plan.work, task, batch.indices, plan.fingerprint, traj)
                 finished += 1
                 blocks = done[task.batch]
                 blocks[(task.start, task.stop)] = traj
@@ -401,5 +385,5 @@ class RaySweeps:
         raise RunStopped(
             f"the Ray cluster failed {len(failures)} task(s) ({what}: {type(exc).__name__}, "
             f"after {self.max_retries} retries); {finished} finished task(s) saved in "
-            f"{plan.out / 'partial'}; rerun with --resume to continue"
+            f"{plan.work / 'partial'}; rerun with --resume to continue"
         )

@@ -33,6 +33,7 @@ from pgfl.files import jsonable, read_toml, reading
 __all__ = [
     "check_run_options",
     "checked",
+    "default_folder",
     "err",
     "execute",
     "load_experiment",
@@ -99,6 +100,24 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print the summary JSON to
 ResumeOpt = Annotated[
     bool, typer.Option("--resume", help="Keep the curves an interrupted run saved in --out.")
 ]
+ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Write into --out although it holds files pgfl did not write or results of "
+        "another configuration (pgfl replaces the files it writes, deletes nothing else).",
+    ),
+]
+
+
+def default_folder(name: str, *, quick: bool) -> Path:
+    """Where a command writes without ``--out``: ``runs/NAME``, ``runs/NAME-quick``.
+
+    >>> str(default_folder("fig2", quick=True))
+    'runs/fig2-quick'
+    """
+    return Path("runs") / (f"{name}-quick" if quick else name)
+
 
 BackendOpt = Annotated[
     str | None,
@@ -228,6 +247,7 @@ def execute(plan: Any, as_json: bool) -> dict[str, Any]:
     from pgfl.experiments.runner import run_plan
 
     cfg, folder = plan.cfg, plan.out
+    work = plan.work  # where the interrupted run's partial files are
     backend = make_backend(cfg.run)  # a missing pgfl[ray]: one line, nothing written
     with progress_display(as_json) as bar:
         tasks: dict[str, Any] = {}
@@ -244,10 +264,10 @@ def execute(plan: Any, as_json: bool) -> dict[str, Any]:
             return run_plan(plan, on_progress=on_progress, backend=backend)
         except KeyboardInterrupt:
             bar.stop()
-            tasks = len(list(folder.glob("partial/task-*.npz")))  # Ray sweeps' blocks
+            tasks = len(list(work.glob("partial/task-*.npz")))  # Ray sweeps' blocks
             also = f" (and {tasks} Ray task(s))" if tasks else ""
             print(
-                f"interrupted: {saved_curves(cfg, folder)} of {len(cfg.curves)} curves{also} "
+                f"interrupted: {saved_curves(cfg, work)} of {len(cfg.curves)} curves{also} "
                 f"saved in {folder}; rerun with --resume to continue",
                 file=sys.stderr,
             )
@@ -255,21 +275,23 @@ def execute(plan: Any, as_json: bool) -> dict[str, Any]:
             raise typer.Exit(130) from None
 
 
-def run_experiment_command(cfg: Any, folder: Path, *, resume: bool, as_json: bool) -> None:
+def run_experiment_command(
+    cfg: Any, folder: Path, *, resume: bool, as_json: bool, force: bool = False
+) -> None:
     """Validate, plan and run ``cfg`` into ``folder``; print the summary (or its JSON)."""
     from pgfl.experiments.plan import prepare_experiment  # lazy: the engine, numba
 
-    plan = prepare_experiment(cfg, folder, resume=resume)  # validates; writes nothing
+    plan = prepare_experiment(cfg, folder, resume=resume, force=force)  # writes nothing
     report(execute(plan, as_json), folder, as_json)
 
 
 def run_frontier_command(
     folder: Path, configs: dict[str, Any], *, quick: bool, resume: bool, as_json: bool,
-    run_options: dict[str, Any] | None = None, by_adversary: bool = False,
+    run_options: dict[str, Any] | None = None, by_adversary: bool = False, force: bool = False,
 ) -> None:  # fmt: skip
     """Run the privacy-utility frontier's experiments (``pgfl reproduce frontier``, ...)."""
     prepared = prepare_frontier_command(
-        folder, configs, resume=resume, run_options=run_options, as_json=as_json
+        folder, configs, resume=resume, run_options=run_options, as_json=as_json, force=force
     )
     summary = run_frontier_plan(prepared, quick=quick, as_json=as_json, by_adversary=by_adversary)
     report(summary, folder, as_json)
@@ -277,7 +299,7 @@ def run_frontier_command(
 
 def prepare_frontier_command(
     folder: Path, configs: dict[str, Any], *, resume: bool, run_options: dict[str, Any] | None,
-    as_json: bool = False,
+    as_json: bool = False, force: bool = False,
 ) -> Any:  # fmt: skip
     """A frontier's configurations with the command's ``[run]`` options, validated."""
     from pgfl.experiments.frontier import prepare_frontier  # lazy: the engine, numba
@@ -290,7 +312,9 @@ def prepare_frontier_command(
             bar.update(task, completed=done, description=_short(f"calibrating {key}"))
 
         try:
-            return prepare_frontier(folder, configs, resume=resume, progress=calibrating)
+            return prepare_frontier(
+                folder, configs, resume=resume, force=force, progress=calibrating
+            )
         finally:
             bar.remove_task(task)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ from pgfl.commands.common import (
     ActorsOpt,
     AddressOpt,
     BackendOpt,
+    ForceOpt,
     JsonOpt,
     KeepPartialOpt,
     ModeOpt,
@@ -26,6 +28,7 @@ from pgfl.commands.common import (
     WorkersOpt,
     check_run_options,
     checked,
+    default_folder,
     err,
     execute,
     out,
@@ -61,8 +64,9 @@ def run(
     mode: ModeOpt = None,
     actors: ActorsOpt = None,
     keep_partial: KeepPartialOpt = False,
+    force: ForceOpt = False,
 ) -> None:
-    """Run the experiment described by CONFIG (TOML)."""
+    """Run the experiment described by CONFIG (TOML), into runs/NAME (--quick: runs/NAME-quick)."""
     seed = checked("seed", seed, "--seed")
     run_options = {
         "backend": backend, "address": address, "workers": workers, "mode": mode,
@@ -77,7 +81,8 @@ def run(
 
     cfg = parse_config(raw, quick=quick, base=config.parent)
     cfg = with_run_options(cfg, **run_options)
-    run_experiment_command(cfg, out_dir or Path("runs") / cfg.name, resume=resume, as_json=as_json)
+    folder = out_dir or default_folder(cfg.name, quick=quick)
+    run_experiment_command(cfg, folder, resume=resume, as_json=as_json, force=force)
 
 
 PresetsArg = Annotated[
@@ -126,8 +131,11 @@ def reproduce(
             "in this process). Not with Ray.",
         ),
     ] = 1,
+    force: ForceOpt = False,
 ) -> None:
     """Reproduce figures of the papers with the papers' parameters.
+
+    Results go to runs/NAME (--quick: runs/NAME-quick), or to --out.
 
     Several presets run one after another in one process, into runs/NAME (--out DIR: DIR/NAME).
 
@@ -153,7 +161,7 @@ def reproduce(
         )
     options = {
         "quick": quick, "seed": seed, "resume": resume, "as_json": as_json,
-        "print_config": print_config, "data": data, "rows": rows,
+        "print_config": print_config, "data": data, "rows": rows, "force": force,
         "run_options": {
             "backend": backend, "address": address, "workers": workers, "mode": mode,
             "actors": actors, "keep_partial": keep_partial or None,
@@ -171,7 +179,10 @@ def reproduce(
         work = []
         checking = bar.add_task("checking", total=len(names), unit="presets") if several else None
         for name in names:  # validate every preset (writing nothing) before running any
-            folder = (out_dir or Path("runs")) / name if several else out_dir or Path("runs") / name
+            if out_dir is None:
+                folder = default_folder(name, quick=quick)
+            else:
+                folder = out_dir / name if several else out_dir
             if checking is not None:
                 bar.update(checking, description=f"checking {name}")
             job = _prepare(name, folder, **options)
@@ -208,13 +219,19 @@ def _in_processes(
 
     Each preset runs in a worker process of its own (spawned: no thread of this process
     is copied), which prepares it again as :func:`_prepare` did here; the first error
-    cancels the presets not yet started and is raised here.
+    cancels the presets not yet started and is raised here. The workers end with this
+    process, even one killed by SIGKILL (:func:`pgfl.workers.exit_with`).
     """
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    from pgfl.workers import exit_with  # lazy: as the rest of this function's imports
+
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(min(jobs, len(work)), mp_context=context) as pool:
+    with ProcessPoolExecutor(
+        min(jobs, len(work)), mp_context=context, initializer=exit_with,
+        initargs=(os.getpid(),),
+    ) as pool:  # fmt: skip
         futures = [pool.submit(_run_preset, name, folder, options) for name, folder in work]
         try:
             for future in futures:
@@ -267,6 +284,7 @@ def _expand(names: list[str]) -> list[str]:
 def _prepare(
     name: str, folder: Path, *, quick: bool, seed: int | None, resume: bool, as_json: bool,
     print_config: bool, data: str | None, rows: int | None, run_options: dict[str, object],
+    force: bool = False,
 ) -> Callable[[], dict[str, Any]] | None:  # fmt: skip
     """Validate preset ``name`` into ``folder`` and return what runs it (its summary).
 
@@ -282,7 +300,8 @@ def _prepare(
         sys.stdout.write(preset_config(name, quick=quick, seed=0 if seed is None else seed))
         return None
     if what in ("graphlearn", "accounting"):
-        from pgfl.files import check_output_folder, writing
+        from pgfl.files import writing
+        from pgfl.folders import check_output, digest_of, staged
 
         article = "a graph-learning" if what == "graphlearn" else "an accounting-only"
         given = {
@@ -295,15 +314,19 @@ def _prepare(
                 f"{', '.join(unused)}: only for the GFL presets (fig2, ...); {name!r} is "
                 f"{article} preset"
             )
-        check_output_folder(folder)
+        seed = 0 if seed is None else seed
+        output = check_output(
+            folder, digest=digest_of({"preset": name, "quick": quick, "seed": seed}),
+            what=f"preset {name!r}", force=force,
+        )  # fmt: skip
         if what == "graphlearn":
             from pgfl.graphlearn.presets import PRESETS  # lazy: the experiments
         else:
             from pgfl.experiments.muffliato import PRESETS
 
         def run_other() -> dict[str, Any]:
-            with writing(folder):
-                return PRESETS[name](quick, folder, 0 if seed is None else seed)
+            with staged(output) as stage, writing(folder):
+                return PRESETS[name](quick, stage, seed)
 
         return run_other
     if what == "frontier":
@@ -318,7 +341,7 @@ def _prepare(
 
         configs = FRONTIER[name](quick=quick, seed=seed)
         prepared = prepare_frontier_command(
-            folder, configs, resume=resume, run_options=run_options, as_json=as_json
+            folder, configs, resume=resume, run_options=run_options, as_json=as_json, force=force
         )
         return lambda: run_frontier_plan(
             prepared, quick=quick, as_json=as_json, by_adversary=name == "frontier-adversary"
@@ -340,7 +363,7 @@ def _prepare(
             print(f"note: {note}", file=sys.stderr)
     cfg = load_preset(name, quick=quick, seed=seed, data=overrides)
     cfg = with_run_options(cfg, **run_options)
-    plan = prepare_experiment(cfg, folder, resume=resume)  # validates; writes nothing
+    plan = prepare_experiment(cfg, folder, resume=resume, force=force)  # writes nothing
     return lambda: execute(plan, as_json)
 
 

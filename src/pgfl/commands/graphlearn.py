@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from pgfl.commands.common import ForceOpt
+
 app = typer.Typer(
     help="Federated graph-topology learning under differential privacy.", no_args_is_help=True
 )
@@ -25,6 +27,7 @@ def run(
     seed: Annotated[
         int | None, typer.Option("--seed", help="Root seed >= 0 (overrides the config's).")
     ] = None,
+    force: ForceOpt = False,
 ) -> None:
     """Learn personalized + consensus graphs from a config; write summary.json and curves.csv."""
     from pgfl.graphlearn.config import load_config, run_config  # lazy: the solvers, numba
@@ -36,7 +39,7 @@ def run(
     out = out or Path("runs") / config.stem
     if seed is not None:
         cfg = replace(cfg, seed=seed)
-    summary = run_config(cfg, out)  # checks --out and reads every file before writing
+    summary = run_config(cfg, out, force=force)  # checks --out, reads every file first
     for c in summary.get("curves", []):
         eps = f" (ε̄={c['epsilon']:g})" if "epsilon" in c else ""
         typer.echo(f"{c['label']}{eps}: MCC {c['mcc'][0]:.3f}  RE {c['relative_error'][0]:.3f}")

@@ -10,6 +10,7 @@ aborts, clipping) is told in lines below it.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable, Iterable
 from itertools import groupby
 from typing import Any
@@ -21,6 +22,8 @@ from rich.table import Table
 __all__ = [
     "PAPER_NOTE",
     "accountant_order",
+    "calibration_line",
+    "epsilon_columns",
     "print_adversaries",
     "print_frontier",
     "print_muffliato",
@@ -267,7 +270,11 @@ def print_summary(summary: dict[str, Any]) -> None:
     deltas = {c["delta"] for c in curves if "delta" in c}
     if deltas:
         at = ", ".join(f"{d:g}" for d in sorted(deltas))
-        _plain(f"ε: the link's own ε at δ = {at} after the last iteration (no sampling credit)")
+        for line in textwrap.wrap(calibration_line(_calibrated(curves)), 100):
+            _plain(line)
+        _plain(f"link ε: the link's own ε at δ = {at} after the last iteration, no sampling credit")
+        if any(" rdp" in cell(c) for c in curves for h, cell in columns if "ε" in h):
+            _plain("rdp beside an ε: the Rényi bound, smaller there than the PLD")
         if any("paper" in c.get("epsilon", {}) for c in curves):
             _plain(PAPER_NOTE)
         _plain("what each ε covers: summary.json (epsilon_scope) and docs/privacy.md")
@@ -303,18 +310,73 @@ def _infinite(c: dict[str, Any], accountant: str) -> str:
 
 
 def print_adversaries(c: dict[str, Any]) -> None:
-    """One line per privatized curve: ε against each adversary, and whom it leaves exposed."""
+    """A privatized curve's ε against each adversary, whom it leaves exposed, whom it trusts.
+
+    One line of ε values (each with the accountant that gave it where that is not
+    ``pld``), then, indented, the adversaries it does not protect against with why, and
+    the trusted parties every number rests on.
+    """
     by = c.get("epsilon_by_adversary")
     if not by:
         return
     neighbours = c.get("neighbours", "client")
-    protected = [f"{a} {_fmt_eps(e)}" for a, e in by.items() if e is not None]
-    exposed = [a for a, e in by.items() if e is None]
-    line = f"curve {c['label']}: ε vs " + (", ".join(protected) or "no adversary")
-    line += f" ({neighbours}-level neighbours)"
+    source = c.get("accountant_by_adversary", {})
+    notes = c.get("adversary_notes", {})
+    protected = [f"{a} {_eps_cell(e, source.get(a))}" for a, e in by.items() if e is not None]
+    line = f"curve {c['label']} ({neighbours}-level neighbours): ε vs "
+    _plain(line + (", ".join(protected) or "no adversary"))
+    exposed = [f"{a} ({notes[a]})" if notes.get(a) else a for a, e in by.items() if e is None]
     if exposed:
-        line += f"; NOT protected against {', '.join(exposed)}"
-    _plain(line)
+        _plain("  NOT protected against " + "; ".join(exposed))
+    for a, e in by.items():
+        if e is not None and notes.get(a):
+            _plain(f"  {a}: {notes[a]}")
+    for party, what in c.get("trusted_parties", {}).items():
+        _plain(f"  trusts the {party}: {what}")
+
+
+def _eps_cell(value: Any, source: str | None) -> str:
+    """An ε with the accountant that gave it, where that is not ``pld``: ``1.06 rdp``.
+
+    >>> _eps_cell(1.0601, "rdp"), _eps_cell(0.5, "pld"), _eps_cell(None, None)
+    ('1.06 rdp', '0.500', '—')
+    """
+    text = _fmt_eps(value)
+    return f"{text} {source}" if source not in (None, "pld") and value is not None else text
+
+
+def _calibrated(curves: list[dict[str, Any]]) -> dict[str, str]:
+    """Each privatized curve calibrated against an adversary, by label: that adversary."""
+    return {c["label"]: c["calibrated_adversary"] for c in curves if c.get("calibrated_adversary")}
+
+
+def calibration_line(against: dict[str, str]) -> str:
+    """The line under a table that says whom the first ε column is against ("": no column).
+
+    >>> calibration_line({"central": "other_server", "a": "link_eavesdropper",
+    ...                   "b": "link_eavesdropper", "c": "link_eavesdropper"})[:86]
+    'ε vs calibrated adversary: other_server for central; link_eavesdropper for the other 3'
+    """
+    if not against:
+        return ""
+    groups: dict[str, list[str]] = {}
+    for label, adversary in against.items():
+        groups.setdefault(adversary, []).append(label)
+    what = "the ε calibrated to, with sampling credit where the adversary lacks the sample"
+    if len(groups) == 1:
+        return f"ε vs {next(iter(groups))}: {what}"
+    order = sorted(groups, key=lambda a: len(groups[a]))  # the largest group last
+    parts = [f"{a} for {' and '.join(groups[a])}" for a in order[:-1]]
+    rest = groups[order[-1]]
+    parts.append(f"{order[-1]} for " + (" and ".join(rest) if len(rest) < 3 else
+                                         f"the other {len(rest)}"))  # fmt: skip
+    return f"ε vs calibrated adversary: {'; '.join(parts)}: {what}"
+
+
+def _against_header(against: dict[str, str]) -> str:
+    """The first ε column's header: the adversary, if every calibrated curve shares one."""
+    names = set(against.values())
+    return f"ε vs {names.pop()}" if len(names) == 1 else "ε vs calibrated adversary"
 
 
 #: The summary table's columns: (header, the value of a curve's entry, cell format).
@@ -349,11 +411,39 @@ def _summary_columns(
         cell = lambda c, value=value, fmt=fmt: fmt(value(c))  # noqa: E731
         if any(cell(c) not in ("—", "exact") for c in curves):
             columns.append((header, cell))
+    against = _calibrated(curves)
+    if against:  # one word a line: the adversary's name is long, its cells short
+        header = "ε vs\n" + _against_header(against)[5:].replace(" ", "\n").replace("_", "\n")
+        columns.append((header, _against_cell))
     accountants = accountant_order({a for c in curves for a in c.get("epsilon", {})})
     for a in accountants:
-        header = accountant_header(a, "ε ")
-        columns.append((header, lambda c, a=a: _fmt_eps(c.get("epsilon", {}).get(a))))
+        header = accountant_header(a, "link ε\n")
+        columns.append((header, lambda c, a=a: _link_cell(c, a)))
     return columns
+
+
+def epsilon_columns(
+    curves: list[dict[str, Any]],
+) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
+    """The ε columns of :func:`print_summary`'s table (header, cell), for other tables."""
+    return [col for col in _summary_columns(curves) if "ε" in col[0] and "target" not in col[0]]
+
+
+def _against_cell(c: dict[str, Any]) -> str:
+    """The ε against the adversary a curve's noise was calibrated against, with its accountant."""
+    a = c.get("calibrated_adversary")
+    if a is None:
+        return "—"
+    return _eps_cell(c["epsilon_by_adversary"].get(a), c.get("accountant_by_adversary", {}).get(a))
+
+
+def _link_cell(c: dict[str, Any], accountant: str) -> str:
+    """The link's own ε by one accountant, naming the bound where it is another's."""
+    source = c.get("epsilon_source", {}).get(accountant)
+    value = c.get("epsilon", {}).get(accountant)
+    if value is None or isinstance(value, str):
+        return _fmt_eps(value)
+    return _eps_cell(value, source) if source and source != accountant else _fmt_eps(value)
 
 
 def _summary_cells(
@@ -366,7 +456,13 @@ def _summary_cells(
 def _print_faults(c: dict[str, Any], repetitions: int) -> None:
     """One line per thing that went wrong in a curve: divergence, aborts, clipping."""
     count = c.get("diverged_repetitions", int(bool(c.get("diverged"))))
-    if c.get("diverged"):
+    if c.get("diverged") and count < repetitions:  # fewer than half stayed finite
+        _plain(
+            f"curve {c['label']} diverged: {count} of {repetitions} repetitions (the first at "
+            f"iteration {c['diverged_at']}); its values are those of the other "
+            f"{repetitions - count} only"
+        )
+    elif c.get("diverged"):
         _plain(f"curve {c['label']} diverged at iteration {c['diverged_at']}")
     elif count:
         _plain(
@@ -385,18 +481,36 @@ def _print_faults(c: dict[str, Any], repetitions: int) -> None:
             f"curve {c['label']}: {sa['clipped_messages']} client messages clipped to the "
             f"secure-aggregation range ±{sa['clip']:g} (privacy.secagg_clip)"
         )
+    dd = c.get("distributed_dp", {})
+    if dd.get("aborted_unit_rounds"):
+        _plain(
+            f"curve {c['label']}: secure aggregation aborted in {dd['aborted_unit_rounds']} "
+            f"unit-rounds (fewer than t={dd['threshold']} clients survived; the unit kept its "
+            "model; run.log lists them)"
+        )
+    if dd.get("clipped_or_wrapped"):
+        _plain(
+            f"curve {c['label']}: {dd['clipped_or_wrapped']} client messages clipped to norm "
+            f"{dd['clip']:g} or unit sums wrapped around the modulus 2^{dd['bits']} "
+            "(privacy.ddp_bits)"
+        )
 
 
 def _fmt_eps(value: Any) -> str:
     """An ε in at most 6 characters: 3 significant digits, a short exponent above 9999.
 
-    >>> [_fmt_eps(v) for v in (0.5, 291.4, 2000.0, 1.4213e6, 1e6, float("inf"), None)]
-    ['0.5', '291', '2000', '1.42e6', '1e6', '∞', '—']
+    Trailing zeros are kept below 100, so that an ε calibrated to 1 reads ``1.00`` and one
+    slightly above it ``1.01``.
+
+    >>> [_fmt_eps(v) for v in (0.5, 1.0601, 291.4, 2000.0, 1.4213e6, 1e6, float("inf"), None)]
+    ['0.500', '1.06', '291', '2000', '1.42e6', '1e6', '∞', '—']
     """
     if value is None:
         return "—"
     if isinstance(value, str) or value == float("inf"):
         return "∞"
+    if value < 100:
+        return f"{value:#.3g}".rstrip(".")
     if value < 1e4:
         return f"{value:.3g}" if value < 1e3 else f"{value:.0f}"
     mantissa, exponent = f"{value:.2e}".split("e")

@@ -22,11 +22,19 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from pgfl.commands.common import checked, load_experiment, run_frontier_command
+from pgfl.commands.common import (
+    ForceOpt,
+    checked,
+    default_folder,
+    load_experiment,
+    run_frontier_command,
+)
 from pgfl.commands.printing import (
     PAPER_NOTE,
     accountant_header,
     accountant_order,
+    calibration_line,
+    epsilon_columns,
     out,
     print_adversaries,
 )
@@ -77,6 +85,8 @@ PaperOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON to stdout instead of a table.")]
+#: Where ``pgfl privacy frontier`` writes by default (``pgfl reproduce frontier``: runs/frontier).
+FRONTIER_FOLDER = "privacy-frontier"
 
 
 def _fmt(x: float) -> str:
@@ -353,7 +363,7 @@ def config_command(
         priv = curve.privacy
         series, entry = curve_epsilon(
             settings, net, cfg.iterations, delta=priv.delta, accountants=priv.accountants,
-            checkpoints=priv.epsilon_checkpoints,
+            checkpoints=priv.epsilon_checkpoints, adversary=priv.adversary,
         )  # fmt: skip
         report[curve.label] = entry
         if series:
@@ -365,29 +375,31 @@ def config_command(
             )
         )
         return
-    found = {a for e in report.values() for a in e.get("epsilon", {})}
-    accountants = accountant_order(found)  # the papers' published bound last, marked
+    rows = [{"label": label, **entry} for label, entry in report.items()]
+    columns = epsilon_columns(rows)
     table = Table(title=f"{cfg.name}: epsilon after T={cfg.iterations} iterations")
     table.add_column("curve")
     table.add_column("noise variance", justify="right")
-    for a in accountants:
-        table.add_column(accountant_header(a, "eps "), justify="right")
+    for header, _ in columns:
+        table.add_column(header, justify="right")
     table.add_column("delta", justify="right")
-    for label, entry in report.items():
-        eps = entry.get("epsilon", {})
+    for row in rows:
         table.add_row(
-            label,
-            _fmt(entry["noise_variance"]) if "noise_variance" in entry else "-",
-            *[_fmt(float(eps[a])) if a in eps else "-" for a in accountants],
-            _fmt(entry["delta"]) if "delta" in entry else "-",
+            row["label"],
+            _fmt(row["noise_variance"]) if "noise_variance" in row else "-",
+            *[cell(row) if "epsilon" in row else "-" for _, cell in columns],
+            _fmt(row["delta"]) if "delta" in row else "-",
         )
     out.print(table)
-    out.print(
-        "eps: the privatized link's own epsilon (what its transcript reveals, no sampling credit)",
-        markup=False,
-        soft_wrap=True,
-    )
-    if "paper" in accountants:
+    against = {r["label"]: r["calibrated_adversary"] for r in rows if "calibrated_adversary" in r}
+    for line in (
+        calibration_line(against),
+        "link ε: the privatized link's own ε (what its transcript reveals), no sampling "
+        "credit; rdp beside a value: the Rényi bound was the smaller",
+    ):
+        if line:
+            out.print(line, markup=False, soft_wrap=True)
+    if any("paper" in row.get("epsilon", {}) for row in rows):
         out.print(PAPER_NOTE, markup=False, soft_wrap=True)
     for label, entry in report.items():
         print_adversaries({"label": label, **entry})
@@ -408,8 +420,18 @@ def audit_command(
     curve: Annotated[str, typer.Option("--curve", help="Label of the curve to audit.")],
     view: Annotated[
         str,
-        typer.Option("--view", help="message | server-model | centroid | client-update."),
+        typer.Option(
+            "--view", help="message | server-model | centroid | client-update | own-server."
+        ),
     ] = "message",
+    adversary: Annotated[
+        str | None,
+        typer.Option(
+            "--adversary",
+            help="Attack this adversary's whole view instead of --view (an adversary of "
+            "epsilon_by_adversary, docs/privacy.md section 2.1).",
+        ),
+    ] = None,
     trials: Annotated[int, typer.Option("--trials", help="Trials per world (>= 200).")] = 20000,
     round_: Annotated[int, typer.Option("--round", help="First audited iteration i.")] = 1,
     rounds: Annotated[
@@ -439,8 +461,8 @@ def audit_command(
         checked("privacy.accountants", accountant, "--accountant")
     cfg = load_experiment(config, quick)
     result = audit(
-        cfg, curve, view, trials=trials, round=round_, rounds=rounds, confidence=confidence,
-        accountants=accountant,
+        cfg, curve, view, adversary=adversary, trials=trials, round=round_, rounds=rounds,
+        confidence=confidence, accountants=accountant,
     )  # fmt: skip
     if plot is not None:
         with writing(plot):
@@ -484,6 +506,8 @@ def audit_command(
                 table.add_row(name, _fmt(eps), _fmt(result.ratio[name]), verdict)
             out.print(table)
             out.print(f"[bold]scope[/bold]: {result.scope}", highlight=False)
+        for party, what in result.trusted.items():
+            out.print(f"[bold]trusts[/bold] the {party}: {what}", highlight=False)
         for note in result.notes:
             out.print(f"[dim]note: {note}[/dim]", highlight=False)
         if plot is not None:
@@ -522,7 +546,12 @@ def frontier_command(
     seed: Annotated[int | None, typer.Option("--seed", help="Root seed >= 0.")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="T = 200 and 20, one repetition.")] = False,
     out_dir: Annotated[
-        Path | None, typer.Option("--out", help="Output folder (default: runs/frontier).")
+        Path | None,
+        typer.Option(
+            "--out",
+            help=f"Output folder (default: runs/{FRONTIER_FOLDER}, with --quick "
+            f"runs/{FRONTIER_FOLDER}-quick).",
+        ),
     ] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Keep the curves an interrupted run saved in --out.")
@@ -530,6 +559,7 @@ def frontier_command(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the frontier summary JSON to stdout.")
     ] = False,
+    force: ForceOpt = False,
 ) -> None:
     """Privacy-utility frontier: each scheme's noise calibrated to each target epsilon.
 
@@ -553,5 +583,6 @@ def frontier_command(
         quick=quick, seed=seed, setups=setups, iterations=counts or None,
         epsilons=sorted(eps) or None, schemes=schemes, repetitions=repetitions, mu=mu,
     )  # fmt: skip
-    folder = out_dir or Path("runs") / "frontier"
-    run_frontier_command(folder, configs, quick=quick, resume=resume, as_json=as_json)
+    folder = out_dir or default_folder(FRONTIER_FOLDER, quick=quick)
+    run_frontier_command(folder, configs, quick=quick, resume=resume, as_json=as_json,
+                         force=force)  # fmt: skip

@@ -27,6 +27,16 @@ default the compiled path runs when numba is importable and the loss is
 :class:`~pgfl.problems.LeastSquares` or :class:`~pgfl.problems.Logistic` (exactly those
 classes: a subclass may change the gradient).
 
+Threads and processes. pgfl needs no particular numba threading layer (``tbb``, ``omp`` or
+``workqueue``, whichever numba loads; ``NUMBA_THREADING_LAYER`` is respected): a process
+launches at most one parallel kernel at a time (:data:`LAUNCH`, a lock held around every
+parallel launch, so two Python threads — the runner's accounting thread, a user's own —
+never enter a layer at once, which ``workqueue`` would answer by aborting the process),
+and no process forks after numba has started its threads (the secure-aggregation workers
+then start from a fork server: :func:`pgfl.privacy.secagg.pool.start_method`; Ray and
+``reproduce --jobs`` start fresh interpreters). :func:`load` readies the compiled path in a
+process before it is given data.
+
 >>> import numpy as np
 >>> from pgfl.problems import LeastSquares
 >>> local_phase_kind(LeastSquares(0.0)) in ("compiled", "numpy")
@@ -36,6 +46,7 @@ True
 from __future__ import annotations
 
 import os
+import threading
 from functools import lru_cache
 from typing import Any
 
@@ -67,6 +78,8 @@ PARALLEL_SAMPLING = 100_000
 #: Chunks of work items per thread in a parallel round (taken dynamically by the threads).
 CHUNKS_PER_THREAD = 4
 _LOSS_CODE = {LeastSquares: 0, Logistic: 1}
+#: Held around every parallel kernel launch: one parallel region per process at a time.
+LAUNCH = threading.Lock()
 
 
 def local_phase_kind(problem: Any) -> str:
@@ -119,7 +132,8 @@ def draw_clients(block, draws) -> np.ndarray:
     serial, parallel = _samplers()
     threads = _threads()
     if threads > 1 and R * block.size * K >= _threshold(PARALLEL_SAMPLING):
-        parallel(*cells, K, out, threads)
+        with LAUNCH:
+            parallel(*cells, K, out, threads)
     else:
         serial(*cells, K, out)
     return out
@@ -172,7 +186,8 @@ def local_models(W, block, curves, draws, clients) -> np.ndarray:
     threads = _threads()
     parallel, serial = _kernels()
     if threads > 1 and C * R * P * L * per_client * M >= _threshold(PARALLEL_WORK):
-        parallel(*args, threads, threads * CHUNKS_PER_THREAD, scratch_n)
+        with LAUNCH:
+            parallel(*args, threads, threads * CHUNKS_PER_THREAD, scratch_n)
     else:
         serial(*args, scratch_n)
     return out
@@ -261,6 +276,22 @@ def _kernels():
     from pgfl.engine._kernels import local_sgd, local_sgd_serial
 
     return local_sgd, local_sgd_serial
+
+
+def load() -> None:
+    """Ready the compiled path in this process: numba, its kernels, its typing context.
+
+    The first call of any numba function loads numba's typing and target contexts (about
+    15 MiB of Python objects in numba 0.68); a process that is about to be given data
+    (a Ray actor's block, :class:`pgfl.backends.ray_actors.BlockActor`) calls this first,
+    so that what it then allocates is its data and models only. Idempotent.
+    """
+    _kernels()
+    _samplers()
+    from pgfl.engine._kernels import cell_keys  # lazy: numba is optional (extra "fast")
+
+    one = np.zeros(1, dtype=np.int64)
+    cell_keys(np.uint64(1), 1, one, one)  # any call: numba's contexts load on the first
 
 
 def spinning() -> bool:

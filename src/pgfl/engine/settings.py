@@ -108,6 +108,7 @@ class CurveSettings:
             records=records,
             neighbours=self.neighbours,
             units=net.A.shape[0],
+            sample_revealed=self.client.reveals_sample,
             adjacency=graph.astype(int),
             combination=net.mixing,
         )

@@ -88,7 +88,18 @@ from pgfl.experiments.build import build_network, curve_settings
 from pgfl.experiments.config import CurveConfig, ExperimentConfig
 from pgfl.privacy.accounting import epsilon_curve
 from pgfl.privacy.accounting.mechanisms import tradeoff_curve
-from pgfl.privacy.mechanisms import NEIGHBOURS, ClientNoise, GraphHomomorphic, NoServerNoise
+from pgfl.privacy.mechanisms import (
+    ADVERSARIES,
+    NEIGHBOURS,
+    ClientNoise,
+    DistributedNoise,
+    GraphHomomorphic,
+    NoServerNoise,
+    RoundContext,
+)
+from pgfl.privacy.mechanisms.adversaries import adversary_view, trusted_parties
+from pgfl.privacy.mechanisms.base import SERVER_SIDE, UPLOADS, Emitted
+from pgfl.rng import KeyedDraws
 from pgfl.validation import ConfigError, check_choice, check_int, check_real, did_you_mean
 
 __all__ = [
@@ -276,8 +287,9 @@ def canary_records(settings: CurveSettings, net: Network, last: int) -> int | No
 
 
 def _compared_note(
-    settings: CurveSettings, world: Network, ccfg: CurveConfig, level: str | None
-) -> str:
+    settings: CurveSettings, world: Network, ccfg: CurveConfig, level: str | None,
+    adversary: str = "link",
+) -> str:  # fmt: skip
     """One line: which neighbouring relation and adversary the ε compared with is for, and why."""
     what = "compared with" if level is not None else "that would be compared with (none here)"
     if settings.neighbours == "client":
@@ -295,11 +307,21 @@ def _compared_note(
     line = (
         f"epsilon {what}: {settings.neighbours}-level neighbours "
         f"({NEIGHBOURS[settings.neighbours]}; privacy.neighbours), the same relation as the "
-        f"canary's: {canary}; adversary {ADVERSARY!r}: the privatized link's own transcript, "
-        "whose observer knows which clients were sampled, as the attack does (no amplification "
-        "by client sampling)"
+        f"canary's: {canary}; "
     )
-    if ccfg.privacy.adversary is not None:
+    if adversary == ADVERSARY:
+        line += (
+            f"adversary {ADVERSARY!r}: the privatized link's own transcript, whose observer "
+            "knows which clients were sampled, as the attack does (no amplification by client "
+            "sampling)"
+        )
+    else:
+        line += (
+            f"adversary {adversary!r}: its view built from the engine's arrays, and its epsilon "
+            "with the client sample known, as the attack knows it (no amplification by client "
+            "sampling)"
+        )
+    if ccfg.privacy.adversary is not None and ccfg.privacy.adversary != adversary:
         line += (
             f"; privacy.adversary = {ccfg.privacy.adversary!r} only calibrated the noise (its "
             "epsilon, with amplification where it holds, is not what this audit tests)"
@@ -334,19 +356,69 @@ def _view_of(view: str, net: Network, out: Any) -> np.ndarray:
     return out.psi[:, :, 0]
 
 
+def emitted(out: Any, net: Network, c: int, coalition_size: int = 2) -> Emitted:
+    """Curve ``c`` of a :class:`~pgfl.engine.step.RoundResult`: what the engine emitted.
+
+    The target is unit 0 (the canary's); every adversary's view is built from these
+    arrays (:func:`~pgfl.privacy.mechanisms.adversaries.adversary_view`).
+    """
+    return Emitted(
+        out.messages[c], out.W[c], out.psi[c], net.links.src, net.links.dst, net.mixing,
+        out.clients, target=0, coalition_size=coalition_size,
+    )  # fmt: skip
+
+
+class AdversaryViewer:
+    """Builds one adversary's view of every curve of a round, with the noisy curve's protocol.
+
+    The view of every curve (the noisy one and its noise-free centre) is built by the
+    audited curve's mechanisms (:meth:`~pgfl.privacy.mechanisms.base.Mechanism.observe`:
+    a trusted aggregator's broadcast, the gossip steps), so that the centres are the same
+    arrays without the noise. A curious server or a coalition also gets the secrets it
+    knows of the round's noise (:meth:`~pgfl.privacy.mechanisms.base.Mechanism.secrets`,
+    zero for the noise-free centre: noise is independent of the data). ``single``: every
+    column carries one draw of the noise (an exact Laplace likelihood ratio applies).
+    """
+
+    def __init__(self, settings: CurveSettings, adversary: str) -> None:
+        self.settings, self.adversary = settings, adversary
+        self.coalition = int(getattr(settings.server, "coalition", 2))
+        self.single = True
+
+    def __call__(self, out: Any, net: Network, seed: int, iteration: int, reps: np.ndarray):
+        s = self.settings
+        views = []
+        for c in range(out.W.shape[0]):
+            seen = emitted(out, net, c, self.coalition)
+            blocks = adversary_view(s.client, s.server, self.adversary, seen)
+            self.single = all(single for _, single in blocks)
+            parts = [b for b, _ in blocks]
+            if self.adversary in SERVER_SIDE and self.adversary != "link_eavesdropper":
+                members = np.asarray(seen.observers(self.adversary), dtype=int)
+                ctx = RoundContext(KeyedDraws(seed, iteration, reps, np.arange(net.A.shape[0])),
+                                   0, iteration)  # fmt: skip
+                server = s.server.on_network(net)  # a design made for the topology
+                secret = server.secrets(members, net.links, net.dim, ctx)
+                if secret is not None:
+                    self.single = False
+                    parts.append(secret if c == 0 else np.zeros_like(secret))
+            views.append(np.concatenate(parts, axis=1))
+        return np.stack(views)
+
+
 def _run_views(
     net: Network,
     curves: Sequence[CurveSettings],
-    view: str,
+    view: str | AdversaryViewer,
     *,
     seed: int,
     reps: np.ndarray,
     first: int,
     last: int,
 ) -> np.ndarray:
-    """Views of rounds ``first..last`` from w = 0, ``[C, R, T, M]`` (trials in chunks)."""
-    C, M, P = len(curves), net.dim, net.data.shape[0]
-    out = np.empty((C, reps.size, last - first + 1, M))
+    """Views of rounds ``first..last`` from w = 0, ``[C, R, T, d]`` (trials in chunks)."""
+    C, P, M = len(curves), net.data.shape[0], net.dim
+    out = None
     for lo in range(0, reps.size, CHUNK):
         r = reps[lo : lo + CHUNK]
         W = np.zeros((C, r.size, P, M))
@@ -354,7 +426,14 @@ def _run_views(
             res = gfl_round(W, net, curves, seed=seed, iteration=i, reps=r, keep_local=False)
             W = res.W
             if i >= first:
-                out[:, lo : lo + r.size, i - first] = _view_of(view, net, res)
+                v = (
+                    _view_of(view, net, res)
+                    if isinstance(view, str)
+                    else view(res, net, seed, i, r)
+                )
+                if out is None:
+                    out = np.empty((C, reps.size, last - first + 1, v.shape[-1]))
+                out[:, lo : lo + r.size, i - first] = v
     return out
 
 
@@ -371,7 +450,8 @@ class AuditResult:
         (balanced accuracy of the test), level (``server``/``client``/None), scope,
         refuted (accountants whose ε the bound exceeds), notes, roc (FPR, TPR arrays of
         the evaluation half), neighbours (the neighbouring relation of the canary and of
-        the ε compared: ``privacy.neighbours``), adversary (whose ε: :data:`ADVERSARY`).
+        the ε compared: ``privacy.neighbours``), adversary (whose ε: :data:`ADVERSARY`, or
+        the adversary audited), trusted (the parties the ε trusts).
 
     """
 
@@ -397,6 +477,7 @@ class AuditResult:
     roc: tuple[np.ndarray, np.ndarray] = dataclasses.field(default=(np.zeros(0), np.zeros(0)))
     neighbours: str = "client"
     adversary: str = ADVERSARY
+    trusted: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` object: the contract's keys first, then the details."""
@@ -419,6 +500,7 @@ class AuditResult:
             "level": self.level,
             "neighbours": self.neighbours,
             "adversary": self.adversary,
+            "trusted_parties": dict(self.trusted),
             "scope": self.scope,
             "refuted": list(self.refuted),
             "notes": list(self.notes),
@@ -427,12 +509,15 @@ class AuditResult:
 
 def _level(view: str, settings: CurveSettings) -> str | None:
     """The privatized link whose ε covers ``view`` (None: the view is not protected)."""
-    client = isinstance(settings.client, ClientNoise) and settings.client.std > 0
+    noisy = isinstance(settings.client, (ClientNoise, DistributedNoise))
+    client = noisy and settings.client.std > 0
     server = not isinstance(settings.server, NoServerNoise) and settings.server.std > 0
     if view == "client-update":
         return "client" if client else None
     if view == "centroid" and isinstance(settings.server, GraphHomomorphic):
         server = False  # graph-homomorphic noise cancels in the centroid (eq. 46)
+    if view == "message" and "link_eavesdropper" not in settings.server.protects:
+        server = False  # a trusted aggregator's uplink carries the aggregate in the clear
     if server:
         return "server"
     return "client" if client else None
@@ -441,7 +526,7 @@ def _level(view: str, settings: CurveSettings) -> str | None:
 def _density(view: str, settings: CurveSettings) -> tuple[str, float] | None:
     """(distribution, per-coordinate std) of the one noise in a view, if it has a density."""
     client = settings.client
-    if view == "message" and not isinstance(settings.server, NoServerNoise):
+    if view == "message" and _level(view, settings) == "server":
         if isinstance(client, ClientNoise) and client.std > 0:
             return None  # server noise + averaged client noise: no closed form used
         return settings.server.distribution, settings.server.std
@@ -461,10 +546,11 @@ def _llr(y: np.ndarray, c0: np.ndarray, c1: np.ndarray, density: tuple[str, floa
 
 def _audited_curve(
     cfg: ExperimentConfig, curve: str, view: str, trials: int, round: int, rounds: int,
-    confidence: float,
+    confidence: float, by_adversary: bool = False,
 ) -> tuple[CurveConfig, int, int, int, float]:  # fmt: skip
     """The curve and the checked arguments of :func:`audit` (one line per bad one)."""
-    check_choice("--view", view, VIEWS)
+    if not by_adversary:
+        check_choice("--view", view, VIEWS)
     n = check_int("--trials", trials, lo=200)
     first = check_int("--round", round, lo=1)
     T = check_int("--rounds", rounds, lo=1)
@@ -491,20 +577,22 @@ def _audited_curve(
 
 
 def _scores(
-    worlds: tuple[Network, Network], settings: CurveSettings, view: str, seed: int, n: int,
-    first: int, T: int,
-) -> tuple[np.ndarray, np.ndarray, tuple[str, float] | None]:  # fmt: skip
-    """The attack's statistic on each world's trials, and the density it used (if any)."""
+    worlds: tuple[Network, Network], settings: CurveSettings, view: str | AdversaryViewer,
+    seed: int, n: int, first: int, T: int,
+) -> tuple[np.ndarray, np.ndarray, str]:  # fmt: skip
+    """The attack's statistic on each world's trials, and the attack's name."""
     net0, net1 = worlds
     reps = np.arange(2 * n)
     if first == 1 and T == 1:  # one release: the noise-free centres are public
-        density = _density(view, settings)
         kw = {"seed": seed, "reps": reps, "first": 1, "last": 1}
         clean = settings.noiseless()
         v0 = _run_views(net0, [settings, clean], view, **kw)[:, :, 0]
         v1 = _run_views(net1, [settings, clean], view, **kw)[:, :, 0]
         c0, c1 = v0[1], v1[1]
         y0, y1 = v0[0, :n], v1[0, n:]  # disjoint repetitions: independent noise per world
+        if isinstance(view, AdversaryViewer):
+            return _likelihood_ratio(y0, y1, c0, c1, _distribution(settings), view.single)
+        density = _density(view, settings)
         if density is not None:
             s0, s1 = _llr(y0, c0[:n], c1[:n], density), _llr(y1, c0[n:], c1[n:], density)
         else:
@@ -512,14 +600,81 @@ def _scores(
             s0 = ((y0 - c0[:n]) * d[:n]).sum(-1)
             s1 = ((y1 - c0[n:]) * d[n:]).sum(-1)
         # the Laplace likelihood ratio has atoms at ±ε: round away float noise
-        return np.round(s0, 9), np.round(s1, 9), density
+        attack = "likelihood_ratio" if density is not None else "projection"
+        return np.round(s0, 9), np.round(s1, 9), attack
     kw = {"seed": seed, "first": first, "last": first + T - 1}
     y0 = _run_views(net0, [settings], view, reps=reps[:n], **kw)[0].reshape(n, -1)
     y1 = _run_views(net1, [settings], view, reps=reps[n:], **kw)[0].reshape(n, -1)
     h = n // 2
     direction = y1[:h].mean(0) - y0[:h].mean(0)
     mid = 0.5 * (y1[:h].mean(0) + y0[:h].mean(0))
-    return (y0 - mid) @ direction, (y1 - mid) @ direction, None
+    return (y0 - mid) @ direction, (y1 - mid) @ direction, "projection"
+
+
+def _distribution(settings: CurveSettings) -> str:
+    """The distribution of the noise the audited curve adds (its server level's if noisy)."""
+    server = settings.server
+    if not isinstance(server, NoServerNoise) and getattr(server, "std", 0) > 0:
+        return getattr(server, "distribution", "gaussian")
+    return getattr(settings.client, "distribution", "gaussian")
+
+
+def _likelihood_ratio(
+    y0: np.ndarray, y1: np.ndarray, c0: np.ndarray, c1: np.ndarray, dist: str, single: bool
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """The likelihood-ratio test of a view whose noise law is estimated from the trials.
+
+    ``y0`` (world 0) and ``y1`` (world 1): ``[n, d]`` views; ``c0``, ``c1``: ``[2n, d]``
+    noise-free centres of every trial in both worlds (world 0's trials first). The noise
+    of a trial is its view minus its own world's centre (common random numbers), so its
+    law is estimated on the selection half of both worlds (the threshold is chosen there
+    too): Gaussian noise — the joint covariance Σ of all columns (correlated noise:
+    pairwise terms, a dealer's shares, a curious server's secrets), and the exact
+    log-likelihood ratio ((y − c₀)ᵀΣ⁺(y − c₀) − (y − c₁)ᵀΣ⁺(y − c₁))/2; Laplace noise with
+    one draw per column — Σ_j (|y − c₀|_j − |y − c₁|_j)/b_j over distinct columns; other
+    Laplace views (sums of draws) — the projection on c₁ − c₀. A direction in which the
+    centres differ but no noise enters (an aggregate in the clear) separates the worlds
+    exactly, and dominates the statistic.
+    """
+    n, _ = y0.shape
+    h = n // 2
+    e = np.concatenate([y0[:h] - c0[:h], y1[:h] - c1[n : n + h]])  # noise, selection half
+    y = np.concatenate([y0, y1])
+    d = c1 - c0
+    scale = max(1.0, float(np.abs(y).max(initial=0.0)))
+    sd = e.std(axis=0)
+    noisy = sd > 1e-9 * scale
+    _, keep = np.unique(np.round(e[:, noisy] / scale, 12), axis=1, return_index=True)
+    cols = np.flatnonzero(noisy)[np.sort(keep)]
+    exact = np.zeros(2 * n)  # what separates the worlds exactly
+    quiet = d[:, ~noisy]
+    if quiet.size:
+        norm = (quiet**2).sum(1)
+        hit = norm > 1e-18 * scale**2
+        exact[hit] = ((y - c0)[:, ~noisy][hit] * quiet[hit]).sum(1) / norm[hit]
+    r0, r1 = (y - c0)[:, cols], (y - c1)[:, cols]
+    if dist == "gaussian":
+        lam, vec = np.linalg.eigh(e[:, cols].T @ e[:, cols] / e.shape[0])
+        top = lam.max(initial=0.0)
+        rng = lam > 1e-9 * top
+        white = vec[:, rng] / np.sqrt(lam[rng])
+        llr = ((r0 @ white) ** 2 - (r1 @ white) ** 2).sum(1) / 2.0
+        dd = d[:, cols]
+        perp = dd - (dd @ vec[:, rng]) @ vec[:, rng].T
+        norm = (perp**2).sum(1)
+        hit = norm > 1e-18 * scale**2
+        exact[hit] += (r0[hit] * perp[hit]).sum(1) / norm[hit]
+        attack = "likelihood_ratio"
+    elif single:
+        b = sd[cols] / math.sqrt(2.0)
+        llr = np.round((np.abs(r0) - np.abs(r1)) @ (1.0 / b), 9)
+        attack = "likelihood_ratio"
+    else:
+        llr = ((y - c0) * d).sum(1)
+        attack = "projection"
+    spread = 2.0 * float(np.abs(llr).max(initial=0.0)) + 1.0
+    stat = llr + spread * np.round(exact, 6)
+    return stat[:n], stat[n:], attack
 
 
 def _claimed(
@@ -533,7 +688,10 @@ def _claimed(
     """
     level = _level(view, settings)
     if level is None:
-        return None, {}, f"the {view} view carries no differentially private noise in this scheme"
+        why = f"the {view} view carries no differentially private noise in this scheme"
+        if view == "message" and not isinstance(settings.server, NoServerNoise):
+            why = settings.server.exposes.get("link_eavesdropper", why)
+        return None, {}, why
     ctx = settings.release_context(net, last)
     transcript = getattr(settings, level).transcript(ctx)
     if ctx.clip is None:
@@ -543,18 +701,49 @@ def _claimed(
     return level, {k: float(v[last - 1]) for k, v in curve_eps.items()}, transcript.scope
 
 
+def _claimed_by(
+    settings: CurveSettings, net: Network, adversary: str, last: int, delta: float,
+    accs: list[str],
+) -> tuple[str | None, dict[str, float], str]:  # fmt: skip
+    """The level that protects against ``adversary``, its ε(last) per accountant, its scope.
+
+    What the curve reports in ``epsilon_by_adversary`` with the client sample known (the
+    attack knows it: no amplification by client sampling), the smaller of the two levels
+    where both protect.
+    """
+    ctx = settings.release_context(net, last)
+    best: tuple[str | None, dict[str, float], str] = (None, {}, "")
+    for level in ("server", "client"):
+        t = getattr(settings, level).view(ctx, adversary)
+        if t is None:
+            continue
+        if t.reason is not None:
+            eps = {a: math.inf for a in accs}
+        else:
+            curve = epsilon_curve(t.uncredited(), delta=delta, accountants=accs)
+            eps = {k: float(v[last - 1]) for k, v in curve.items()}
+        if best[0] is None or eps[accs[0]] < best[1][accs[0]]:
+            best = (level, eps, t.scope)
+    if best[0] is None:
+        ex = {**settings.client.exposes, **settings.server.exposes}
+        why = ex.get(adversary, "no mechanism of the curve protects against it")
+        return None, {}, f"{adversary} is not protected: {why}"
+    return best
+
+
 def audit(
     cfg: ExperimentConfig,
     curve: str,
-    view: str,
+    view: str = "message",
     *,
+    adversary: str | None = None,
     trials: int = 20000,
     round: int = 1,
     rounds: int = 1,
     confidence: float = 0.95,
     accountants: Sequence[str] | None = None,
 ) -> AuditResult:
-    """Audit one curve of an experiment config: attack ``view`` over ``trials`` trials per world.
+    """Audit one curve of an experiment config: attack a view over ``trials`` trials per world.
 
     Args:
         cfg: an :class:`pgfl.experiments.config.ExperimentConfig` (a preset or TOML file).
@@ -564,6 +753,16 @@ def audit(
             an eavesdropper sees), ``server-model`` (p's model after the round),
             ``centroid`` (the network average of the models), ``client-update`` (what the
             canary client sends its server; needs ``training.L = 1``).
+        adversary: instead of ``view``, one of the
+            :data:`~pgfl.privacy.mechanisms.ADVERSARIES`: its whole view, built from the
+            engine's arrays by the curve's mechanisms
+            (:func:`~pgfl.privacy.mechanisms.adversaries.adversary_view`), attacked with
+            the likelihood ratio of its noise's law, and compared with the curve's ε
+            against that adversary (``epsilon_by_adversary``, without sampling credit:
+            the attack knows the sample). An adversary of the uploads needs
+            ``training.L = 1`` (the engine emits the unit's aggregate, then the upload),
+            but under secure aggregation (distributed DP: the server decodes the noisy
+            sum), where the aggregate is all it learns.
         trials: trials per world (≥ 200; half select the threshold, half evaluate).
         round: the first audited iteration i ≥ 1.
         rounds: consecutive rounds T ≥ 1 observed together.
@@ -575,17 +774,24 @@ def audit(
         bound exceeds (a bug, the CLI exits 3).
 
     """
-    ccfg, n, first, T, conf = _audited_curve(cfg, curve, view, trials, round, rounds, confidence)
+    if adversary is not None:
+        check_choice("--adversary", adversary, tuple(ADVERSARIES))
+        view = adversary
+    ccfg, n, first, T, conf = _audited_curve(
+        cfg, curve, view, trials, round, rounds, confidence, adversary is not None
+    )
     net = build_network(ccfg, cfg.seed)
     settings = curve_settings(ccfg, cfg.iterations, net)
-    if view == "client-update" and net.L != 1:
+    summed = settings.client.summed  # secure aggregation: the server sees the sum alone
+    if net.L != 1 and (view == "client-update" or (adversary in UPLOADS and not summed)):
         raise ConfigError(
-            f"--view client-update needs training.L = 1 (the server's aggregate is then the "
-            f"client's message); got L={net.L}"
+            f"--{'adversary' if adversary else 'view'} {view} needs training.L = 1 (the "
+            f"server's aggregate is then the client's message); got L={net.L}"
         )
     last, delta = first + T - 1, ccfg.privacy.delta
     worlds = canary_networks(net, records=canary_records(settings, net, last))
-    s0, s1, density = _scores(worlds, settings, view, cfg.seed, n, first, T)
+    seen = AdversaryViewer(settings, adversary) if adversary is not None else view
+    s0, s1, attack = _scores(worlds, settings, seen, cfg.seed, n, first, T)
     h = n // 2
     t = _choose_threshold(s0[:h], s1[:h], conf, delta)
     e0, e1 = s0[h:], s1[h:]
@@ -598,17 +804,21 @@ def audit(
     tpr, fpr = tp / n1, fp / n0
     accs = list(accountants) if accountants else list(ccfg.privacy.accountants)
     # the ε of the data sets actually run (the canary's world: the same counts' minimum)
-    level, eps, scope = _claimed(settings, worlds[0], view, last, delta, accs)
+    if adversary is None:
+        level, eps, scope = _claimed(settings, worlds[0], view, last, delta, accs)
+    else:
+        level, eps, scope = _claimed_by(settings, worlds[0], adversary, last, delta, accs)
     ratio = {k: (lower / v if v > 0 else math.inf) for k, v in eps.items()}
     refuted = tuple(k for k, v in eps.items() if lower > v)
+    whose = adversary or ADVERSARY
+    compared = _compared_note(settings, worlds[0], ccfg, level, whose)
     return AuditResult(
         view=view, trials=n, tpr=tpr, fpr=fpr, epsilon_lower=lower, confidence=conf,
         epsilon=eps, ratio=ratio, protected=level is not None, curve=curve, round=first,
-        rounds=T, delta=delta,
-        attack="likelihood_ratio" if density is not None else "projection",
-        success=0.5 * (tpr + 1.0 - fpr), level=level, scope=scope, refuted=refuted,
-        notes=_notes(T, first, refuted, _compared_note(settings, worlds[0], ccfg, level)),
-        roc=roc, neighbours=settings.neighbours, adversary=ADVERSARY,
+        rounds=T, delta=delta, attack=attack, success=0.5 * (tpr + 1.0 - fpr), level=level,
+        scope=scope, refuted=refuted, notes=_notes(T, first, refuted, compared), roc=roc,
+        neighbours=settings.neighbours, adversary=whose,
+        trusted=trusted_parties(settings.client, settings.server),
     )  # fmt: skip
 
 

@@ -110,8 +110,9 @@ def build_data(
         data = replace(data, y=y01(data.y), y_test=y01(data.y_test))
     if m.kind == "custom":
         model = load_custom(
-            m.source, data.shape[-1], classes, stream(seed, "model"), rho=cfg.training.rho
-        )
+            m.source, data.shape[-1], classes, stream(seed, "model"), rho=cfg.training.rho,
+            timeout=m.timeout,
+        )  # fmt: skip
         model.dim(data.shape[-1])  # a loss that is not a scalar per sample stops here
         return data, model
     model = build_model(

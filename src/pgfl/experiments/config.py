@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from pgfl.param import Rule, check_changed_first
-from pgfl.params import PARAMS, dp_link, section_params
+from pgfl.params import DP_NOISE, PARAMS, dp_link, section_params
 from pgfl.privacy import mechanisms
 from pgfl.validation import ConfigError
 
@@ -162,6 +162,7 @@ class ModelConfig(_Section):
     hidden: tuple = _default("model.hidden")
     activation: str = _default("model.activation")
     channels: int = _default("model.channels")
+    timeout: float = _default("model.timeout")
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,7 @@ class PrivacyConfig(_Section):
     client_noise_multiplier: float | None = _default("privacy.client_noise_multiplier")
     server_noise_multiplier: float | None = _default("privacy.server_noise_multiplier")
     pairwise_variance: float = _default("privacy.pairwise_variance")
+    coalition_size: int = _default("privacy.coalition_size")
     gossip_steps: int = _default("privacy.gossip_steps")
     gossip_kind: str = _default("privacy.gossip_kind")
     target_epsilon: float | None = _default("privacy.target_epsilon")
@@ -214,6 +216,9 @@ class PrivacyConfig(_Section):
     secagg_clip: float = _default("privacy.secagg_clip")
     secagg_threshold: int | None = _default("privacy.secagg_threshold")
     secagg_neighbours: int | None = _default("privacy.secagg_neighbours")
+    ddp_variance: float = _default("privacy.ddp_variance")
+    ddp_bits: int = _default("privacy.ddp_bits")
+    ddp_beta: float | None = _default("privacy.ddp_beta")
 
     @property
     def noisy(self) -> bool:
@@ -376,7 +381,7 @@ def _noise_given_once(c: CurveConfig) -> str | None:
     """A noise multiplier sets its level's noise: not beside a target ε for that level."""
     priv = c.privacy
     noisy = {
-        "client": priv.client_noise in ("laplace", "gaussian"),
+        "client": priv.client_noise in DP_NOISE,
         "server": priv.server_noise != "none",
     }
     for level in ("client", "server"):
@@ -414,6 +419,12 @@ def _noisy_link_needs_noise(c: CurveConfig) -> str | None:
             f"privacy.client_noise = {priv.client_noise!r} needs privacy.client_variance > 0 or "
             "privacy.target_epsilon; got client_variance = 0 (no noise)"
         )
+    ddp = priv.client_noise in ("distributed_gaussian", "skellam")
+    if ddp and priv.ddp_variance == 0 and not client_calibrated:
+        return (
+            f"privacy.client_noise = {priv.client_noise!r} needs privacy.ddp_variance > 0 or "
+            "privacy.target_epsilon; got ddp_variance = 0 (no noise)"
+        )
     return None
 
 
@@ -440,7 +451,8 @@ CURVE_RULES = (
     Rule('A noisy link needs noise: `privacy.server_noise` other than `"none"` needs '
          "`privacy.server_variance > 0` (or a noise multiplier, or `privacy.target_epsilon`), "
          'and likewise `privacy.client_noise = "laplace"/"gaussian"` needs '
-         "`privacy.client_variance > 0`.", _noisy_link_needs_noise),
+         '`privacy.client_variance > 0` (`"distributed_gaussian"/"skellam"`: '
+         "`privacy.ddp_variance > 0`).", _noisy_link_needs_noise),
     Rule("A noise multiplier (`privacy.client_noise_multiplier`, "
          "`privacy.server_noise_multiplier`; σ = z·Δ) replaces its level's variance, needs a "
          "finite `training.clip_norm`, and is not given beside a `privacy.target_epsilon` "

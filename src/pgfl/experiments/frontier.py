@@ -30,7 +30,9 @@ on, an upper bound).
 
 Each (set-up, T) is an ordinary experiment run by :mod:`pgfl.experiments.runner` in
 ``<out>/<setup>-T<T>/`` (its own ``summary.json``, partial files, ``--resume``); the
-frontier's ``summary.json`` in ``<out>`` has ``curves`` entries
+whole frontier is one owned output folder (:mod:`pgfl.folders`): its sub-runs and its own
+files are written in the staging folder and replace the folder's only when the whole
+frontier is done. The frontier's ``summary.json`` in ``<out>`` has ``curves`` entries
 ``{"label": scheme, "setup", "iterations", "x": [ε*...], "centroid_msd_db": [...],
 "individual_msd_db": [...], "noise_variance": [...], "epsilon": [...], ...}`` with every
 list aligned with ``x`` (``null`` where the run diverged); ``frontier.csv`` holds the same
@@ -59,7 +61,8 @@ from pgfl.experiments.partial import remove_partial
 from pgfl.experiments.plan import Plan, prepare_experiment
 from pgfl.experiments.presets import preset_text
 from pgfl.experiments.runner import run_plan
-from pgfl.files import output_lock, write_csv, write_json
+from pgfl.files import write_csv, write_json
+from pgfl.folders import STAGE, Output, check_output, digest_of, staged
 from pgfl.plots import plot_frontier
 from pgfl.privacy import mechanisms
 from pgfl.validation import ConfigError, did_you_mean
@@ -440,13 +443,15 @@ def _csv_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
 class FrontierPlan:
     """A frontier validated and ready to run (:func:`prepare_frontier`): nothing written yet.
 
-    ``plans`` are its sub-runs' plans (into ``out/<key>``, each keeping ``partial/``
-    until the whole frontier is written); ``keep`` their own ``run.keep_partial``.
+    ``plans`` are its sub-runs' plans (into ``out/<key>``, written in the frontier's
+    staging folder and each keeping ``partial/`` until the whole frontier is written);
+    ``keep`` their own ``run.keep_partial``; ``output`` the folder as checked.
     """
 
     out: Path
     plans: dict[str, Plan]
     keep: dict[str, bool]
+    output: Output
 
 
 def prepare_frontier(
@@ -454,14 +459,17 @@ def prepare_frontier(
     configs: Mapping[str, ExperimentConfig],
     *,
     resume: bool = False,
+    force: bool = False,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> FrontierPlan:
     """Validate a frontier's ``configs`` and calibrate their noise; write nothing.
 
     Each configuration is prepared by :func:`pgfl.experiments.plan.prepare_experiment`
-    into ``out/<key>``; any problem is one :class:`ConfigError` with ``out`` untouched.
-    ``progress(key, done, total)`` is called before each configuration and at the end
-    (calibrating every scheme to every ε is most of a frontier's preparation).
+    into ``out/<key>``, then ``out`` is checked (:func:`pgfl.folders.check_output`;
+    ``force`` accepts files pgfl did not write, or another frontier's results); any
+    problem is one :class:`ConfigError` with ``out`` untouched. ``progress(key, done,
+    total)`` is called before each configuration and at the end (calibrating every scheme
+    to every ε is most of a frontier's preparation).
     """
     out = Path(out)
     keep = {key: cfg.run.keep_partial for key, cfg in configs.items()}
@@ -470,10 +478,14 @@ def prepare_frontier(
     for done, (key, cfg) in enumerate(configs.items()):
         if progress is not None:
             progress(key, done, len(configs))
-        plans[key] = prepare_experiment(cfg, out / key, resume=resume)
+        plans[key] = prepare_experiment(cfg, out / key, resume=resume, work=out / STAGE / key)
     if progress is not None:
         progress("", len(configs), len(configs))
-    return FrontierPlan(out, plans, keep)
+    digest = digest_of({key: plan.fingerprint for key, plan in plans.items()})
+    resumed = any(p.resumed_from is not None for p in plans.values())
+    output = check_output(out, digest=digest, what="a privacy-utility frontier", force=force,
+                          resume=resumed, dirs=tuple(plans))  # fmt: skip
+    return FrontierPlan(out, plans, keep, output)
 
 
 def run_frontier(
@@ -485,6 +497,7 @@ def run_frontier(
     configs: Mapping[str, ExperimentConfig] | None = None,
     run: Callable[[Any], Mapping[str, Any]] | None = None,
     by_adversary: bool = False,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Run the frontier into ``out``; write ``summary.json``, ``frontier.csv``, ``frontier.png``.
 
@@ -494,10 +507,11 @@ def run_frontier(
     ``resume``, the curves an interrupted run saved in a sub-folder are kept. The
     sub-runs keep their ``partial/`` folders until the whole frontier is written (an
     interrupted frontier resumes every finished sub-run), then they go unless a
-    configuration's ``run.keep_partial`` is set. Returns the frontier summary.
+    configuration's ``run.keep_partial`` is set. ``force``: see :func:`prepare_frontier`.
+    Returns the frontier summary.
     """
     configs = dict(configs or frontier_configs(quick=quick, seed=seed))
-    prepared = prepare_frontier(out, configs, resume=resume)
+    prepared = prepare_frontier(out, configs, resume=resume, force=force)
     return run_prepared_frontier(prepared, quick=quick, run=run, by_adversary=by_adversary)
 
 
@@ -509,22 +523,19 @@ def run_prepared_frontier(
     by_adversary: bool = False,
 ) -> dict[str, Any]:
     """Run a frontier :func:`prepare_frontier` validated (see :func:`run_frontier`)."""
-    out, plans = prepared.out, prepared.plans
+    plans = prepared.plans
     run = run or run_plan
-    with output_lock(out):
-        stale = [*FRONTIER_FILES, *(p.name for p in out.glob("frontier-*.png"))]
-        for name in stale:  # an earlier frontier's, never beside new sub-runs
-            (out / name).unlink(missing_ok=True)
+    with staged(prepared.output) as stage:
         runs = {key: (plans[key].cfg, run(plans[key])) for key in plans}
         summary = frontier_summary(runs, quick=quick)
         if by_adversary:
             summary["experiment"] = "frontier-adversary"
             summary["adversaries"] = {a: mechanisms.ADVERSARIES[a] for a in ADVERSARY_FRONTIER}
             summary["best"] = best_schemes(summary)
-        write_json(out / "summary.json", summary)
-        write_csv(out / "frontier.csv", _csv_rows(summary))
+        write_json(stage / "summary.json", summary)
+        write_csv(stage / "frontier.csv", _csv_rows(summary))
         if not by_adversary:
-            plot_frontier(summary, out / "frontier.png")
+            plot_frontier(summary, stage / "frontier.png")
         for a in ADVERSARY_FRONTIER if by_adversary else ():
             mine = {
                 **summary,
@@ -532,15 +543,11 @@ def run_prepared_frontier(
                 "curves": [c for c in summary["curves"] if c["setup"] == a],
                 "baselines": [b for b in summary["baselines"] if b["setup"] == a],
             }
-            plot_frontier(mine, out / f"frontier-{a}.png")
-    for key in plans:  # finished: --resume has nothing left to continue
-        if not prepared.keep[key]:
-            remove_partial(out / key)
+            plot_frontier(mine, stage / f"frontier-{a}.png")
+        for key, plan in plans.items():  # finished: --resume has nothing left to continue
+            if not prepared.keep[key]:
+                remove_partial(plan.work)
     return summary
-
-
-#: The files :func:`run_frontier` writes from its sub-runs.
-FRONTIER_FILES = ("summary.json", "frontier.csv", "frontier.png")
 
 
 #: ``pgfl reproduce`` presets that are not a single experiment: name → its experiments
@@ -553,17 +560,31 @@ PRESETS: dict[str, Callable[..., dict[str, ExperimentConfig]]] = {"frontier": fr
 #: (those that protect against it), on the ``regression-record`` set-up.
 ADVERSARY_SCHEMES = ("central", "random_gaussian", "client_gaussian_models",
                      "graph_homomorphic_gaussian")  # fmt: skip
-ADVERSARY_FRONTIER = ("link_eavesdropper", "unit_client", "own_server")
+ADVERSARY_FRONTIER = ("link_eavesdropper", "other_server", "unit_client", "own_server")
 #: Target ε of the frontier by adversary (ε ≤ 10: what a practitioner would accept).
 ADVERSARY_EPSILONS = (0.5, 1.0, 2.0, 5.0, 10.0)
 
 
-def _protects(scheme: str, adversary: str) -> bool:
-    """Whether a frontier scheme's calibrated mechanism protects against ``adversary``."""
+def _calibrated_class(scheme: str) -> type:
+    """The mechanism class a frontier scheme's ``target_epsilon`` calibrates (the registry's)."""
     priv = SCHEMES[scheme].privacy
     server = priv.get("server_noise", "none")
-    cls = mechanisms.SERVER[server] if server != "none" else mechanisms.CLIENT[priv["client_noise"]]
-    return adversary in cls.protects
+    return (
+        mechanisms.SERVER[server] if server != "none" else mechanisms.CLIENT[priv["client_noise"]]
+    )
+
+
+def _protects(scheme: str, adversary: str) -> bool:
+    """Whether a frontier scheme's calibrated mechanism protects against ``adversary``."""
+    return adversary in _calibrated_class(scheme).protects
+
+
+def _trusts(scheme: str) -> bool:
+    """Whether a frontier scheme's ε trusts a party (a trusted aggregator, a dealer)."""
+    priv = SCHEMES[scheme].privacy
+    server = mechanisms.SERVER[priv.get("server_noise", "none")]
+    client = mechanisms.CLIENT[priv.get("client_noise", "none")]
+    return bool(server.trusted or client.trusted)
 
 
 def adversary_configs(
@@ -590,11 +611,11 @@ def best_schemes(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Per adversary and target ε, the scheme with the lowest centroid MSD (dB).
 
     ``best``/``best_db`` over every scheme, ``distributed``/``distributed_db`` over those
-    that need no trusted aggregator.
+    that trust no party (a trusted aggregator, a dealer: the mechanisms' ``trusted``).
     """
     rows: dict[tuple[str, float], dict[str, Any]] = {}
     for c in summary["curves"]:
-        trusted = SCHEMES[c["label"]].privacy.get("server_noise") == "central"
+        trusted = _trusts(c["label"])
         for x, db in zip(c["x"], c["centroid_msd_db"], strict=True):
             row = rows.setdefault((c["setup"], x), {"adversary": c["setup"], "target_epsilon": x})
             for key in ("best", "distributed") if not trusted else ("best",):

@@ -31,6 +31,7 @@ from pgfl.validation import ConfigError, did_you_mean
 
 __all__ = [
     "EXPERIMENT_RULES",
+    "MAX_CURVES",
     "load_config",
     "parse_config",
     "resolve_paths",
@@ -57,6 +58,8 @@ def _section(name: str, values: Any, base: Any = None) -> Any:
     return replace(base, **values) if base is not None else cls(**values)
 
 
+#: The most curves one experiment may have (parsing, a figure and a table stay usable).
+MAX_CURVES = 1000
 TOP_LEVEL = {p.name for p in section_params("")} | {"curves", "quick", "run", *SECTIONS}
 
 
@@ -198,6 +201,12 @@ def parse_config(
                 f"unknown setting {key!r}; allowed: {', '.join(sorted(TOP_LEVEL))}"
                 + (did_you_mean(key, TOP_LEVEL) or _in_a_table(key))
             )
+    specs = raw.get("curves")
+    if isinstance(specs, list) and len(specs) > MAX_CURVES:  # before any is parsed
+        raise ConfigError(
+            f"curves: at most {MAX_CURVES} curves per experiment; got {len(specs)} "
+            "(split the sweep over several configuration files)"
+        )
     raw = resolve_paths(raw, "." if base is None else base)
     run = _table("run", raw.pop("run", {}), [p.key for p in section_params("run")])
     run_config = RunConfig(**run)

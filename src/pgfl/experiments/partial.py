@@ -3,17 +3,23 @@
 After each batch, every curve's per-iteration metrics are saved in
 ``<out>/partial/curve-NNN.npz`` with the configuration's fingerprint
 (:func:`config_fingerprint`: the configuration as given, T, R, the seed and the content
-of any user model's source file). An interrupted run keeps them, and a rerun with
-``--resume`` uses the files whose fingerprint matches; a stale or unreadable file is
-recomputed (never deleted up front), an unreadable one with a
+of any user model's source file) and the SHA-256 checksum of its arrays
+(:func:`arrays_digest`). An interrupted run keeps them, and a rerun with ``--resume``
+uses the files whose fingerprint matches and whose arrays match their checksum; a stale
+file is recomputed (never deleted up front), an unreadable or altered one with a
 :class:`PartialResultWarning` naming it. A run that finishes removes the folder
-(:func:`remove_partial`) unless ``run.keep_partial`` (``--keep-partial``) asks to keep it.
+(:func:`remove_partial`: only the files pgfl names so, never through a link) unless
+``run.keep_partial`` (``--keep-partial``) asks to keep it. ``out`` here is the folder a
+run writes in (its staging folder, :mod:`pgfl.folders`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
+import re
 import warnings
 import zipfile
 from pathlib import Path
@@ -22,10 +28,11 @@ import numpy as np
 
 from pgfl.data.datasets import source_path
 from pgfl.experiments.config import ExperimentConfig
-from pgfl.files import content_digest, jsonable, temporary
+from pgfl.files import TEMPORARY, content_digest, jsonable, replacing
 
 __all__ = [
     "PartialResultWarning",
+    "arrays_digest",
     "config_fingerprint",
     "load_curve",
     "read_partial",
@@ -40,36 +47,60 @@ def _partial_path(out: Path, index: int) -> Path:
     return out / "partial" / f"curve-{index:03d}.npz"
 
 
+def arrays_digest(arrays: dict[str, np.ndarray]) -> str:
+    """SHA-256 of named arrays: each name, dtype, shape and bytes, in name order.
+
+    >>> a = {"x": np.arange(3.0)}
+    >>> arrays_digest(a) == arrays_digest({"x": np.arange(3.0)}) != arrays_digest({"x": -a["x"]})
+    True
+    """
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
 def write_partial(path: Path, fingerprint: str, arrays: dict[str, np.ndarray]) -> None:
-    """Write a partial-result file atomically (a ``.tmp`` file renamed over the old one)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temporary(path).with_suffix(".tmp.npz")
-    np.savez(tmp, fingerprint=np.array(fingerprint), **arrays)
-    tmp.replace(path)
+    """Write a partial-result file atomically, with the checksum of its arrays."""
+    arrays = {"fingerprint": np.array(fingerprint), **arrays}
+    with replacing(path, binary=True) as fh:
+        np.savez(fh, digest=np.array(arrays_digest(arrays)), **arrays)
 
 
 def read_partial(path: Path, fingerprint: str, redo: str) -> dict[str, np.ndarray] | None:
     """The arrays of a partial-result file of this configuration, or None.
 
     None if the file is absent or was written by another configuration (its stored
-    fingerprint differs); an unreadable one (truncated, corrupt, pickled objects) is
-    ignored with a :class:`PartialResultWarning` naming it and what happens instead
+    fingerprint differs); an unreadable one (truncated, corrupt, pickled objects) or one
+    whose arrays do not match their checksum (altered, or written before pgfl stored one)
+    is ignored with a :class:`PartialResultWarning` naming it and what happens instead
     (``redo``). Nothing is deleted: the file is replaced when its work is done again.
     """
-    if not path.is_file():
+    if not path.is_file() or path.is_symlink():
         return None
     try:
         with np.load(path, allow_pickle=False) as f:
             if "fingerprint" not in f.files or str(f["fingerprint"]) != fingerprint:
                 return None
-            return {k: f[k] for k in f.files if k != "fingerprint"}
+            arrays = {k: f[k] for k in f.files}
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
-        warnings.warn(
-            f"{path} is unreadable ({type(exc).__name__}: {exc}); {redo}",
-            PartialResultWarning,
-            stacklevel=3,
+        _warn(f"{path} is unreadable ({type(exc).__name__}: {exc}); {redo}")
+        return None
+    digest = str(arrays.pop("digest", ""))
+    if arrays_digest(arrays) != digest:
+        _warn(
+            f"{path} does not match its checksum (the digest of its arrays): altered or "
+            f"written by an older pgfl; {redo}"
         )
         return None
+    del arrays["fingerprint"]
+    return arrays
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, PartialResultWarning, stacklevel=4)
 
 
 def save_curve(
@@ -97,29 +128,49 @@ class PartialResultWarning(UserWarning):
     """A saved partial result could not be used and its curve is computed again."""
 
 
+#: The files pgfl writes in ``partial/``: curves, Ray tasks, temporary files of a write.
+OWN_PARTIAL = re.compile(r"^(curve-\d{3,}\.npz|task-\d{3,}-\d{4,}-\d{4,}\.npz)$")
+
+
 def remove_partial(out: Path) -> None:
     """Remove ``out/partial`` of a finished run: its curves' and Ray tasks' files.
 
-    Only the files pgfl writes there (``*.npz``, temporary files of an interrupted write)
-    are removed, then the folder if it is empty; a file that cannot be removed is left
-    with a :class:`PartialResultWarning` (the run's results are written either way).
+    Only the files pgfl writes there (:data:`OWN_PARTIAL`, temporary files of an
+    interrupted write) are removed, then the folder if it is empty; a link is never
+    followed (``partial`` itself a link: nothing is removed). A file that cannot be
+    removed is left with a :class:`PartialResultWarning` (the results are written anyway).
     """
     folder = Path(out) / "partial"
-    if not folder.is_dir():
+    if not folder.exists() and not folder.is_symlink():
         return
     try:
-        for path in folder.iterdir():
-            if path.is_file() and (path.suffix == ".npz" or path.name.endswith(".tmp")):
-                path.unlink(missing_ok=True)
-        if not any(folder.iterdir()):
-            folder.rmdir()
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
-        warnings.warn(
+        what = "is a symbolic link" if folder.is_symlink() else f"cannot be read ({exc.strerror})"
+        _warn(f"{folder} {what}; pgfl removed nothing from it")
+        return
+    try:
+        with os.scandir(fd) as entries:
+            mine = [
+                e.name
+                for e in entries
+                if e.is_file(follow_symlinks=False)
+                and (OWN_PARTIAL.match(e.name) or TEMPORARY.match(e.name))
+            ]
+        for name in mine:
+            os.unlink(name, dir_fd=fd)
+        with os.scandir(fd) as entries:
+            empty = next(entries, None) is None
+        if empty:
+            with contextlib.suppress(OSError):  # replaced by something else meanwhile
+                os.rmdir(folder)
+    except OSError as exc:
+        _warn(
             f"could not remove {folder} after the run ({exc.strerror or exc}); its files are "
-            "no longer needed",
-            PartialResultWarning,
-            stacklevel=2,
+            "no longer needed"
         )
+    finally:
+        os.close(fd)
 
 
 def saved_curves(cfg: ExperimentConfig, out: str | Path) -> int:

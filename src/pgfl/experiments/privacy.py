@@ -7,7 +7,11 @@ The accountant's input comes from the mechanisms that were simulated: the curve'
 (:meth:`~pgfl.engine.CurveSettings.release_context`). A curve's ε is reported for its
 *primary* link: the server level if it carries differentially private noise, else the
 client level; with noise at both levels the client level's final ε is added, which is
-what applies against the client's own server.
+what applies against the client's own server. Beside it, the ε against every adversary
+(``epsilon_by_adversary``), the bound each value is (``accountant_by_adversary``), why an
+adversary is not protected (``adversary_notes``), the adversary the noise was calibrated
+against (``calibrated_adversary``) and the parties the numbers trust
+(``trusted_parties``).
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ import numpy as np
 
 from pgfl.engine import CurveSettings, Network, Trajectory
 from pgfl.privacy.accounting import calibrate, epsilon_curve
-from pgfl.privacy.mechanisms import ClientAggregation, Mechanism
-from pgfl.privacy.mechanisms.adversaries import epsilon_by_adversary
+from pgfl.privacy.mechanisms import ClientAggregation, DistributedNoise, Mechanism
+from pgfl.privacy.mechanisms.adversaries import adversary_epsilons, trusted_parties
 from pgfl.validation import ConfigError
 
 __all__ = [
@@ -31,6 +35,7 @@ __all__ = [
     "primary",
     "reported",
     "resolved_variances",
+    "ddp_entry",
     "secagg_entry",
 ]
 
@@ -69,8 +74,13 @@ def multiplier_std(z: float, transcript_at: Any, name: str) -> float:
     sensitivity of its first message, the one the accountant charges: 2μB for a client's
     model, 2B for its update (divided by the records under record-level neighbours), and
     for server noise the first round's (later rounds' grow, preprint eq. 52). As in
-    Opacus, ``z`` alone fixes what one Gaussian release costs. ``name`` is the setting or
-    option in the message when there is no sensitivity (no clipping bound).
+    Opacus, ``z`` alone fixes what one Gaussian release costs. Distributed discrete noise
+    (``distributed_gaussian``, ``skellam``: σ the std of the noise on a unit's sum) takes
+    Δ₁ in real units before the encoding (its transcript's ``message_sensitivity``,
+    2μB/r): its accountant charges the rounded vector on a grid whose step depends on σ
+    itself, so that Δ is not known before σ; the rounding's extra cost shows in its ε.
+    ``name`` is the setting or option in the message when there is no sensitivity (no
+    clipping bound).
 
     >>> from pgfl.privacy.accounting.releases import Transcript
     >>> multiplier_std(1.5, lambda s: Transcript((0.4, 0.8), std=s), "z")
@@ -82,6 +92,8 @@ def multiplier_std(z: float, transcript_at: Any, name: str) -> float:
             f"{name}: a noise multiplier is σ/Δ, and this link has no sensitivity Δ "
             f"({transcript.reason or 'no release'}); set training.clip_norm"
         )
+    if transcript.shares:  # distributed discrete noise: its sensitivities are in grid units
+        return float(z) * float(dict(transcript.settings)["message_sensitivity"])
     return float(z) * float(transcript.sensitivities[0])
 
 
@@ -119,7 +131,7 @@ def calibrated(
     if adversary is None:
         seen = lambda s: mechanism.with_std(s).transcript(ctx)  # noqa: E731
     else:
-        seen = lambda s: mechanism.with_std(s).views(ctx)[adversary]  # noqa: E731
+        seen = lambda s: mechanism.with_std(s).view(ctx, adversary)  # noqa: E731
     sigma = calibrate(seen, target, delta)
     return replace(settings, **{level: mechanism.with_std(sigma)})
 
@@ -132,11 +144,13 @@ def curve_epsilon(
     delta: float,
     accountants: tuple[str, ...],
     checkpoints: int,
+    adversary: str | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """ε(i) per accountant (``epsilon_<acc>`` series) and the ``summary.json`` privacy entry.
 
     The entry is for the curve's reported link (:func:`reported`); a privatized link with
-    variance 0 reports ε = ∞ and the reason.
+    variance 0 reports ε = ∞ and the reason. ``adversary``: the one a target ε was
+    calibrated against (``privacy.adversary``), recorded as ``calibrated_adversary``.
     """
     level = reported(settings)
     if level is None:
@@ -146,13 +160,24 @@ def curve_epsilon(
     main = getattr(settings, level)
     eps = epsilon_curve(main.transcript(ctx), **common)  # σ = 0: ε = ∞ with the reason
     entry = eps.summary()
+    caveat = getattr(main, "caveat", None)  # a mechanism that says what its ε rests on
+    if caveat is not None:
+        entry["epsilon_caveat"] = caveat
     entry["noise_variance"] = main.std**2
     entry["neighbours"] = settings.neighbours
     link = main.transcript(ctx)
-    known = {link: float(eps.final()["pld"])} if "pld" in eps and link.reason is None else {}
-    entry["epsilon_by_adversary"] = epsilon_by_adversary(
-        settings.client, settings.server, ctx, delta, known=known
-    )
+    known = {}
+    if "pld" in eps and link.reason is None:
+        known = {link: (float(eps.final()["pld"]), eps.source("pld"))}
+    by = adversary_epsilons(settings.client, settings.server, ctx, delta, known=known)
+    entry["epsilon_by_adversary"] = {a: e.epsilon for a, e in by.items()}
+    entry["accountant_by_adversary"] = {a: e.accountant for a, e in by.items()}
+    entry["adversary_notes"] = {a: e.note for a, e in by.items() if e.note}
+    if adversary is not None:
+        entry["calibrated_adversary"] = adversary
+    trusted = trusted_parties(settings.client, settings.server)
+    if trusted:
+        entry["trusted_parties"] = trusted
     client = settings.client
     if level == "server" and client.calibrates is not None and client.std > 0:
         entry["epsilon_client"] = epsilon_curve(client.transcript(ctx), **common).final()
@@ -187,5 +212,40 @@ def secagg_entry(client: ClientAggregation, traj: Trajectory, c: int, L: int) ->
         "aborted_unit_rounds": int(traj.aborted[c].sum()),
         "clip": cfg.clip,
         "clipped_messages": int(traj.clipped[c].sum()),
+        "log": log,
+    }
+
+
+def ddp_entry(
+    client: DistributedNoise, traj: Trajectory, c: int, L: int, dim: int
+) -> dict[str, Any]:
+    """The ``summary.json`` record of a distributed-DP curve: encoding, costs, aborts.
+
+    Costs: each client sends ``d`` codes of ``b`` bits per round (``d`` the model dimension
+    padded to a power of two), besides secure aggregation's own messages.
+    """
+    t = client.fewest_clients(L)
+    g = client.grid(L, dim, t)
+    log = [
+        f"iteration {i}, repetition {r}, unit {p}: secure aggregation aborted "
+        f"(fewer than t={t} of L={L} clients survived); the unit kept its previous model"
+        for cc, r, i, p in traj.abort_log
+        if cc == c
+    ]
+    return {
+        "noise": client.noise,
+        "protocol": client.protocol,
+        "threshold": t,
+        "dropout": client.dropout,
+        "bits": client.bits,
+        "beta": client.beta,
+        "clip": client.clip,
+        "grid": g.scale,
+        "share_variance_grid": g.variance,
+        "coordinates_sent": g.dim,
+        "bits_per_client_round": client.bits * g.dim,
+        "bits_per_model_coordinate": client.bits * g.dim / dim,
+        "aborted_unit_rounds": int(traj.aborted[c].sum()),
+        "clipped_or_wrapped": int(traj.clipped[c].sum()),
         "log": log,
     }

@@ -2,14 +2,17 @@
 
 Output files (the contract other tools read):
 
-* ``summary.json``: ``{"experiment", "iterations", "repetitions", "curves": [{"label",
-  "centroid_msd_db", "individual_msd_db", "disagreement_db", "diverged",
-  "diverged_repetitions", ...}], ...}``, where a dB value is ``10 log10`` of the MSD
-  averaged over the repetitions that stayed finite and over the last 10% of iterations
-  (``null`` when every repetition diverged: ``"diverged": true``); a curve with
-  graph-homomorphic noise on a non-linear loss also has ``centroid_bias_db``, the floor
-  its centroid MSD levels off at (:func:`pgfl.engine.floor.centroid_bias`; absent where
-  it is zero, as for least squares);
+* ``summary.json``: ``{"experiment", "iterations", "repetitions", "warnings", "curves":
+  [{"label", "centroid_msd_db", "individual_msd_db", "disagreement_db", "diverged",
+  "diverged_repetitions", "finite_repetitions", ...}], ...}``, where a dB value is
+  ``10 log10`` of the MSD averaged over the repetitions that stayed finite
+  (``finite_repetitions`` of them) and over the last 10% of iterations (``null`` when
+  every repetition diverged). ``"diverged": true`` when fewer than half the repetitions
+  stayed finite: a value then comes from the few that did, and ``warnings`` (a list of
+  one-line strings at the top of the summary) says so. A curve with graph-homomorphic
+  noise on a non-linear loss also has ``centroid_bias_db``, the floor its centroid MSD
+  levels off at (:func:`pgfl.engine.floor.centroid_bias`; absent where it is zero, as for
+  least squares);
 * ``curves.csv``: one row per curve and iteration with the same metrics (in dB);
 * ``figure.png`` (and ``sweep.png`` for a sweep): plotted from those two files
   (:func:`pgfl.plots.plot_run`).
@@ -33,24 +36,13 @@ from pgfl.files import write_atomic, write_csv, write_json
 from pgfl.plots import plot_run
 
 __all__ = [
-    "RESULT_FILES",
     "STEADY_FRACTION",
-    "clear_results",
     "curve_metrics",
+    "divergence_warnings",
     "round_lines",
     "summarize_curve",
     "write_results",
 ]
-
-#: The files a run writes from its curves (``config.json`` and ``partial/`` aside).
-RESULT_FILES = (
-    "summary.json",
-    "curves.csv",
-    "run.log",
-    "figure.png",
-    "sweep.png",
-    "iterations.png",
-)
 
 #: Fraction of the final iterations averaged into the summary's steady-state values.
 STEADY_FRACTION = 0.1
@@ -138,47 +130,61 @@ def round_lines(
     ] if columns else []  # fmt: skip
 
 
-def clear_results(out: Path) -> None:
-    """Delete the :data:`RESULT_FILES` of an earlier run from ``out``.
-
-    A run does this before it writes its ``config.json``, so results of another
-    configuration are never left beside it (an interrupted run leaves no results, only its
-    partial files, from which ``--resume`` continues).
-    """
-    for name in RESULT_FILES:
-        (out / name).unlink(missing_ok=True)
-
-
 def summarize_curve(label: str, m: dict[str, np.ndarray]) -> dict[str, Any]:
-    """The ``summary.json`` entry of one curve from its saved metrics."""
+    """The ``summary.json`` entry of one curve from its saved metrics.
+
+    ``diverged`` is true when fewer than half the repetitions stayed finite; the values
+    are the mean over the ``finite_repetitions`` that did (``null`` when none did).
+    """
     T = m["centroid_msd"].shape[0]
     tail = slice(T - max(1, int(round(STEADY_FRACTION * T))), T)
     diverged_at = int(m["diverged_at"])
     count, reps = (int(x) for x in m.get("diverged_repetitions", (diverged_at >= 0, 1)))
-    diverged = count == reps  # every repetition: no finite value to report
+    finite = reps - count
+    none_left = finite == 0  # every repetition diverged: no finite value to report
     entry: dict[str, Any] = {"label": label}
     for key in ("centroid_msd", "individual_msd", "disagreement"):
-        value = float(_db(m[key][tail].mean())) if not diverged else None
+        value = float(_db(m[key][tail].mean())) if not none_left else None
         entry[f"{key}_db"] = None if value is not None and math.isnan(value) else value
     if "centroid_bias" in m and m["centroid_bias"] > 0:  # the noise-smoothed optimum's offset
         entry["centroid_bias_db"] = float(_db(m["centroid_bias"]))
-    entry["diverged"] = diverged
+    entry["diverged"] = 2 * finite < reps  # fewer than half stayed finite
     entry["diverged_at"] = diverged_at if count else None
     entry["diverged_repetitions"] = count
+    entry["finite_repetitions"] = finite
     if "test_error" in m:
-        entry["test_error"] = None if diverged else float(m["test_error"][tail].mean())
-        entry["test_accuracy"] = None if diverged else 1.0 - entry["test_error"]
-        entry["test_log_loss"] = None if diverged else float(m["test_log_loss"][tail].mean())
+        entry["test_error"] = None if none_left else float(m["test_error"][tail].mean())
+        entry["test_accuracy"] = None if none_left else 1.0 - entry["test_error"]
+        entry["test_log_loss"] = None if none_left else float(m["test_log_loss"][tail].mean())
         entry["server_test_error"] = (
-            None if diverged else m["server_test_error"][tail].mean(axis=0).tolist()
+            None if none_left else m["server_test_error"][tail].mean(axis=0).tolist()
         )
         if "server_test_loss" in m:
             entry["server_test_loss"] = (
-                None if diverged else m["server_test_loss"][tail].mean(axis=0).tolist()
+                None if none_left else m["server_test_loss"][tail].mean(axis=0).tolist()
             )
     if "privacy" in m:
         entry.update(json.loads(str(m["privacy"])))
     return entry
+
+
+def divergence_warnings(curves: list[dict[str, Any]], repetitions: int) -> list[str]:
+    """One line per curve whose values come from fewer than half its repetitions.
+
+    >>> divergence_warnings([{"label": "a", "diverged": True, "finite_repetitions": 1,
+    ...                       "diverged_repetitions": 7}], 8)
+    ["curve 'a': 7 of 8 repetitions diverged; its values are those of the other 1"]
+    """
+    out = []
+    for c in curves:
+        if c["diverged"]:
+            rest = c["finite_repetitions"]
+            what = f"its values are those of the other {rest}" if rest else "it has no value"
+            out.append(
+                f"curve {c['label']!r}: {c['diverged_repetitions']} of {repetitions} "
+                f"repetitions diverged; {what}"
+            )
+    return out
 
 
 def _add_settings(
@@ -237,6 +243,7 @@ def write_results(
         "iota2": iota2,
         "elapsed_s": round(elapsed, 3),
         "plot": list(cfg.plot),
+        "warnings": divergence_warnings(curves, cfg.repetitions),
         "curves": curves,
     }
     if cfg.figure != "iterations":
@@ -278,7 +285,8 @@ def write_results(
     log += [
         f"{entry['label']}: {line}"
         for entry in curves
-        for line in entry.get("secure_aggregation", {}).pop("log", [])
+        for key in ("secure_aggregation", "distributed_dp")
+        for line in entry.get(key, {}).pop("log", [])
     ]
     if log:
         write_atomic(out / "run.log", "\n".join(log) + "\n")

@@ -2,16 +2,19 @@
 
 A run has two steps: :func:`~pgfl.experiments.plan.prepare_experiment` validates
 everything (output folder, topology, data files, every curve's settings) without writing
-anything, then :func:`run_plan` creates the folder, has a backend
-(:mod:`pgfl.backends`) simulate the batches, computes each curve's privacy accounting
-while the backend works, saves each batch's partial results as it finishes
-(:mod:`pgfl.experiments.partial`) and writes the results
-(:func:`pgfl.experiments.results.write_results`).
+anything, then :func:`run_plan` takes the folder (:func:`pgfl.folders.staged`: created,
+marked as pgfl's, locked), has a backend (:mod:`pgfl.backends`) simulate the batches,
+computes each curve's privacy accounting while the backend works, saves each batch's
+partial results as it finishes (:mod:`pgfl.experiments.partial`) and writes the results
+(:func:`pgfl.experiments.results.write_results`), all in the folder's staging folder;
+the results replace the folder's only when all are written.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,18 +29,48 @@ from pgfl.engine.floor import centroid_bias
 from pgfl.experiments.config import ExperimentConfig
 from pgfl.experiments.partial import remove_partial, save_curve
 from pgfl.experiments.plan import Batch, Plan, prepare_experiment
-from pgfl.experiments.privacy import curve_epsilon, resolved_variances, secagg_entry
-from pgfl.experiments.results import clear_results, curve_metrics, round_lines, write_results
-from pgfl.files import jsonable, output_lock, write_json, writing
+from pgfl.experiments.privacy import curve_epsilon, ddp_entry, resolved_variances, secagg_entry
+from pgfl.experiments.results import curve_metrics, round_lines, write_results
+from pgfl.files import FileError, jsonable, open_folder, write_json, writing
+from pgfl.folders import staged
+from pgfl.privacy.mechanisms import DistributedNoise
 
 __all__ = ["run_experiment", "run_plan"]
 
 
 def _open(plan: Plan) -> None:
-    """Clear an earlier run's results from the (locked) output folder; write ``config.json``."""
-    with writing(plan.out):
-        clear_results(plan.out)
-        write_json(plan.out / "config.json", json.loads(plan.fingerprint))
+    """Write ``config.json`` in the run's folder, and the partial files of resumed curves.
+
+    A curve resumed from the partial files a finished run kept (``out/partial``) joins
+    this run's (a hard link to the same file where the file system allows, else a copy),
+    so that they go together (``run.keep_partial``, an interrupt).
+    """
+    cfg, work = plan.cfg, plan.work
+    with writing(work):
+        write_json(work / "config.json", json.loads(plan.fingerprint))
+        for i, metrics in plan.loaded.items():
+            name = f"curve-{i:03d}.npz"
+            if not (work / "partial" / name).is_file() and not _link(plan.out, work, name):
+                save_curve(work, i, cfg.curves[i].label, plan.fingerprint, metrics)
+
+
+def _link(out: Path, work: Path, name: str) -> bool:
+    """Hard-link ``out/partial/name`` (a regular file, no link followed) into ``work``."""
+    try:
+        src = open_folder(out / "partial", create=False)
+    except (OSError, FileError):
+        return False
+    try:
+        dst = open_folder(work / "partial")
+        try:
+            os.link(name, name, src_dir_fd=src, dst_dir_fd=dst, follow_symlinks=False)
+            return stat.S_ISREG(os.stat(name, dir_fd=dst, follow_symlinks=False).st_mode)
+        except OSError:
+            return False
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
 
 
 def _accounting(plan: Plan) -> dict[int, tuple[dict[str, np.ndarray], dict[str, Any]]]:
@@ -54,6 +87,7 @@ def _accounting(plan: Plan) -> dict[int, tuple[dict[str, np.ndarray], dict[str, 
                 delta=priv.delta,
                 accountants=priv.accountants,
                 checkpoints=priv.epsilon_checkpoints,
+                adversary=priv.adversary,
             )
     return out
 
@@ -75,6 +109,9 @@ def _curve_results(
     metrics.update(eps)
     if settings.client.name == "secure_aggregation":
         entry["secure_aggregation"] = secagg_entry(settings.client, traj, c, batch.net.L)
+    if isinstance(settings.client, DistributedNoise):
+        net = batch.net
+        entry["distributed_dp"] = ddp_entry(settings.client, traj, c, net.L, net.dim)
     metrics["privacy"] = np.array(json.dumps(jsonable(entry)))
     metrics["resolved"] = np.array(json.dumps(jsonable(resolved_variances(settings))))
     engine = {
@@ -116,25 +153,30 @@ def run_plan(
     on_progress: Callable[[str, int, int], None] | None = None,
     backend: Backend | None = None,
 ) -> dict[str, Any]:
-    """Simulate a prepared experiment, saving each batch in ``out/partial``; write results.
+    """Simulate a prepared experiment, saving each batch's partial files; write results.
 
-    The run holds the output folder's lock (:func:`~pgfl.files.output_lock`: a second run
-    into the same folder stops in one line), deletes an earlier run's results
-    (:func:`~pgfl.experiments.results.clear_results`) and writes ``config.json``; a
-    partial file from an earlier run is replaced only when its curve finishes again, so an
-    interrupted rerun never loses results and never leaves another run's beside its own.
-    A run that finishes removes ``out/partial`` unless ``run.keep_partial`` is set; an
-    interrupted one (Ctrl-C, a stopped backend) keeps it for ``--resume``.
-    ``backend`` simulates the batches (default: the one the configuration's ``[run]``
-    table names, :func:`~pgfl.backends.make_backend`; without it this process); every
-    backend gives the same bits. The privacy accounting of the curves (which does not
-    depend on the simulation) is computed in a second thread while the backend simulates.
+    The run takes the output folder (:func:`pgfl.folders.staged`: created and marked as
+    pgfl's, locked, so that a second run into it stops in one line) and writes into its
+    staging folder ``plan.work``: ``config.json``, each batch's partial files as it
+    finishes, then the results; only then do they replace the folder's results, so an
+    interrupted or failed rerun leaves the earlier results whole. An interrupted run keeps
+    its partial files for ``--resume``; one that finishes removes them unless
+    ``run.keep_partial`` is set (then they are kept in ``out/partial``). A plan without
+    ``output`` (a frontier's sub-run) writes into ``plan.work`` of the frontier that
+    holds the folder. ``backend`` simulates the batches (default: the one the
+    configuration's ``[run]`` table names, :func:`~pgfl.backends.make_backend`; without
+    it this process); every backend gives the same bits. The privacy accounting of the
+    curves (which does not depend on the simulation) is computed in a second thread while
+    the backend simulates.
     """
     backend = backend or make_backend(plan.cfg.run)
     start = getattr(backend, "start", None)
     if start is not None and plan.batches:
         start()  # joining a cluster fails on a bad address before anything is written
-    with output_lock(plan.out):
+    if plan.output is None:
+        _open(plan)
+        return _run(plan, backend, on_progress)
+    with staged(plan.output):
         _open(plan)
         return _run(plan, backend, on_progress)
 
@@ -142,8 +184,8 @@ def run_plan(
 def _run(
     plan: Plan, backend: Backend, on_progress: Callable[[str, int, int], None] | None
 ) -> dict[str, Any]:
-    """:func:`run_plan` in the locked output folder, ``config.json`` written."""
-    cfg, out = plan.cfg, plan.out
+    """:func:`run_plan` in the run's folder, ``config.json`` written."""
+    cfg, out = plan.cfg, plan.work
     started = time.perf_counter()
     metrics = dict(plan.loaded)
     progress = None
@@ -192,18 +234,21 @@ def run_experiment(
     out: str | Path,
     *,
     resume: bool = False,
+    force: bool = False,
     on_progress: Callable[[str, int, int], None] | None = None,
     backend: Backend | None = None,
 ) -> dict[str, Any]:
     """Run every curve of ``cfg``, write the results into ``out``, return the summary.
 
     ``on_progress(batch_labels, done, total)`` is called after every iteration.
-    With ``resume``, curves already saved in ``out/partial`` by an earlier run of the
-    same configuration are loaded instead of recomputed. Everything is validated
+    With ``resume``, curves already saved by an earlier run of the same configuration are
+    loaded instead of recomputed. Everything is validated
     (:func:`~pgfl.experiments.plan.prepare_experiment`) before ``out`` is created or
-    touched. ``backend``
+    touched; a folder holding files pgfl did not write, or results of another
+    configuration, is refused unless ``force`` (:func:`pgfl.folders.check_output`).
+    ``backend``
     (default: the configuration's ``[run]`` table) simulates; e.g.
     ``backend=pgfl.backends.ray_sweeps.RaySweeps(workers=2)`` runs on a local Ray.
     """
-    plan = prepare_experiment(cfg, out, resume=resume)
+    plan = prepare_experiment(cfg, out, resume=resume, force=force)
     return run_plan(plan, on_progress=on_progress, backend=backend)

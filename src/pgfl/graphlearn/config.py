@@ -56,14 +56,14 @@ import numpy as np
 from pgfl.files import (
     FileError,
     check_input_file,
-    check_output_folder,
-    output_lock,
+    content_digest,
     read_toml,
     reading,
     write_csv,
     write_json,
     writing,
 )
+from pgfl.folders import check_output, digest_of, staged
 from pgfl.graphlearn.experiments import Params, draw_setting, evaluate
 from pgfl.graphlearn.federated import (
     client_distances,
@@ -188,34 +188,40 @@ def _load_client_signals(files: tuple[Path, ...]) -> list[Any]:
     return signals
 
 
-def run_config(cfg: GraphLearnConfig, out: Path) -> dict[str, Any]:
+def run_config(cfg: GraphLearnConfig, out: Path, *, force: bool = False) -> dict[str, Any]:
     """Run a validated config; write ``summary.json``, ``curves.csv``, ``graphs.npz``.
 
-    The output folder is checked and the signal files are read before any work; the
-    folder is created only when the results are ready, and written under its lock
-    (:func:`~pgfl.files.output_lock`); a ``graphs.npz`` of an earlier run is removed when
-    this one learns no graphs from files.
+    The output folder is checked (:func:`pgfl.folders.check_output`: files pgfl did not
+    write, or results of another configuration, are refused unless ``force``) and the
+    signal files are read before any work; the results are written in the folder's
+    staging folder once every run is done and replace the folder's results at once (a
+    ``graphs.npz`` of an earlier run goes when this one learns no graphs from files).
     """
-    out = check_output_folder(out)
+    signals = _load_client_signals(cfg.files) if cfg.kind != "synthetic" else None
+    identity = {
+        "config": _jsonable_cfg(cfg),
+        "seed": cfg.seed,
+        "files": {str(f): content_digest(f) for f in cfg.files},
+    }
+    output = check_output(out, digest=digest_of(identity), what="a graph-learning run",
+                          force=force)  # fmt: skip
+    out = output.path
     summary: dict[str, Any] = {
         "experiment": "graphlearn-run",
         "seed": cfg.seed,
         "config": _jsonable_cfg(cfg),
     }
     graphs: dict[str, np.ndarray] = {}
-    if cfg.kind == "synthetic":
+    if signals is None:
         rows = _run_synthetic(cfg, summary)
     else:
-        signals = _load_client_signals(cfg.files)
         rows, graphs = _run_files(cfg, signals, summary)
     # nothing is written before every input was read and every run done
-    with output_lock(out), writing(out):
+    with staged(output) as stage, writing(out):
         if graphs:
-            np.savez(out / "graphs.npz", **graphs)
-        else:
-            (out / "graphs.npz").unlink(missing_ok=True)
-        write_csv(out / "curves.csv", rows)
-        write_json(out / "summary.json", summary)
+            np.savez(stage / "graphs.npz", **graphs)
+        write_csv(stage / "curves.csv", rows)
+        write_json(stage / "summary.json", summary)
     return summary
 
 

@@ -26,6 +26,9 @@ positions) is formed, the dense layer's is not.
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 from typing import Any
 
 import numpy as np
@@ -282,44 +285,144 @@ def sample_norms_fn(kind: str, *, activation: str = "relu", layers: int = 2):
     return jax.vmap(one, (None, 0, 0))
 
 
+class UserCodeTimeout(BaseException):
+    """Raised inside the user's code when its first call outlasts ``model.timeout``."""
+
+
 class UserFunction:
     """A function of the user's ``model.source`` file, as pgfl calls it.
 
     The one place where pgfl calls into a user's model code (the file's import, the
     ``FUNCTION`` that builds the model, then ``loss``, ``predict`` and ``sample_norms`` while
-    they are traced): an exception raised there becomes a
-    :class:`~pgfl.validation.UserCodeError` naming the file and the line inside it. A
-    :class:`ConfigError` raised inside (e.g. by a :class:`JaxProblem` the function builds)
-    is pgfl's own judgement and passes unchanged.
+    they are traced): what it raises becomes a :class:`~pgfl.validation.UserCodeError`
+    naming the file and the line inside it — an exception, ``SystemExit`` (``sys.exit``)
+    and a ``KeyboardInterrupt`` the code raises itself (one that Ctrl-C raised is an
+    interrupt, as anywhere). The first call may run ``timeout`` seconds: then it is
+    stopped where it runs (a ``SIGALRM`` timer, in the main thread; elsewhere there is no
+    timer) and reported the same way. A :class:`ConfigError` raised inside (e.g. by a
+    :class:`JaxProblem` the function builds) is pgfl's own judgement and passes unchanged.
     """
 
-    def __init__(self, function: Any, path: str) -> None:
-        self.function, self.path = function, path
+    def __init__(self, function: Any, path: str, timeout: float | None = None) -> None:
+        self.function, self.path, self.timeout = function, path, timeout
         self.__name__ = getattr(function, "__name__", "function")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the user's function; what it raises, as a :class:`UserCodeError`."""
-        try:
-            return self.function(*args, **kwargs)
-        except (ConfigError, UserCodeError):
-            raise
-        except Exception as exc:
-            raise UserCodeError.raised("model.source", self.path, exc) from exc
+        with _CtrlC() as ctrl_c, _Alarm(self.timeout, self.path) as timed:
+            try:
+                out = self.function(*args, **kwargs)
+            except (ConfigError, UserCodeError):
+                raise
+            except UserCodeTimeout as exc:
+                if not timed():
+                    raise  # an outer call's timer
+                raise UserCodeError.raised(
+                    "model.source", self.path, exc, what=f"did not return within "
+                    f"model.timeout = {self.timeout:g} s (stopped)",
+                ) from None  # fmt: skip
+            except KeyboardInterrupt as exc:
+                if ctrl_c():
+                    raise  # the user pressed Ctrl-C: an interrupt like any other
+                raise UserCodeError.raised("model.source", self.path, exc) from exc
+            except (Exception, SystemExit) as exc:
+                raise UserCodeError.raised("model.source", self.path, exc) from exc
+        self.timeout = None  # only the first call is timed
+        return out
 
 
-def _user_module(path: str) -> Any:
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+class _CtrlC:
+    """Within the block, remember whether SIGINT (Ctrl-C) arrived; ``()`` says so.
+
+    Main thread only (elsewhere SIGINT never raises); the handler that was installed
+    runs as before (Python's raises ``KeyboardInterrupt``).
+    """
+
+    def __enter__(self) -> Any:
+        self.seen, self.previous = False, None
+        if _main_thread():
+            previous = signal.getsignal(signal.SIGINT)
+
+            def handler(signum: int, frame: Any) -> None:
+                self.seen = True
+                if callable(previous):
+                    previous(signum, frame)
+                elif previous == signal.SIG_DFL:
+                    signal.default_int_handler(signum, frame)
+
+            self.previous = previous
+            signal.signal(signal.SIGINT, handler)
+        return lambda: self.seen
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+
+class _Alarm:
+    """Raise :class:`UserCodeTimeout` in the block after ``seconds`` (main thread).
+
+    ``()`` says whether this timer fired. Once due, the timer ticks every
+    :data:`TICK` seconds and raises at the first tick that finds the user's own code
+    running (not, say, a garbage-collector callback, where the exception would be lost),
+    or after :data:`TICKS` ticks wherever the code is; then again at every tick that finds
+    the user's code running (code that swallows the exception does not outlast it).
+    Nothing when ``seconds`` is None, off the main thread, or while another timer (an
+    outer call's, the caller's) is set.
+    """
+
+    def __init__(self, seconds: float | None, path: str) -> None:
+        self.seconds, self.path = seconds, os.path.abspath(path)
+        self.fired, self.armed, self.ticks = False, False, 0
+
+    def __enter__(self) -> Any:
+        free = signal.getitimer(signal.ITIMER_REAL)[0] == 0
+        if self.seconds is not None and _main_thread() and free:
+            self.previous = signal.signal(signal.SIGALRM, self._tick)
+            signal.setitimer(signal.ITIMER_REAL, self.seconds, TICK)
+            self.armed = True
+        return lambda: self.fired
+
+    def _tick(self, signum: int, frame: Any) -> None:
+        self.ticks += 1
+        mine = frame is not None and os.path.abspath(frame.f_code.co_filename) == self.path
+        if mine or (not self.fired and self.ticks > TICKS):
+            self.fired = True
+            raise UserCodeTimeout
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.previous)
+
+
+#: Seconds between the ticks of a due :class:`_Alarm`, and the ticks before it raises anywhere.
+TICK, TICKS = 0.05, 40
+
+
+def _user_module(path: str, timeout: float | None = None) -> Any:
     """Import the user's file ``path`` (not registered in ``sys.modules``)."""
     import importlib.util
     from pathlib import Path
 
     spec = importlib.util.spec_from_file_location(f"pgfl_user_model_{Path(path).stem}", path)
     module = importlib.util.module_from_spec(spec)
-    UserFunction(spec.loader.exec_module, path)(module)
+    UserFunction(spec.loader.exec_module, path, timeout)(module)
     return module
 
 
 def load_custom(
-    source: str, features: int, classes: int, rng: np.random.Generator, *, rho: float = 0.0
+    source: str,
+    features: int,
+    classes: int,
+    rng: np.random.Generator,
+    *,
+    rho: float = 0.0,
+    timeout: float | None = None,
 ) -> JaxProblem:
     """The user's model of ``model.source = "FILE.py:FUNCTION"`` as a problem.
 
@@ -328,7 +431,8 @@ def load_custom(
     :class:`~pgfl.models.torch_adapter.TorchProblem`; ``rng`` is the run's ``model`` stream (the
     contract: docs/models.md, "A model in a configuration"). Every call into the file goes
     through :class:`UserFunction`: an exception raised by the user's code is a
-    :class:`~pgfl.validation.UserCodeError` naming the file and line.
+    :class:`~pgfl.validation.UserCodeError` naming the file and line, and each one's first
+    call may run ``timeout`` seconds (``model.timeout``).
     """
     from pathlib import Path
 
@@ -337,11 +441,11 @@ def load_custom(
         raise ConfigError(f"model.source must read 'FILE.py:FUNCTION'; got {source!r}")
     if not Path(path).is_file():
         raise ConfigError(f"model.source: file not found: {path}")
-    make = getattr(_user_module(path), name, None)
+    make = getattr(_user_module(path, timeout), name, None)
     if not callable(make):
         raise ConfigError(f"model.source: {path} has no function {name!r}")
-    out = UserFunction(make, path)(features, classes, rng)
-    user = lambda f: None if f is None else UserFunction(f, path)  # noqa: E731
+    out = UserFunction(make, path, timeout)(features, classes, rng)
+    user = lambda f: None if f is None else UserFunction(f, path, timeout)  # noqa: E731
     if callable(getattr(out, "rebuilt", None)):  # a TorchProblem (pgfl[torch]): the run's rho
         return out.rebuilt(rho, user)
     if isinstance(out, JaxProblem):

@@ -79,7 +79,7 @@ __all__ = [
 ]
 
 #: Client noise that is differentially private (the client-level mechanisms with an ε).
-DP_NOISE = DISTRIBUTIONS
+DP_NOISE = (*DISTRIBUTIONS, "distributed_gaussian", "skellam")
 #: Sections of a configuration, in the order of the reference; "" is the top level.
 SECTIONS = ("", "quick", "topology", "data", "model", "training", "privacy", "run")
 
@@ -91,7 +91,8 @@ def dp_link(c: Mapping[str, Any]) -> bool:
 
 #: Where the accounting settings have an effect: some link carries DP noise.
 DP_LINK = When(
-    'privacy.server_noise other than "none" or privacy.client_noise = "laplace"/"gaussian"',
+    'privacy.server_noise other than "none" or privacy.client_noise = "laplace"/"gaussian"/'
+    '"distributed_gaussian"/"skellam"',
     dp_link,
 )
 _T = {p.name: p for p in (RHO, *TRAINING[:2], *SCHEDULE_PARAMS, *TRAINING[2:])}
@@ -112,11 +113,13 @@ _PRIVACY = (
     SERVER_DISTRIBUTION,
     Param("privacy.client_noise_multiplier", "real", None, "Client noise as a noise "
           "multiplier z = σ/Δ (Opacus' `noise_multiplier`) instead of "
-          "`privacy.client_variance`: σ = z·Δ, Δ the L2 sensitivity of a client's message "
-          "in one round (2μB for a model, 2B for an update; divided by the records with "
-          "`privacy.neighbours = \"record\"`). Needs training.clip_norm.", lo=0, lo_open=True,
-          batched=True, applies=When('privacy.client_noise = "laplace"/"gaussian"',
-                                     lambda c: c["privacy.client_noise"] in DISTRIBUTIONS)),
+          "`privacy.client_variance` (`privacy.ddp_variance` for distributed noise: σ on a "
+          "unit's sum): σ = z·Δ, Δ the L2 sensitivity of a client's message in one round "
+          "(2μB for a model, 2B for an update; divided by the records with "
+          "`privacy.neighbours = \"record\"`; distributed noise: in real units, before its "
+          "integer encoding). Needs training.clip_norm.", lo=0, lo_open=True, batched=True,
+          applies=When('privacy.client_noise = "laplace"/"gaussian"/"distributed_gaussian"/'
+                       '"skellam"', lambda c: c["privacy.client_noise"] in DP_NOISE)),
     Param("privacy.server_noise_multiplier", "real", None, "Server noise as a noise "
           "multiplier z = σ/Δ₁ instead of `privacy.server_variance`: σ = z·Δ₁, Δ₁ the L2 "
           "sensitivity of a server's first message (later messages' grow with the "

@@ -38,6 +38,7 @@ passes ``dp_accounting`` only the two relations of :mod:`.releases`.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import math
 from collections.abc import Iterable
 from typing import Any, ClassVar
@@ -62,8 +63,10 @@ from .mechanisms import (
 from .releases import (
     RANDOMIZED_RESPONSE_RELATION,
     SHIFT_PAIR,
+    DiscreteSumRelease,
     GaussianRelease,
     LaplaceRelease,
+    MixtureSampledGaussianRelease,
     PureDpRelease,
     Release,
     VectorLaplaceRelease,
@@ -160,8 +163,19 @@ class _StepLedger(Accountant):
         self._expm1 = 0.0  # Σ ε_t (e^{ε_t} − 1)         (DRV drift)
         self._values: set[float] = set()  # distinct pure ε₀ (only "one or more" matters)
         self._gauss: dict[float, int] = {}  # noise multiplier → number of steps
+        self._unbounded = False  # a distributed discrete sum: no (ε_t, δ_t) here, ε = ∞
+
+    def get_epsilon(self, delta: float) -> float:
+        """ε at ``delta``; ∞ once a discrete sum (Rényi accountants only) was composed."""
+        if self._unbounded:
+            _check_delta(delta)
+            return math.inf
+        return super().get_epsilon(delta)
 
     def _compose(self, release: Release, n: int) -> None:
+        if isinstance(release, DiscreteSumRelease):
+            self._unbounded = True  # no pure or Gaussian step bound: Rényi accountants only
+            return
         if isinstance(release, GaussianRelease):
             if release.sensitivity_l2 > 0:
                 z = release.noise_multiplier
@@ -302,8 +316,11 @@ class RdpAccountant(Accountant):
     Laplace: ``LaplaceDpEvent(b/Δ₁)``; vector Laplace: M × ``LaplaceDpEvent(b√M/Δ₂)``, the
     diagonal shift, which is the worst one at every order (proof in
     :class:`~.releases.VectorLaplaceRelease`); Gaussian: ``GaussianDpEvent(σ/Δ₂)``;
-    generic ε-DP: binary randomized response under ``REPLACE_ONE``. Orders: the library's.
-    When every step is pure DP, Σ ε_t is valid at every δ and caps the result.
+    generic ε-DP: binary randomized response under ``REPLACE_ONE``; a Gaussian seen by an
+    observer who knows its own sampling status
+    (:class:`~.releases.MixtureSampledGaussianRelease`): the mixture over statuses of the
+    library's per-status Rényi bounds. Orders: the library's. When every step is pure DP,
+    Σ ε_t is valid at every δ and caps the result.
 
     Releases are kept as counts per distinct release and summed at query time: Laplace
     steps with the vectorized formula :func:`~.mechanisms.laplace_rdp` (the one
@@ -323,9 +340,12 @@ class RdpAccountant(Accountant):
         super().__init__()
         self._order_list = None if orders is None else list(orders)
         self._orders = self._library().orders
-        # the multiset of releases: (Laplace ε₀ of one coordinate | dp_accounting event) → count
+        # the multiset of releases: (Laplace ε₀ of one coordinate | dp_accounting event |
+        # discrete sum, by its own Rényi curve) → count
         self._laplace: dict[float, int] = {}
         self._events: dict[dp_accounting.DpEvent, int] = {}
+        self._discrete: dict[DiscreteSumRelease, int] = {}
+        self._mixtures: dict[MixtureSampledGaussianRelease, int] = {}
         self._rdp: np.ndarray | None = None  # RDP per order (None: not summed yet)
         self._pure_total = 0.0
         self._gaussian = False
@@ -338,6 +358,17 @@ class RdpAccountant(Accountant):
 
     def _compose(self, release: Release, n: int) -> None:
         self._rdp = None
+        if isinstance(release, DiscreteSumRelease):
+            self._gaussian = True  # not pure DP: Σ ε_t does not cap it
+            key = dataclasses.replace(release, count=1)
+            self._discrete[key] = self._discrete.get(key, 0) + n
+            return
+        if isinstance(release, MixtureSampledGaussianRelease):
+            self._gaussian = True
+            if release.sensitivity_l2 > 0:
+                key = dataclasses.replace(release, count=1)
+                self._mixtures[key] = self._mixtures.get(key, 0) + n
+            return
         if isinstance(release, GaussianRelease):
             self._gaussian = True
             if release.sensitivity_l2 > 0:
@@ -368,12 +399,49 @@ class RdpAccountant(Accountant):
             for event, count in sorted(self._events.items(), key=lambda kv: repr(kv[0])):
                 library.compose(event, count)
             rdp = library.rdp
+            for release, count in sorted(self._discrete.items(), key=lambda kv: repr(kv[0])):
+                rdp = rdp + count * release.rdp(self._orders)
+            for release, count in sorted(self._mixtures.items(), key=lambda kv: repr(kv[0])):
+                rdp = rdp + count * self.mixture_rdp(release)
             if self._laplace:
                 e0 = np.array(sorted(self._laplace))
                 counts = np.array([self._laplace[e] for e in e0], dtype=float)
                 rdp = rdp + counts @ laplace_rdp(e0, self._orders)
             self._rdp = rdp
         return self._rdp
+
+    def mixture_rdp(self, release: MixtureSampledGaussianRelease) -> np.ndarray:
+        """RDP per order of one release seen with the observer's status known.
+
+        ``(1/(α−1)) ln Σ_s w_s exp((α−1) R_s(α))``, R_s the library's bound for an
+        m_s-of-n_s sample without replacement (0 for m_s = 0, the plain Gaussian for
+        m_s = n_s), each at the component's noise multiplier σ_s/Δ₂; with
+        ``release.outside``, the larger of that and the outside observer's R.
+        """
+        a1 = self._orders - 1.0
+        logs = []
+        for w, n, m, sigma in release.components:
+            if w == 0:
+                continue
+            if m == 0:
+                logs.append(np.full(self._orders.shape, math.log(w)))
+                continue
+            logs.append(math.log(w) + a1 * self._sampled_rdp(release.sensitivity_l2, sigma, n, m))
+        with np.errstate(over="ignore"):
+            rdp = np.logaddexp.reduce(np.array(logs), axis=0) / a1
+        if release.outside is not None:
+            n, m = release.outside
+            rdp = np.maximum(rdp, self._sampled_rdp(release.sensitivity_l2, release.sigma, n, m))
+        return rdp
+
+    def _sampled_rdp(self, sensitivity: float, sigma: float, n: int, m: int) -> np.ndarray:
+        """The library's RDP per order of a Gaussian on an m-of-n sample (m = n: none)."""
+        event = dp_accounting.GaussianDpEvent(sigma / sensitivity)
+        if m < n:
+            event = dp_accounting.SampledWithoutReplacementDpEvent(n, m, event)
+        one = self._library()
+        one.compose(event)
+        return np.asarray(one.rdp)
 
     def _epsilon(self, delta: float) -> float:
         rdp = self._rdp_values()
@@ -396,7 +464,8 @@ class PldAccountant(Accountant):
     the same composition: this PLD, the Rényi bound of :class:`RdpAccountant` (tighter
     for vector Laplace noise, and a fallback where ``dp_accounting`` 0.6 returns ∞ from
     an underflow), and Σ ε_t when every step is pure DP. Above a pure-DP total of
-    ``max_pure_total`` the PLD is dropped (``dropped`` is then true).
+    ``max_pure_total`` the PLD is dropped (``dropped`` is then true). ``source`` names
+    the bound the last value came from, so that a Rényi bound is never reported as a PLD.
 
     Args:
         value_discretization_interval: PLD grid; coarser is faster and looser.
@@ -428,6 +497,11 @@ class PldAccountant(Accountant):
         self._powers: dict[tuple[type, float], list] = {}  # release → [P, P², P⁴, ...]
         self._pure: Any = None  # PLD of every pure release (None: not built yet)
         self.dropped = False
+        self._renyi_only = False  # a discrete sum was composed: no PLD of it is built
+        self._dominated: list[float] | None = [0.0, 0.0]  # discrete sums' Σμ², Σκ (or None)
+        #: Which bound gave the last ε read: ``"pld"`` (the privacy-loss distribution, or
+        #: the exact composed Gaussian), ``"rdp"`` (the Rényi bound) or ``"basic"`` (Σ ε_t).
+        self.source = "pld"
 
     @property
     def value_discretization_interval(self) -> float:
@@ -457,6 +531,15 @@ class PldAccountant(Accountant):
 
     def _compose(self, release: Release, n: int) -> None:
         self._rdp.compose(release, n // release.count)  # n counts release.count already
+        if isinstance(release, DiscreteSumRelease):
+            self._renyi_only = True
+            dominance = release.gaussian_dominance()
+            if dominance is None or self._dominated is None:
+                self._dominated = None
+            else:
+                self._dominated = [self._dominated[0] + n * dominance[0],
+                                   self._dominated[1] + n * dominance[1]]  # fmt: skip
+            return
         if isinstance(release, GaussianRelease):
             self._gaussian = True
             if release.sensitivity_l2 > 0:
@@ -521,28 +604,50 @@ class PldAccountant(Accountant):
         return self._pure
 
     def _epsilon(self, delta: float) -> float:
+        if self._renyi_only:  # distributed discrete noise: Rényi, or Gaussian dominance
+            # (the exact composed Gaussian's ε, plus 2K: the source "pld", as for Gaussians)
+            bounds = {"pld": self._dominated_epsilon(delta), "rdp": self._rdp.get_epsilon(delta)}
+            self.source = min(("pld", "rdp"), key=bounds.__getitem__)
+            return bounds[self.source]
         pure = None if self.dropped else self._pure_pld()
-        bounds = [self._rdp.get_epsilon(delta)]
+        bounds = {"rdp": self._rdp.get_epsilon(delta)}
         if not self._gaussian:
-            bounds.append(self._pure_total)
+            bounds["basic"] = self._pure_total
         if not self.dropped:
             with np.errstate(over="ignore", divide="ignore"):
                 if pure is None:
-                    bounds.append(
+                    bounds["pld"] = (
                         0.0
                         if self._mu2 == 0
                         else float(gaussian_epsilon_analytic(1.0 / math.sqrt(self._mu2), delta))
                     )
                 elif self._mu2 == 0:
-                    bounds.append(float(pure.get_epsilon_for_delta(delta)))
+                    bounds["pld"] = float(pure.get_epsilon_for_delta(delta))
                 else:
                     gauss = pld_lib.from_gaussian_mechanism(
                         1.0 / math.sqrt(self._mu2),
                         value_discretization_interval=self._vdi,
                         neighboring_relation=SHIFT_PAIR,
                     )
-                    bounds.append(float(pure.compose(gauss).get_epsilon_for_delta(delta)))
-        return min(bounds)
+                    bounds["pld"] = float(pure.compose(gauss).get_epsilon_for_delta(delta))
+        # the bound that gives the value, the PLD's own first on a tie
+        self.source = min(("pld", "rdp", "basic"), key=lambda k: bounds.get(k, math.inf))
+        return bounds[self.source]
+
+    def _dominated_epsilon(self, delta: float) -> float:
+        """``ε_GDP(μ, δe^{−K}) + 2K``, the Gaussian-dominance bound, or ∞.
+
+        Defined when every release is a discrete Gaussian sum or a Gaussian
+        (:mod:`pgfl.privacy.distributed.accounting`).
+        """
+        if self._dominated is None or self._pure_total > 0:
+            return math.inf
+        mu2 = self._dominated[0] + self._mu2
+        k = self._dominated[1]
+        if mu2 == 0:
+            return 2.0 * k
+        eps = gaussian_epsilon_analytic(1.0 / math.sqrt(mu2), delta * math.exp(-k))
+        return float(eps) + 2.0 * k
 
 
 def _power(squares: list[Any], m: int) -> Any:

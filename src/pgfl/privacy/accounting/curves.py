@@ -22,10 +22,24 @@ from typing import Any
 import dp_accounting
 import numpy as np
 
+from pgfl.privacy.distributed.accounting import DISCRETE_NOISE
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
-from .accountants import ACCOUNTANTS, Accountant, PaperAccountant, PldAccountant, make_accountant
-from .releases import GaussianRelease, Release, Transcript, check_release
+from .accountants import (
+    ACCOUNTANTS,
+    Accountant,
+    PaperAccountant,
+    PldAccountant,
+    RdpAccountant,
+    make_accountant,
+)
+from .releases import (
+    DiscreteSumRelease,
+    GaussianRelease,
+    Release,
+    Transcript,
+    check_release,
+)
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -64,10 +78,10 @@ FLOATING_POINT_CAVEAT = (
 def default_accountants(distribution: str) -> tuple[str, ...]:
     """Accountants :func:`epsilon_curve` reports by default for a noise distribution.
 
-    >>> default_accountants("gaussian")
-    ('paper', 'pld', 'rdp')
+    >>> default_accountants("gaussian"), default_accountants("skellam")
+    (('paper', 'pld', 'rdp'), ('paper', 'pld', 'rdp'))
     """
-    dist = check_choice("distribution", distribution, DISTRIBUTIONS)
+    dist = check_choice("distribution", distribution, (*DISTRIBUTIONS, *DISCRETE_NOISE))
     return ACCOUNTANTS if dist == "laplace" else ("paper", "pld", "rdp")
 
 
@@ -82,6 +96,9 @@ class EpsilonCurve(Mapping[str, np.ndarray]):
         notes: accountant → one line saying what the number is.
         settings: the inputs, for the record.
         scope: what the ε covers and against whom (the mechanism's threat model).
+        sources: accountant → the bound its ε(T) came from, where that is another one
+            (``pld`` takes the smallest of its PLD, the Rényi bound and Σ ε_t:
+            ``{"pld": "rdp"}`` says the value is the Rényi bound).
 
     """
 
@@ -91,6 +108,7 @@ class EpsilonCurve(Mapping[str, np.ndarray]):
     notes: dict[str, str] = dataclasses.field(default_factory=dict)
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)
     scope: str = ""
+    sources: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def __getitem__(self, key: str) -> np.ndarray:
         return self.curves[key]
@@ -122,12 +140,18 @@ class EpsilonCurve(Mapping[str, np.ndarray]):
         """ε after the last iteration, per accountant."""
         return {k: float(v[-1]) for k, v in self.curves.items()}
 
+    def source(self, accountant: str) -> str:
+        """The accountant whose bound ε(T) of ``accountant`` is (itself unless noted)."""
+        return self.sources.get(accountant, accountant)
+
     def summary(self) -> dict[str, Any]:
         """Return the ``summary.json`` entry: ``{"epsilon": {...}, "delta": δ, ...}``."""
         out: dict[str, Any] = {"epsilon": self.final(), "delta": self.delta}
         if self.reason is not None:
             out["epsilon_reason"] = self.reason
         out["epsilon_notes"] = dict(self.notes)
+        if self.sources:
+            out["epsilon_source"] = dict(self.sources)
         if self.scope:
             out["epsilon_scope"] = self.scope
         out["epsilon_caveat"] = FLOATING_POINT_CAVEAT
@@ -160,11 +184,14 @@ def pld_interval(releases: Sequence[Release]) -> float:
     the coarsening moves ε by < 0.1 % (tests compare with a fine numerical reference).
     Beyond Σε₀ = 10⁴ the PLD accountant stops building its PLD anyway.
     """
-    total = sum(r.count * r.epsilon0 for r in releases if not isinstance(r, GaussianRelease))
+    pure = (r for r in releases if not isinstance(r, (GaussianRelease, DiscreteSumRelease)))
+    total = sum(r.count * r.epsilon0 for r in pure)
     return min(1.0, max(1e-4, 2.0 * total / _PLD_TARGET_POINTS))
 
 
 def _accountant_for(name: str, releases: Sequence[Release]) -> Accountant:
+    if name == "paper" and any(isinstance(r, DiscreteSumRelease) for r in releases):
+        return RdpAccountant()  # the distributed-DP papers account by Rényi DP
     if name == "pld":
         return PldAccountant(pld_interval(releases))
     return make_accountant(name)
@@ -365,6 +392,8 @@ def _notes(t: Transcript, accs: Sequence[str]) -> dict[str, str]:
         notes[a] = cls.note
         if a == "paper" and gaussian:
             notes[a] = PaperAccountant.note_gaussian
+    if t.distribution in DISCRETE_NOISE:
+        return _discrete_notes(t, accs)
     if "pld" in notes and gaussian:
         notes["pld"] = "exact: composed Gaussians are one Gaussian (GDP); analytic Gaussian epsilon"
     elif "pld" in notes and t.rigorous and t.dim > 1:
@@ -376,6 +405,27 @@ def _notes(t: Transcript, accs: Sequence[str]) -> dict[str, str]:
         for a in notes:
             if a != "paper":
                 notes[a] += " [papers' reading: l2 sensitivity, eq. 52 growth for every scheme]"
+    return notes
+
+
+def _discrete_notes(t: Transcript, accs: Sequence[str]) -> dict[str, str]:
+    """What each accountant's number is for distributed discrete noise."""
+    derived = (
+        "Renyi DP of the noisy integer sum (pgfl.privacy.distributed.accounting: the derived "
+        "bound for a sum of discrete Gaussians, Agarwal et al.'s for Skellam), composed over "
+        "iterations, converted by dp_accounting"
+    )
+    notes = {}
+    for a in accs:
+        if a in ("pld", "rdp"):
+            notes[a] = derived + ("; no PLD is built for discrete sums" if a == "pld" else "")
+        elif a == "paper":
+            notes[a] = (
+                "the papers' Renyi bound (KLS Proposition 14 with tau for the discrete "
+                "Gaussian; Agarwal et al. for Skellam)"
+            )
+        else:
+            notes[a] = "not defined for distributed discrete noise (Renyi bounds only): inf"
     return notes
 
 
@@ -433,18 +483,21 @@ def epsilon_curve(
     paper_rel = transcript.releases(paper=True) if "paper" in accs else rigorous_rel
     gaussian = transcript.distribution == "gaussian"
     vals = {}
+    sources = {}
     sparse = {a for a in accs if a == "pld" or (gaussian and a in ("basic", "advanced", "kairouz"))}
     for a in accs:
         rel = paper_rel if a == "paper" else rigorous_rel
         acc = _accountant_for(a, rel)
         vals[a] = accountant_curve(acc, rel, delta, checkpoints=ncp if a in sparse else None)
-        if isinstance(acc, PldAccountant) and acc.dropped:
-            notes[a] += (
-                "; here basic composition exceeds 1e4, so the value is the RDP bound "
-                "(valid, never below PLD)"
-            )
+        if isinstance(acc, PldAccountant):
+            sources[a] = acc.source  # the bound ε(T) is, read last
+            if acc.dropped:
+                notes[a] += (
+                    "; here basic composition exceeds 1e4, so the value is the RDP bound "
+                    "(valid, never below PLD)"
+                )
     _tighten_between_readouts(vals, sparse, _checkpoints(transcript.iterations, ncp))
-    return EpsilonCurve(vals, delta, None, notes, settings, transcript.scope)
+    return EpsilonCurve(vals, delta, None, notes, settings, transcript.scope, sources)
 
 
 def _tighten_between_readouts(

@@ -25,15 +25,25 @@ import dataclasses
 import math
 
 import dp_accounting
+import numpy as np
+from dp_accounting.rdp import rdp_privacy_accountant
 
+from pgfl.privacy.distributed.accounting import (
+    DISCRETE_NOISE,
+    gaussian_dominance,
+    subsampled_rdp,
+    sum_rdp,
+)
 from pgfl.validation import ConfigError, check_int, check_real
 
 __all__ = [
     "RANDOMIZED_RESPONSE_RELATION",
     "SHIFT_PAIR",
     "amplified_epsilon",
+    "DiscreteSumRelease",
     "GaussianRelease",
     "LaplaceRelease",
+    "MixtureSampledGaussianRelease",
     "PureDpRelease",
     "Release",
     "SampledGaussianRelease",
@@ -204,6 +214,66 @@ class SampledGaussianRelease(GaussianRelease):
 
 
 @dataclasses.dataclass(frozen=True)
+class MixtureSampledGaussianRelease(GaussianRelease):
+    """A Gaussian release on a random sample, seen by an observer who knows its own status.
+
+    An observer inside the sampled population (a client of the unit) knows whether it was
+    sampled itself: with probability ``weight_s`` its status is s, and then the release
+    is computed on a uniformly random ``sample_s``-of-``population_s`` subset of the others
+    (the changed member is among them) with noise std ``sigma_s`` (the observer may know
+    its own share of the noise). Its status is independent of the data, so the Rényi
+    divergence of the joint (status, release) pair is that of a mixture over statuses:
+
+        exp((α − 1) D_α) = Σ_s weight_s · exp((α − 1) D_α,s),
+
+    D_α,s the Rényi bound of sampling without replacement
+    (:class:`SampledGaussianRelease`; 0 for an empty sample, the Gaussian's α/(2z²) for a
+    full one). A sup over neighbouring pairs of the sum is at most the sum of the sups,
+    so the per-status bounds compose into a valid one. With ``outside = (n, m)`` the
+    observer may also sit outside the population (a client of another unit, whose status
+    says nothing): it then sees an m-of-n subsample at std ``sigma``, and the bound is the
+    larger of the two at every order (the library's bounds are not ordered by the
+    sampling rate: the mixture can fall below the plain m-of-n one at small orders). Only
+    the Rényi accountant credits it; every other accountant charges the unsampled
+    Gaussian of the smallest std (``sigma``), which is sound.
+
+    Attributes:
+        components: ``(weight, population, sample, sigma)`` per status; weights sum to 1.
+        outside: ``(population, sample)`` seen from outside, or ``None``.
+
+    >>> r = MixtureSampledGaussianRelease(1.0, 2.0, components=((0.9, 9, 1, 2.0),
+    ...                                                         (0.1, 9, 0, 2.0)))
+    >>> r.sampling_probability   # the changed member's overall chance of being in a sample
+    0.1
+
+    """
+
+    components: tuple[tuple[float, int, int, float], ...] = ()
+    outside: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.outside is not None:
+            check_int("population", self.outside[0], lo=1)
+            check_int("sample", self.outside[1], lo=1, hi=self.outside[0])
+        if not self.components:
+            raise ConfigError("components must list at least one (weight, n, m, sigma)")
+        for w, n, m, sigma in self.components:
+            check_real("weight", w, lo=0.0, hi=1.0)
+            check_int("population", n, lo=1)
+            check_int("sample", m, lo=0, hi=n)
+            check_real("sigma", sigma, lo=self.sigma)  # sigma is the smallest
+        total = sum(c[0] for c in self.components)
+        if not math.isclose(total, 1.0, rel_tol=0.0, abs_tol=1e-12):
+            raise ConfigError(f"component weights must sum to 1; got {total!r}")
+
+    @property
+    def sampling_probability(self) -> float:
+        """Σ_s weight_s · m_s/n_s: the changed member's chance of being in a sample."""
+        return sum(w * m / n for w, n, m, _ in self.components)
+
+
+@dataclasses.dataclass(frozen=True)
 class PureDpRelease:
     """``count`` releases of any ε-DP mechanism (e.g. randomized response: ε = ln 3).
 
@@ -226,10 +296,109 @@ class PureDpRelease:
         return float(self.epsilon)
 
 
+@dataclasses.dataclass(frozen=True)
+class DiscreteSumRelease:
+    """``count`` releases of a sum of n clients' integer vectors plus n integer noise shares.
+
+    Distributed DP under secure aggregation (:mod:`pgfl.privacy.distributed`): the server
+    sees ``Σ_i (x̃_i + Z_i)`` over the survivors; one client's data moves ``Σ x̃_i`` by an
+    integer vector of ℓ2 norm ≤ ``l2`` (grid units). Described by its Rényi curve
+    (:meth:`rdp`, :func:`pgfl.privacy.distributed.accounting.sum_rdp`); only the Rényi
+    accountants compose it (``rdp``, and ``pld`` through its Rényi bound).
+
+    Attributes:
+        noise: ``"discrete_gaussian"`` (shares ``N_Z(0, σ²)``) or ``"skellam"``
+            (``Sk(λ, λ)``, σ² = 2λ).
+        l2: Δ₂ of the integer sum, grid units.
+        share_variance: σ² of one share, grid units².
+        shares: the survivor counts a round may hold (t..L); charged the worst.
+        dim: d, the coordinates of the integer vectors.
+        grid: γ, real units per grid step (:attr:`sensitivity_l2` is ``l2·γ``).
+        published: the papers' reading (KLS Proposition 14) for the discrete Gaussian.
+        sampling: ``(K, m)``: computed on a fresh m-of-K client sample the observer does
+            not know (Wang, Balle & Kasiviswanathan, Theorem 9), else ``None``.
+        count: identical releases.
+
+    >>> r = DiscreteSumRelease("skellam", 2.0, 50.0, (4,), dim=1)
+    >>> round(float(r.rdp(np.array([2.0]))[0]), 6)          # 2·4/400 + (3·4 + 12)/160000
+    0.02015
+
+    """
+
+    noise: str
+    l2: float
+    share_variance: float
+    shares: tuple[int, ...]
+    dim: int = 1
+    grid: float = 1.0
+    published: bool = False
+    sampling: tuple[int, int] | None = None
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        if self.noise not in DISCRETE_NOISE:
+            raise ConfigError(
+                f"noise must be one of {', '.join(DISCRETE_NOISE)}; got {self.noise!r}"
+            )
+        check_real("l2", self.l2, lo=0.0)
+        check_real("share_variance", self.share_variance, lo=0.0, lo_open=True)
+        for n in self.shares:
+            check_int("shares", n, lo=1)
+        check_int("dim", self.dim, lo=1)
+        check_int("count", self.count, lo=1)
+
+    @property
+    def sensitivity_l2(self) -> float:
+        """Δ₂ in real units, ``l2·γ`` (a Gaussian-equivalent start for calibration)."""
+        return self.l2 * self.grid
+
+    def gaussian_dominance(self) -> tuple[float, float] | None:
+        """``(μ², κ)``: a post-processed Gaussian of ``μ`` up to a factor ``e^{±κ}``, or None.
+
+        Discrete Gaussian shares only, without sampling credit, in the rigorous reading
+        (:func:`pgfl.privacy.distributed.accounting.gaussian_dominance`).
+        """
+        if self.noise != "discrete_gaussian" or self.published:
+            return None
+        return gaussian_dominance(self.l2, self.share_variance, self.shares, self.dim)
+
+    def rdp(self, orders: np.ndarray) -> np.ndarray:
+        """Rényi DP of one release at each order (> 1)."""
+        if self.l2 == 0:
+            return np.zeros(np.shape(orders))
+
+        def base(o: np.ndarray) -> np.ndarray:
+            return sum_rdp(o, self.noise, self.l2, self.share_variance, self.shares, self.dim,
+                           published=self.published)  # fmt: skip
+
+        o = np.asarray(orders, dtype=float)
+        plain = base(o)
+        if self.sampling is None:
+            return plain
+        population, sample = self.sampling
+        dominance = self.gaussian_dominance()
+        if dominance is None:  # the general bound (Wang, Balle & Kasiviswanathan, Thm 9)
+            return np.minimum(plain, subsampled_rdp(o, base, sample / population))
+        # a post-processed Gaussian up to e^{±κ} per world, before and after sampling:
+        # dp_accounting's sampled Gaussian plus (2α − 1)κ/(α − 1)
+        mu2, kappa = dominance
+        library = rdp_privacy_accountant.RdpAccountant(list(o), RANDOMIZED_RESPONSE_RELATION)
+        event = dp_accounting.GaussianDpEvent(1.0 / math.sqrt(mu2))
+        library.compose(dp_accounting.SampledWithoutReplacementDpEvent(population, sample, event))
+        return np.minimum(plain, library.rdp + (2 * o - 1) * kappa / (o - 1))
+
+
 Release = (
-    LaplaceRelease | VectorLaplaceRelease | GaussianRelease | SampledGaussianRelease | PureDpRelease
+    LaplaceRelease
+    | VectorLaplaceRelease
+    | GaussianRelease
+    | SampledGaussianRelease
+    | PureDpRelease
+    | DiscreteSumRelease
 )
-_RELEASE_TYPES = (LaplaceRelease, VectorLaplaceRelease, GaussianRelease, PureDpRelease)
+_RELEASE_TYPES = (
+    LaplaceRelease, VectorLaplaceRelease, GaussianRelease, PureDpRelease, DiscreteSumRelease,
+)  # fmt: skip
 # (SampledGaussianRelease is a GaussianRelease)
 
 
@@ -237,8 +406,8 @@ def check_release(release: object) -> Release:
     """Return ``release`` if it is one of the release classes, else raise ConfigError."""
     if not isinstance(release, _RELEASE_TYPES):
         raise ConfigError(
-            "release must be a LaplaceRelease, VectorLaplaceRelease, GaussianRelease or "
-            f"PureDpRelease; got {release!r}"
+            "release must be a LaplaceRelease, VectorLaplaceRelease, GaussianRelease, "
+            f"PureDpRelease or DiscreteSumRelease; got {release!r}"
         )
     return release
 
@@ -256,6 +425,8 @@ def amplified_epsilon(epsilon: float, q: float) -> float:
     """
     if q >= 1.0:
         return float(epsilon)
+    if q <= 0.0:
+        return 0.0
     return math.log1p(q * math.expm1(epsilon)) if epsilon < 700 else epsilon + math.log(q)
 
 
@@ -285,6 +456,10 @@ def dp_event(release: Release) -> dp_accounting.DpEvent:
     LaplaceDpEvent(noise_multiplier=5.0)
     """
     check_release(release)
+    if isinstance(release, DiscreteSumRelease):
+        raise ConfigError(
+            "a DiscreteSumRelease has no dp_accounting event: it is composed by its Renyi curve"
+        )
     if isinstance(release, GaussianRelease):
         if release.sensitivity_l2 == 0:
             return dp_accounting.NoOpDpEvent()
@@ -343,8 +518,20 @@ class Transcript:
             ``m``-of-``n`` subsample the adversary does not see (Gaussian noise:
             :class:`SampledGaussianRelease`, copies folded into one release of std
             σ/√copies, as they share the subsample; Laplace noise: a
-            :class:`PureDpRelease` of :func:`amplified_epsilon` of the round's ε₀);
+            :class:`PureDpRelease` of :func:`amplified_epsilon` of the round's ε₀;
+            discrete noise: :class:`DiscreteSumRelease` with its sampling);
             ``None``: no amplification.
+        shares: distributed discrete noise (``distribution`` one of ``"discrete_gaussian"``,
+            ``"skellam"``): the survivor counts a round's sum may hold, each adding one
+            share of std ``std``; sensitivities and std are then in grid units of ``grid``
+            real units (:class:`DiscreteSumRelease`).
+        grid: γ of distributed discrete noise (1 otherwise).
+        mixture: ``((weight, n, m, std), ...)``: each release is computed on an
+            ``m``-of-``n`` subsample with noise std ``std`` with probability ``weight``,
+            the observer knowing which (a unit's client knows whether it was sampled
+            itself; Gaussian noise: :class:`MixtureSampledGaussianRelease`, with
+            ``sampling`` what an observer outside the population sees; Laplace noise: the
+            worst status's :func:`amplified_epsilon`); ``None``: none.
 
     >>> t = Transcript((1.0, 2.0), std=2 ** 0.5, scope="one message")
     >>> [r.epsilon0 for r in t.releases()], t.iterations   # Δ/b with b = σ/√2 = 1
@@ -364,22 +551,51 @@ class Transcript:
     iterations: int = 0
     settings: tuple[tuple[str, object], ...] = ()
     sampling: tuple[int, int] | None = None
+    shares: tuple[int, ...] = ()
+    grid: float = 1.0
+    mixture: tuple[tuple[float, int, int, float], ...] | None = None
 
     def __post_init__(self) -> None:
         if self.iterations == 0:
             object.__setattr__(self, "iterations", len(self.sensitivities))
 
+    @property
+    def credited(self) -> bool:
+        """Whether amplification by client sampling is credited (``sampling`` or ``mixture``)."""
+        return self.sampling is not None or self.mixture is not None
+
+    def uncredited(self) -> Transcript:
+        """The same transcript without amplification by client sampling."""
+        return dataclasses.replace(self, sampling=None, mixture=None)
+
     def releases(self, paper: bool = False) -> list[Release]:
         """One release per iteration: the rigorous reading, or the papers' (``paper``).
 
-        Gaussian noise: a :class:`GaussianRelease` of Δ₂(j); Laplace noise: an M-dimensional
+        Discrete distributed noise: a :class:`DiscreteSumRelease` (``paper``: KLS's
+        Proposition 14 for the discrete Gaussian). Gaussian noise: a
+        :class:`GaussianRelease` of Δ₂(j); Laplace noise: an M-dimensional
         :class:`VectorLaplaceRelease` of Δ₂(j) (rigorous), or the papers' 1-D
         :class:`LaplaceRelease` charged Δ₂(j).
         """
         sens = self.sensitivities
         if paper and self.paper_sensitivities is not None:
             sens = self.paper_sensitivities
+        if self.distribution in DISCRETE_NOISE:
+            if self.mixture is not None:  # no status-mixture bound for discrete sums
+                raise ConfigError("a discrete sum has no status-mixture release")
+            common = {"dim": self.dim, "grid": self.grid, "published": paper,
+                      "sampling": self.sampling, "count": self.copies}  # fmt: skip
+            var = self.std**2
+            return [DiscreteSumRelease(self.distribution, float(s), var, self.shares, **common)
+                    for s in sens]  # fmt: skip
         if self.distribution == "gaussian":
+            if self.mixture is not None and not paper:
+                root = math.sqrt(self.copies)
+                parts = tuple((w, n, m, sd / root) for w, n, m, sd in self.mixture)
+                low = min(p[3] for p in parts)
+                return [MixtureSampledGaussianRelease(float(s), low, 1, components=parts,
+                                                      outside=self.sampling)
+                        for s in sens]  # fmt: skip
             if self.sampling is not None and not paper:
                 n, m = self.sampling
                 std = self.std / math.sqrt(self.copies)
@@ -388,6 +604,18 @@ class Transcript:
         b = self.std / math.sqrt(2.0)
         if paper or not self.rigorous:
             return [LaplaceRelease(float(s), b, self.copies) for s in sens]
+        if self.mixture is not None:  # pure DP: the joint's ε is the worst status's
+            parts = [(n, m, sd) for _, n, m, sd in self.mixture]
+            if self.sampling is not None:
+                parts.append((*self.sampling, self.std))
+            return [
+                PureDpRelease(max(
+                    amplified_epsilon(
+                        VectorLaplaceRelease(float(s), sd / math.sqrt(2.0), self.dim).epsilon0
+                        * self.copies, m / n)
+                    for n, m, sd in parts))
+                for s in sens
+            ]  # fmt: skip
         if self.sampling is not None:
             n, m = self.sampling
             return [

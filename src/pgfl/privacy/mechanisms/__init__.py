@@ -9,7 +9,9 @@ documentation are read from it, so **a new scheme is one new module plus one cal
 :func:`register`**.
 
 Client level (:data:`CLIENT`): ``none`` (:class:`Mean`), ``laplace`` / ``gaussian``
-(:class:`ClientNoise`), ``secure_aggregation`` (:class:`SecureAggregationScheme`).
+(:class:`ClientNoise`), ``secure_aggregation`` (:class:`SecureAggregationScheme`),
+``distributed_gaussian`` / ``skellam`` (:class:`DistributedNoise`: noise shares inside
+secure aggregation, distributed DP).
 Server level (:data:`SERVER`): ``none`` (:class:`NoServerNoise`), ``random``
 (:class:`RandomNoise`), ``graph_homomorphic`` (:class:`GraphHomomorphic`),
 ``random_per_link`` (:class:`PerLinkNoise`), ``central`` (:class:`CentralNoise`, the
@@ -41,6 +43,7 @@ from pgfl.privacy.mechanisms.base import (
 )
 from pgfl.privacy.mechanisms.client import ClientNoise, Mean
 from pgfl.privacy.mechanisms.correlated import PairwiseCancelling
+from pgfl.privacy.mechanisms.distributed import DistributedNoise
 from pgfl.privacy.mechanisms.gossip import Gossip
 from pgfl.privacy.mechanisms.optimized import TopologyOptimized
 from pgfl.privacy.mechanisms.secure_aggregation import SecureAggregationScheme
@@ -61,6 +64,7 @@ __all__ = [
     "ClientAggregation",
     "CentralNoise",
     "ClientNoise",
+    "DistributedNoise",
     "Gossip",
     "GraphHomomorphic",
     "Mean",
@@ -99,7 +103,7 @@ def register(cls: type[Mechanism]) -> type[Mechanism]:
     return cls
 
 
-for _cls in (Mean, ClientNoise, SecureAggregationScheme):
+for _cls in (Mean, ClientNoise, SecureAggregationScheme, DistributedNoise):
     register(_cls)
 for _cls in (
     NoServerNoise,

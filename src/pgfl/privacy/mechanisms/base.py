@@ -14,7 +14,12 @@ server links (a :class:`ServerNoise`) is one object that
     sensitivity, noise scale, distribution, copies — as ``dp_accounting``'s events), for
     the run's :class:`ReleaseContext` (step size, clipping, sizes);
 (c) states its threat model (:attr:`Mechanism.protects`, :attr:`Mechanism.exposes`:
-    which of the :data:`ADVERSARIES` its ε covers, and which it does not).
+    which of the :data:`ADVERSARIES` its ε covers, and which it does not;
+    :attr:`Mechanism.trusted`: the parties its ε trusts), what each adversary observes
+    (:meth:`Mechanism.views`, with amplification by client sampling only where the
+    observer lacks the sample, :func:`subsampled`), and builds each adversary's view from
+    the arrays the engine emitted (:meth:`Mechanism.observe` on :class:`Emitted`: what
+    the audit attacks, so that what is accounted is what is sent).
 
 The engine knows a mechanism only through (a); the accountant only through (b).
 """
@@ -36,29 +41,47 @@ from pgfl.rng import KeyedDraws
 __all__ = [
     "ADVERSARIES",
     "NEIGHBOURS",
-    "SAMPLING_SECRET",
-    "subsampled",
+    "SERVER_SIDE",
+    "UPLOADS",
     "Aggregate",
     "ClientAggregation",
+    "Emitted",
     "Mechanism",
     "ReleaseContext",
     "RoundContext",
     "ServerNoise",
+    "present",
+    "status_mixture",
+    "subsampled",
 ]
 
-#: The observers a mechanism may protect against, with what each sees.
+#: The observers a mechanism may protect against, with what each sees. The target is one
+#: client of one unit (the neighbouring relation: its data, or one of its records).
 ADVERSARIES: dict[str, str] = {
-    "link_eavesdropper": "sees every server-to-server message (no downlink to clients)",
+    "link_eavesdropper": "sees every message between servers, or between a server and a "
+    "trusted aggregator; not the clients' uploads",
     "other_server": "a curious server that is not a neighbour of the unit",
     "neighbour_server": "a curious neighbouring server: sees the messages sent to it",
+    "server_coalition": "k curious servers, not the unit's own, pooling their views and "
+    "secrets (k = privacy.coalition_size)",
+    "neighbour_coalition": "every neighbour of the unit's server, pooling their views and secrets",
     "own_server": "a unit's own server, against its clients",
-    "unit_client": "a client of a unit: sees its server's model every round",
+    "unit_client": "a client of the unit: sees its server's model every round, and knows "
+    "whether it was sampled itself",
+    "upload_eavesdropper": "sees the clients' uploads to their server (who uploads, and what)",
 }
 
-#: Adversaries who do not learn which clients a unit sampled in a round (all but the
-#: unit's own server, who does the sampling), so that client sampling amplifies against
-#: them.
-SAMPLING_SECRET = ("link_eavesdropper", "other_server", "neighbour_server", "unit_client")
+#: The adversaries on the servers' side: they exist only where there is more than one
+#: unit, and none of them learns which clients a unit sampled in a round, so that client
+#: sampling amplifies against them. (A unit's own server does the sampling; an observer of
+#: the uploads sees who uploads; a unit's client knows its own status, and under secure
+#: aggregation the whole sample: :func:`subsampled` credits each what it lacks.)
+SERVER_SIDE = (
+    "link_eavesdropper", "other_server", "neighbour_server", "server_coalition",
+    "neighbour_coalition",
+)  # fmt: skip
+#: Adversaries on the clients' side: they see what a client uploads.
+UPLOADS = ("own_server", "upload_eavesdropper")
 
 #: Neighbouring relations: one client's whole data replaced (the papers' Definition 1),
 #: or one record (sample) of one client replaced.
@@ -66,6 +89,27 @@ NEIGHBOURS = {
     "client": "one client's whole data set replaced",
     "record": "one record (sample) of one client replaced",
 }
+
+
+def present(adversary: str, units: int, adjacency: np.ndarray | None = None) -> bool:
+    """Whether ``adversary`` exists in a network of ``units`` servers with this graph.
+
+    With one unit there are no other servers and no links between them; a curious
+    non-neighbour needs two servers that are not adjacent.
+
+    >>> present("link_eavesdropper", 1), present("unit_client", 1)
+    (False, True)
+    >>> present("other_server", 3, np.ones((3, 3)) - np.eye(3))   # complete graph
+    False
+    """
+    if adversary not in SERVER_SIDE:
+        return True
+    if units < 2:
+        return False
+    if adversary == "other_server" and adjacency is not None:
+        a = np.asarray(adjacency) != 0
+        return bool((~a & ~np.eye(a.shape[0], dtype=bool)).any())
+    return True
 
 
 class RoundContext(NamedTuple):
@@ -126,12 +170,16 @@ class ReleaseContext:
             when a changed record can enter it only once (record-level neighbours, one
             full-batch step per round: the fewest samples of a client), else 1.
         neighbours: the neighbouring relation (:data:`NEIGHBOURS`).
-        units: P, the number of units (a central aggregator averages them).
+        units: P, the number of units (a central aggregator averages them; default: the
+            size of ``adjacency`` or ``combination`` if given, else 1).
         adjacency: the servers' graph, 0/1 ``[P, P]`` without self-loops (correlated
             noise is accounted on it); ``None`` where unknown.
         combination: the topology's combination matrix A ``[P, P]`` (before a scheme's
             own :meth:`Mechanism.combination`: gossip is accounted on A, not on the
             polynomial of A the engine applies); ``None`` where unknown.
+        sample_revealed: a unit's clients learn which clients it sampled (secure
+            aggregation routes the sampled clients' keys to them), so that sampling does
+            not amplify against ``unit_client``.
 
     >>> ReleaseContext(mu=0.5, clip=1.0, iterations=3).clients_per_round
     1
@@ -152,12 +200,16 @@ class ReleaseContext:
     records: int = 1
     neighbours: str = "client"
     units: int = 1
+    sample_revealed: bool = False
     adjacency: np.ndarray | None = dataclasses.field(default=None, compare=False, repr=False)
     combination: np.ndarray | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.clip is not None and math.isinf(self.clip):
             object.__setattr__(self, "clip", None)  # an infinite norm bounds nothing
+        for graph in (self.adjacency, self.combination):  # P from a given graph
+            if self.units == 1 and graph is not None:
+                object.__setattr__(self, "units", int(np.asarray(graph).shape[0]))
 
 
 class Mechanism:
@@ -173,8 +225,13 @@ class Mechanism:
         exposes: adversaries it does not protect against, with why.
         silent: adds nothing (the engine skips it).
         amplified: a round's release depends on a client only in the rounds it is
-            sampled (so client sampling amplifies against :data:`SAMPLING_SECRET`); false
-            where the release accumulates earlier rounds (a growing sensitivity).
+            sampled (so client sampling amplifies against those who do not know the
+            sample, :func:`subsampled`); false where the release accumulates earlier
+            rounds (a growing sensitivity).
+        trusted: parties every ε of the mechanism trusts, each with what it could do
+            (a trusted aggregator, a dealer); printed beside every number.
+        notes: per protected adversary, what its ε rests on or what it sees that is not
+            a DP number (secure aggregation's masked uploads); printed beside the number.
 
     The engine combines the servers' messages with :meth:`combination` of the topology's
     matrix (the topology's own by default; a trusted aggregator's average, K gossip
@@ -190,6 +247,8 @@ class Mechanism:
     exposes: ClassVar[Mapping[str, str]] = {}
     silent: ClassVar[bool] = False
     amplified: ClassVar[bool] = False
+    trusted: ClassVar[Mapping[str, str]] = {}
+    notes: ClassVar[Mapping[str, str]] = {}
 
     @property
     def name(self) -> str:
@@ -249,9 +308,8 @@ class Mechanism:
     def views(self, ctx: ReleaseContext) -> dict[str, Transcript | None]:
         """What each of the :data:`ADVERSARIES` observes (``None``: not protected).
 
-        The adversaries in :attr:`protects` see :meth:`transcript`; with Gaussian noise
-        and an :attr:`amplified` mechanism, those who do not know which clients were
-        sampled (:data:`SAMPLING_SECRET`) see it on an L-of-K subsample
+        The adversaries in :attr:`protects` see :meth:`transcript`; for an
+        :attr:`amplified` mechanism, on the client sample each of them does not know
         (:func:`subsampled`). Mechanisms whose adversaries see different things override
         this.
         """
@@ -259,40 +317,196 @@ class Mechanism:
         out: dict[str, Transcript | None] = dict.fromkeys(ADVERSARIES)
         for a in self.protects:
             if t is not None:
-                out[a] = subsampled(t, ctx) if self.amplified and a in SAMPLING_SECRET else t
+                out[a] = subsampled(t, ctx, a) if self.amplified else t
         return out
 
+    def view(self, ctx: ReleaseContext, adversary: str) -> Transcript | None:
+        """What one adversary observes: ``views(ctx)[adversary]`` (calibration asks this).
+
+        A mechanism whose views are costly to compute all at once (a search over
+        coalitions) answers for one adversary alone.
+        """
+        return self.views(ctx)[adversary]
+
+    def observe(self, adversary: str, seen: Emitted) -> list[tuple[np.ndarray, bool]]:
+        """The adversary's view of one round, built from the arrays the engine emitted.
+
+        What :meth:`views` accounts is a description of these arrays (the audit attacks
+        them, ``tests/privacy/test_audit_contract.py`` checks the two agree). Default: the
+        servers exchange the messages on the combination's links. An eavesdropper reads
+        every message between two servers; a curious server (or coalition) the messages
+        sent to it from outside; a client of the target's unit its server's model; the
+        target's own server and an observer of the uploads the unit's aggregate (with
+        ``L = 1``: the target's upload; under secure aggregation, :attr:`ClientAggregation.summed`,
+        all they learn for any L) and who uploaded (the sample). Returns
+        ``[(array [R, d], single), ...]`` (the sample carries no noise: single):
+        ``single`` where each column carries one draw of the mechanism's noise (the
+        likelihood ratio of Laplace noise is then a sum over columns).
+        """
+        R = seen.W.shape[0]
+        if adversary in UPLOADS:
+            return [(seen.psi[:, seen.target], True), (seen.sample(), True)]
+        if adversary == "unit_client":
+            return [(seen.W[:, seen.target], False)]
+        wire = seen.src != seen.dst
+        if adversary != "link_eavesdropper":
+            members = np.asarray(seen.observers(adversary))
+            wire &= np.isin(seen.dst, members) & ~np.isin(seen.src, members)
+        return [(seen.messages[:, wire].reshape(R, -1), True)]
+
+    def secrets(
+        self, members: np.ndarray, links: Any, dim: int, ctx: RoundContext
+    ) -> np.ndarray | None:
+        """What servers ``members`` know of the round's noise besides their own data.
+
+        ``[R, d]``, or ``None`` where what they know is independent of the target's
+        message (each server's own noise, independent of the others': the default).
+        Correlated noise overrides it (pairwise terms a server shares with its
+        neighbours, a dealer's correlated share): the audit gives it to a curious server
+        or a coalition.
+        """
+        return None
+
     def noiseless(self) -> Mechanism:
-        """The same mechanism with its noise switched off (the audit's noise-free centres)."""
-        return self
+        """The same mechanism with its noise switched off (the audit's noise-free centres).
+
+        Default: :meth:`with_std` of 0 where the mechanism has a noise level, else itself.
+        """
+        try:
+            return self.with_std(0.0)
+        except TypeError:
+            return self
 
     def with_std(self, std: float) -> Mechanism:
         """The same mechanism with noise of per-coordinate std ``std`` (calibration's factory)."""
         raise TypeError(f"{type(self).__name__} has no noise level to calibrate")
 
 
-def subsampled(t: Transcript, ctx: ReleaseContext) -> Transcript:
-    """``t`` released on each round's L-of-K client sample, where that is credited.
+def subsampled(t: Transcript, ctx: ReleaseContext, adversary: str) -> Transcript:
+    """``t`` as ``adversary`` sees it: released on a client sample it does not know.
 
-    Credited with L < K: Gaussian noise by the Rényi bound of subsampling without
-    replacement (:class:`~pgfl.privacy.accounting.releases.SampledGaussianRelease`),
-    Laplace noise by the tight pure-DP bound
-    (:func:`~pgfl.privacy.accounting.releases.amplified_epsilon`); otherwise ``t``
-    unchanged.
+    Each round a unit draws L of its K clients uniformly without replacement. Credit,
+    with 0 < L < K:
+
+    * the servers' side (:data:`SERVER_SIDE`) never learns the sample: an L-of-K
+      subsample (Gaussian noise: the Rényi bound of sampling without replacement,
+      :class:`~pgfl.privacy.accounting.releases.SampledGaussianRelease`; Laplace noise:
+      the tight pure-DP bound, :func:`~pgfl.privacy.accounting.releases.amplified_epsilon`);
+    * a client of the unit knows whether it was sampled itself: the status mixture
+      (:func:`status_mixture`), or nothing where it learns the whole sample
+      (``ctx.sample_revealed``: secure aggregation);
+    * the unit's own server draws the sample, an observer of the uploads sees who
+      uploads: no credit.
 
     >>> t = Transcript((0.1,) * 3, std=1.0, distribution="gaussian")
-    >>> subsampled(t, ReleaseContext(mu=1, clip=1, iterations=3, clients=10, sampled=2)).sampling
-    (10, 2)
+    >>> ctx = ReleaseContext(mu=1, clip=1, iterations=3, clients=10, sampled=2)
+    >>> subsampled(t, ctx, "other_server").sampling, subsampled(t, ctx, "own_server").sampling
+    ((10, 2), None)
+    >>> [c[1:3] for c in subsampled(t, ctx, "unit_client").mixture]   # of the K − 1 others
+    [(9, 2), (9, 1)]
     """
     if not t.sensitivities or not 0 < ctx.sampled < ctx.clients:
         return t
-    return dataclasses.replace(t, sampling=(ctx.clients, ctx.sampled))
+    if adversary in SERVER_SIDE:
+        return dataclasses.replace(t, sampling=(ctx.clients, ctx.sampled))
+    if adversary == "unit_client" and not ctx.sample_revealed:
+        return status_mixture(t, ctx)
+    return t
+
+
+def status_mixture(
+    t: Transcript, ctx: ReleaseContext, sampled_std: float | None = None
+) -> Transcript:
+    """``t`` seen by a unit's client, who knows whether it was sampled itself.
+
+    With K clients of which L are sampled, a client of the target's unit is sampled with
+    probability L/K; the other L − 1 then come from the K − 1 others (the target among
+    them), and if it is not, all L do. So each round is an L-of-(K−1) subsample with
+    probability (K − L)/K and an (L−1)-of-(K−1) one with probability L/K, the observer
+    knowing which: a mixture over its status
+    (:class:`~pgfl.privacy.accounting.releases.MixtureSampledGaussianRelease`).
+    ``sampled_std``: the noise std left when the observer is sampled (it knows its own
+    share of client noise; default ``t.std``). A client of another unit learns nothing
+    of the target's unit from its status and sees an L-of-K subsample: the transcript
+    keeps that too (``sampling``), and the bound is the larger of the two.
+
+    >>> t = Transcript((0.1,) * 3, std=1.0, distribution="gaussian")
+    >>> ctx = ReleaseContext(mu=1, clip=1, iterations=3, clients=10, sampled=1)
+    >>> status_mixture(t, ctx).mixture, status_mixture(t, ctx).sampling
+    (((0.9, 9, 1, 1.0), (0.1, 9, 0, 1.0)), (10, 1))
+    """
+    K, L = ctx.clients, ctx.sampled
+    low = t.std if sampled_std is None else sampled_std
+    parts = ((1.0 - L / K, K - 1, L, t.std), (L / K, K - 1, L - 1, low))
+    return dataclasses.replace(t, mixture=parts, sampling=(K, L))
+
+
+class Emitted(NamedTuple):
+    """One round of one curve as the engine emitted it: every adversary's view is built here.
+
+    Attributes:
+        messages: what travels on each link ``m → p``, ``[R, n_links, M]``.
+        W: the servers' new models, ``[R, P, M]``.
+        psi: the units' aggregates ``ψ_p``, ``[R, P, M]``.
+        src, dst: each link's sender and receiver, ``[n_links]``.
+        mixing: the topology's combination matrix ``[P, P]`` (who is whose neighbour).
+        clients: the clients each unit sampled, ``[R, P, L]`` (who uploads).
+        target: the unit of the changed client.
+        coalition_size: k of ``server_coalition``.
+
+    """
+
+    messages: np.ndarray
+    W: np.ndarray
+    psi: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    mixing: np.ndarray
+    clients: np.ndarray
+    target: int = 0
+    coalition_size: int = 2
+
+    def sample(self) -> np.ndarray:
+        """Which clients the target's unit sampled, ``[R, L]`` (as numbers, for a view)."""
+        return self.clients[:, self.target].astype(float)
+
+    def neighbours(self) -> np.ndarray:
+        """The target's neighbours in the topology, ascending."""
+        row = (self.mixing[:, self.target] != 0) | (self.mixing[self.target] != 0)
+        row[self.target] = False
+        return np.flatnonzero(row)
+
+    def observers(self, adversary: str) -> list[int]:
+        """The servers that make up a server-side adversary, placed next to the target.
+
+        ``neighbour_server``: the target's first neighbour; ``other_server``: the first
+        server that is not (none: an empty list); ``server_coalition``: k servers,
+        neighbours first; ``neighbour_coalition``: every neighbour.
+        """
+        near = self.neighbours().tolist()
+        P = self.mixing.shape[0]
+        far = [p for p in range(P) if p != self.target and p not in near]
+        if adversary == "neighbour_server":
+            return near[:1]
+        if adversary == "other_server":
+            return far[:1]
+        if adversary == "neighbour_coalition":
+            return near
+        return (near + far)[: self.coalition_size]
 
 
 class ClientAggregation(Mechanism):
-    """How a server forms ``ψ_p`` from its sampled clients' local models (eq. 7)."""
+    """How a server forms ``ψ_p`` from its sampled clients' local models (eq. 7).
+
+    ``reveals_sample``: the unit's clients learn which clients were sampled (secure
+    aggregation), so sampling does not amplify against ``unit_client``. ``summed``: the
+    server learns only the sum of the sampled clients' uploads (secure aggregation), so
+    that its view, and what the uploads reveal, is the unit's aggregate for any L.
+    """
 
     level: ClassVar[str] = "client"
+    reveals_sample: ClassVar[bool] = False
+    summed: ClassVar[bool] = False
 
     def fewest_clients(self, L: int) -> int:
         """The fewest clients a unit averages per round (``L``; secure aggregation: its ``t``)."""

@@ -24,11 +24,12 @@ from pgfl.param import Param, When
 from pgfl.privacy.accounting.releases import Transcript
 from pgfl.privacy.mechanisms.base import (
     ADVERSARIES,
-    SAMPLING_SECRET,
+    SERVER_SIDE,
     Aggregate,
     ClientAggregation,
     Mechanism,
     ReleaseContext,
+    status_mixture,
     subsampled,
 )
 from pgfl.validation import ConfigError
@@ -88,6 +89,10 @@ class Mean(ClientAggregation):
     """
 
     names: ClassVar[tuple[str, ...]] = ("none",)
+    exposes: ClassVar[Mapping[str, str]] = {
+        "upload_eavesdropper": "the uploads are the clients' models or updates in the clear",
+        "own_server": "the server receives its clients' models or updates in the clear",
+    }
 
     @classmethod
     def aggregate(cls, schemes, start, local, mu, updates, ctx) -> Aggregate:
@@ -177,27 +182,43 @@ class ClientNoise(ClientAggregation):
         return Transcript(sens, paper_sensitivities=sens, **common)
 
     def views(self, ctx: ReleaseContext) -> dict[str, Transcript | None]:
-        """Its own server sees one client's message; everyone else at most the unit's mean.
+        """Its server and an observer of the uploads see one client's message; others less.
 
-        Gaussian noise: outsiders see ``ψ_p``, the mean of n ≥ (fewest clients averaged)
-        noisy messages — sensitivity Δ/n, noise σ/√n — on each round's L-of-K client
-        sample (:func:`~pgfl.privacy.mechanisms.base.subsampled`). Laplace noise: the
-        client's own message bounds everyone (post-processing), without amplification.
+        ``own_server``, ``upload_eavesdropper``: the client's noisy message, no sampling
+        credit (they see who uploads). Everyone else sees at most the unit's mean of
+        n = L noisy messages (Gaussian noise: sensitivity Δ/n, std σ/√n; Laplace noise,
+        whose mean has no closed form: the client's own message, by post-processing), on
+        the client sample it does not know (:func:`~pgfl.privacy.mechanisms.base.subsampled`).
+        A client of the unit who is sampled itself knows its own noise: the mean then
+        carries σ√(n−1)/n of the others' (the std of its sampled status, or of every
+        round where all clients are sampled or the sample is revealed).
         """
         own = self.transcript(ctx)
         out: dict[str, Transcript | None] = dict.fromkeys(ADVERSARIES, own)
-        if self.distribution == "gaussian" and own.sensitivities:
-            n = ctx.clients_per_round
-            mean = dataclasses.replace(
+        if not own.sensitivities:
+            return out
+        seen = own
+        sampled_std = own.std
+        n = ctx.clients_per_round
+        if self.distribution == "gaussian":
+            seen = dataclasses.replace(
                 own,
                 sensitivities=tuple(s / n for s in own.sensitivities),
                 std=own.std / math.sqrt(n),
                 paper_sensitivities=None,
                 scope=f"covers the mean of a unit's {n} noisy client messages; adversary: "
-                "anyone but the unit's own server",
+                "anyone but the unit's own server and an observer of the uploads",
             )
-            for a in SAMPLING_SECRET:
-                out[a] = subsampled(mean, ctx)
+            sampled_std = own.std * math.sqrt(n - 1) / n if n > 1 else seen.std
+        for a in SERVER_SIDE:
+            out[a] = subsampled(seen, ctx, a)
+        credit = 0 < ctx.sampled < ctx.clients and not ctx.sample_revealed
+        if credit:
+            out["unit_client"] = status_mixture(seen, ctx, sampled_std)
+        elif ctx.clients > 1:  # it may be a sampled client of the unit itself
+            out["unit_client"] = dataclasses.replace(seen, std=sampled_std)
+        else:
+            out["unit_client"] = seen
         return out
 
     @classmethod

@@ -7,10 +7,12 @@ clients behind each node: every round server ``m`` sends
     ψ_m + v̄_m + Σ_{j ∼ m} v_mj        (the same message on every link and on its own copy)
 
 with ``v̄_m ~ N(0, σ² I)`` its own and ``v_mj = −v_jm ~ N(0, σ_cor² I)`` drawn fresh each
-round from a secret the two endpoints of edge ``{m, j}`` share (in the simulator: the keyed
-stream ``pairwise_noise`` of the edge's cell, the lower endpoint's, counter = the upper
-endpoint; with ``secagg_protocol = "cryptographic"`` the seed would come from the pair's
-X25519 agreement — the draws are the same function of a per-edge key). The pairwise terms
+round from a secret the two endpoints of edge ``{m, j}`` share. The simulator has no such
+secret: the terms are the keyed stream ``pairwise_noise`` of the edge's cell (the lower
+endpoint's, counter = the upper endpoint), a function of the configuration's seed in
+every mode (``secagg_protocol`` concerns the clients' secure aggregation, not these terms;
+a deployment would key the stream with, e.g., the pair's X25519 agreement instead;
+docs/privacy.md §5.1). The pairwise terms
 cancel in the network sum, so with a doubly stochastic ``A`` the centroid carries only
 ``(1/P) Σ_m v̄_m``, as central DP with variance σ²/P; the messages carry the covariance
 ``Σ = σ² I + σ_cor² L`` across servers (L the graph Laplacian).
@@ -22,15 +24,20 @@ i's message by Δ, so the round is a Gaussian release of multiplier 1/(Δ √[Σ
 (:func:`pgfl.privacy.accounting.decentralized.secldp_rdp_slopes`), composed over T rounds
 by the tight accountants. ``link_eavesdropper`` and ``unit_client``: C = ∅;
 ``neighbour_server``/``other_server``: the worst single curious server adjacent/not
-adjacent to i; a unit's own server sees ψ_i: not protected.
+adjacent to i; ``server_coalition``: the worst k curious servers
+(``privacy.coalition_size``; :func:`coalition_std`); ``neighbour_coalition``: every
+neighbour of i, which isolates i in H: local DP at the small independent σ. A unit's own
+server sees ψ_i: not protected.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, ClassVar
 
 import numpy as np
@@ -40,9 +47,10 @@ from pgfl.privacy.accounting.decentralized import secldp_rdp_slopes
 from pgfl.privacy.accounting.releases import Transcript
 from pgfl.privacy.mechanisms.base import (
     ADVERSARIES,
-    SAMPLING_SECRET,
+    SERVER_SIDE,
     Mechanism,
     ReleaseContext,
+    RoundContext,
     subsampled,
 )
 from pgfl.privacy.mechanisms.client import noise_level
@@ -50,7 +58,13 @@ from pgfl.privacy.mechanisms.server import RandomNoise
 from pgfl.rng import KeyedDraws
 from pgfl.validation import ConfigError
 
-__all__ = ["PAIRWISE_VARIANCE", "PairwiseCancelling", "effective_std"]
+__all__ = [
+    "COALITION_SIZE",
+    "PAIRWISE_VARIANCE",
+    "PairwiseCancelling",
+    "coalition_std",
+    "effective_std",
+]
 
 #: ``privacy.pairwise_variance``: σ_cor², the variance of each edge's pairwise term.
 PAIRWISE_VARIANCE = Param(
@@ -61,8 +75,19 @@ PAIRWISE_VARIANCE = Param(
                  lambda c: c["privacy.server_noise"] == "pairwise_cancelling"),
 )  # fmt: skip
 
+#: ``privacy.coalition_size``: k, the curious servers of the ``server_coalition`` adversary.
+COALITION_SIZE = Param(
+    "privacy.coalition_size", "int", 2, "Curious servers k of the `server_coalition` "
+    "adversary: pairwise-cancelling noise reports the ε against the worst k servers that "
+    "pool their views and their edges' secrets.", lo=1, batched=True,
+    applies=When('privacy.server_noise = "pairwise_cancelling"',
+                 lambda c: c["privacy.server_noise"] == "pairwise_cancelling"),
+)  # fmt: skip
+
 #: Above this many servers the coalition views are bounded by σ alone (no P eigensolves).
 EXACT_COALITIONS = 200
+#: Coalitions of k servers searched exhaustively up to this many subsets (else σ alone).
+MAX_COALITIONS = 20_000
 
 
 def effective_std(
@@ -99,6 +124,41 @@ def effective_std(
     return float(1.0 / math.sqrt(2.0 * worst))  # ρ = [Σ_H⁻¹]_ii / 2 at Δ = 1
 
 
+def coalition_std(adjacency: np.ndarray, sigma: float, sigma_cor: float, k: int) -> float:
+    """The std one round is worth against the worst coalition of ``k`` curious servers.
+
+    Over every target i and every set C of k servers without i, the largest
+    [Σ_H⁻¹]_ii with Σ_H = σ² I + σ_cor² L_H (:func:`secldp_rdp_slopes`; a coalition that
+    knows more can only learn more, so the worst one has exactly k members). If k is at
+    least the smallest degree, some coalition holds every neighbour of a server, which is
+    then left with its own draw: σ exactly (Σ_H ⪰ σ² I makes σ a bound for every C). With
+    more than :data:`MAX_COALITIONS` subsets to try, σ (sound, loose).
+
+    >>> ring = np.roll(np.eye(6), 1, 1) + np.roll(np.eye(6), -1, 1)
+    >>> coalition_std(ring, 1.0, 3.0, 2)          # both neighbours of a node: local DP
+    1.0
+    >>> 1.0 < coalition_std(ring, 1.0, 3.0, 1) == effective_std(ring, 1.0, 3.0, "neighbour")
+    True
+    """
+    adj = np.ascontiguousarray(np.asarray(adjacency) != 0)
+    return _coalition_std(adj.tobytes(), adj.shape[0], float(sigma), float(sigma_cor), int(k))
+
+
+@lru_cache(maxsize=256)
+def _coalition_std(raw: bytes, P: int, sigma: float, sigma_cor: float, k: int) -> float:
+    """Cached by the graph and the parameters (calibration asks again and again)."""
+    adj = np.frombuffer(raw, dtype=bool).reshape(P, P)
+    if sigma_cor == 0 or sigma == 0 or k >= int(adj.sum(axis=1).min()):
+        return float(sigma)
+    if math.comb(P, k) > MAX_COALITIONS:
+        return float(sigma)
+    worst = 0.0
+    for members in itertools.combinations(range(P), k):
+        rho = secldp_rdp_slopes(adj.astype(int), sigma, sigma_cor, coalition=members)
+        worst = max(worst, float(np.nanmax(rho)))
+    return float(1.0 / math.sqrt(2.0 * worst))  # ρ = [Σ_H⁻¹]_ii / 2 at Δ = 1
+
+
 @dataclass(frozen=True, kw_only=True)
 class PairwiseCancelling(RandomNoise):
     """DECOR's pairwise-cancelling Gaussian noise between servers (module doc).
@@ -109,6 +169,7 @@ class PairwiseCancelling(RandomNoise):
         variance: σ².
         pairwise_std: σ_cor, each edge term's std (or give ``pairwise_variance``).
         pairwise_variance: σ_cor².
+        coalition: k, the curious servers of ``server_coalition``.
 
     >>> PairwiseCancelling(variance=0.04, pairwise_variance=1.0).pairwise_std
     1.0
@@ -117,18 +178,22 @@ class PairwiseCancelling(RandomNoise):
 
     pairwise_std: float | None = None
     pairwise_variance: float | None = None
+    coalition: int = 2
     distribution: str = "gaussian"
     names: ClassVar[tuple[str, ...]] = ("pairwise_cancelling",)
-    params: ClassVar[tuple[Param, ...]] = (PAIRWISE_VARIANCE,)
+    params: ClassVar[tuple[Param, ...]] = (PAIRWISE_VARIANCE, COALITION_SIZE)
     amplified: ClassVar[bool] = True
-    protects: ClassVar[tuple[str, ...]] = tuple(SAMPLING_SECRET)
+    protects: ClassVar[tuple[str, ...]] = (*SERVER_SIDE, "unit_client")
     exposes: ClassVar[Mapping[str, str]] = {
         "own_server": "a unit's server sees its clients' aggregate before adding the noise",
+        "upload_eavesdropper": "server noise is added after the uploads, which it leaves as "
+        "they are",
     }
     scope: ClassVar[str] = (
         "covers every server-to-server message (SecLDP: an eavesdropper on every link, with "
         "one curious server that knows its own edges' secrets), and everything computed from "
-        "them; the pairwise terms cancel in the centroid"
+        "them; the pairwise terms cancel in the centroid; a coalition holding every "
+        "neighbour of a server leaves it its own draw alone (local DP at sigma)"
     )
     rules_doc: ClassVar[str] = (
         '`privacy.server_noise = "pairwise_cancelling"` (Gaussian noise, whatever '
@@ -141,6 +206,7 @@ class PairwiseCancelling(RandomNoise):
         std, variance = noise_level(self.pairwise_std, self.pairwise_variance, PAIRWISE_VARIANCE)
         object.__setattr__(self, "pairwise_std", std)
         object.__setattr__(self, "pairwise_variance", variance)
+        COALITION_SIZE.named("coalition").check(self.coalition)
         if self.distribution != "gaussian":
             raise ConfigError(
                 "privacy.server_noise = 'pairwise_cancelling' is Gaussian noise: set "
@@ -158,12 +224,14 @@ class PairwiseCancelling(RandomNoise):
     def from_settings(cls, s: Mapping[str, Any]) -> Mechanism:
         """σ² = ``privacy.server_variance``, σ_cor² = ``privacy.pairwise_variance``."""
         return cls(
-            variance=s["privacy.server_variance"], pairwise_variance=s["privacy.pairwise_variance"]
+            variance=s["privacy.server_variance"],
+            pairwise_variance=s["privacy.pairwise_variance"],
+            coalition=s["privacy.coalition_size"],
         )
 
     def with_std(self, std: float) -> PairwiseCancelling:
         """The same pairwise part with an independent part of std ``std``."""
-        return type(self)(std=std, pairwise_std=self.pairwise_std)
+        return type(self)(std=std, pairwise_std=self.pairwise_std, coalition=self.coalition)
 
     def validate(self, net: Any) -> None:
         """A symmetric combination matrix: its edges are the pairs, its columns sum to 1."""
@@ -178,7 +246,13 @@ class PairwiseCancelling(RandomNoise):
         base = RandomNoise.transcript(self, ctx)
         if base.reason is not None or ctx.adjacency is None:
             return base
-        std = effective_std(ctx.adjacency, self.std, self.pairwise_std, coalitions)
+        if coalitions == "k":
+            k = min(self.coalition, ctx.units - 1)
+            std = coalition_std(ctx.adjacency, self.std, self.pairwise_std, k)
+        elif coalitions == "all":
+            std = self.std  # every neighbour of the target: it keeps its own draw alone
+        else:
+            std = effective_std(ctx.adjacency, self.std, self.pairwise_std, coalitions)
         return dataclasses.replace(base, std=std, paper_sensitivities=None, scope=self.scope)
 
     def transcript(self, ctx: ReleaseContext) -> Transcript:
@@ -186,19 +260,41 @@ class PairwiseCancelling(RandomNoise):
         a, b = self._view(ctx, "neighbour"), self._view(ctx, "other")
         return a if a.std <= b.std else b
 
+    #: The coalition each adversary brings (``_view``'s argument).
+    COALITIONS: ClassVar[Mapping[str, str]] = {
+        "link_eavesdropper": "none", "unit_client": "none", "neighbour_server": "neighbour",
+        "other_server": "other", "server_coalition": "k", "neighbour_coalition": "all",
+    }  # fmt: skip
+
     def views(self, ctx: ReleaseContext) -> dict[str, Transcript | None]:
-        """No coalition for an eavesdropper and a unit's client; one curious server else."""
-        plain = self._view(ctx, "none")
-        seen = {
-            "link_eavesdropper": plain,
-            "unit_client": plain,
-            "neighbour_server": self._view(ctx, "neighbour"),
-            "other_server": self._view(ctx, "other"),
-        }
+        """No coalition for an eavesdropper and a unit's client; curious servers else."""
         out: dict[str, Transcript | None] = dict.fromkeys(ADVERSARIES)
-        for a, t in seen.items():
-            out[a] = subsampled(t, ctx)
+        for a in self.COALITIONS:
+            out[a] = self.view(ctx, a)
         return out
+
+    def view(self, ctx: ReleaseContext, adversary: str) -> Transcript | None:
+        """One adversary's view alone (no search over coalitions it does not bring)."""
+        if adversary not in self.COALITIONS:
+            return None
+        return subsampled(self._view(ctx, self.COALITIONS[adversary]), ctx, adversary)
+
+    def secrets(
+        self, members: np.ndarray, links: Any, dim: int, ctx: RoundContext
+    ) -> np.ndarray | None:
+        """The members' own draws σ v̄_c and the pairwise terms σ_cor ξ of their edges."""
+        members = np.asarray(members)
+        if members.size == 0:
+            return None
+        own = ctx.draws.noise("server_noise", "gaussian", (dim,))[:, members - ctx.start]
+        touch = (links.src != links.dst) & np.isin(links.src, members)
+        src, dst = links.src[touch], links.dst[touch]
+        keep = ~(np.isin(dst, members) & (dst < src))  # an edge inside the coalition once
+        xi = _edge_draws(src[keep], dst[keep], dim, ctx)
+        R = own.shape[0]
+        return np.concatenate(
+            [self.std * own.reshape(R, -1), self.pairwise_std * xi.reshape(R, -1)], axis=1
+        )
 
     @classmethod
     def link_noise(cls, schemes, links, dim, ctx) -> np.ndarray:
@@ -213,11 +309,7 @@ class PairwiseCancelling(RandomNoise):
         own = ctx.draws.noise("server_noise", "gaussian", (dim,))[:, senders - ctx.start]
         pair = links.src != links.dst  # each sender's edges, once per out-link
         src, dst = links.src[pair], links.dst[pair]
-        lo, hi = np.minimum(src, dst), np.maximum(src, dst)
-        cells, row = np.unique(lo, return_inverse=True)
-        draws = KeyedDraws(ctx.draws.seed, ctx.draws.round, ctx.draws.reps, cells)
-        counters = hi[:, None] * dim + np.arange(dim)
-        xi = draws.noise_at("pairwise_noise", "gaussian", row, counters)  # [R, e, M]
+        xi = _edge_draws(src, dst, dim, ctx)  # [R, e, M]
         signed = np.where(src < dst, 1.0, -1.0)[None, :, None] * xi
         per_sender = np.zeros((R, senders.size, dim))
         np.add.at(per_sender, (slice(None), np.searchsorted(senders, src)), signed)
@@ -226,3 +318,17 @@ class PairwiseCancelling(RandomNoise):
         for c, s in enumerate(schemes):
             out[c] = (s.std * own + s.pairwise_std * per_sender)[:, at]
         return out
+
+
+def _edge_draws(src: np.ndarray, dst: np.ndarray, dim: int, ctx: RoundContext) -> np.ndarray:
+    """``ξ`` of the edges ``{src, dst}``, ``[R, e, M]``: keyed by the edge, not the block.
+
+    The lower endpoint's cell of the keyed draws (stream ``pairwise_noise``), counter =
+    the upper endpoint's index × M + coordinate: both endpoints, in any block, draw the
+    same numbers.
+    """
+    lo, hi = np.minimum(src, dst), np.maximum(src, dst)
+    cells, row = np.unique(lo, return_inverse=True)
+    draws = KeyedDraws(ctx.draws.seed, ctx.draws.round, ctx.draws.reps, cells)
+    counters = hi[:, None] * dim + np.arange(dim)
+    return draws.noise_at("pairwise_noise", "gaussian", row, counters)

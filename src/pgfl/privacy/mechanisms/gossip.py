@@ -70,7 +70,8 @@ from pgfl.privacy.accounting.gossip import GOSSIP_KINDS, certified_view_matrix, 
 from pgfl.privacy.accounting.releases import Transcript
 from pgfl.privacy.mechanisms.base import (
     ADVERSARIES,
-    SAMPLING_SECRET,
+    SERVER_SIDE,
+    Emitted,
     Mechanism,
     ReleaseContext,
     subsampled,
@@ -153,9 +154,11 @@ class Gossip(RandomNoise):
     names: ClassVar[tuple[str, ...]] = ("gossip",)
     params: ClassVar[tuple[Param, ...]] = (GOSSIP_STEPS, GOSSIP_KIND)
     amplified: ClassVar[bool] = True
-    protects: ClassVar[tuple[str, ...]] = tuple(SAMPLING_SECRET)
+    protects: ClassVar[tuple[str, ...]] = (*SERVER_SIDE, "unit_client")
     exposes: ClassVar[Mapping[str, str]] = {
         "own_server": "a unit's server sees its clients' aggregate before adding the noise",
+        "upload_eavesdropper": "server noise is added after the uploads, which it leaves as "
+        "they are",
     }
     scope: ClassVar[str] = (
         "covers every message of the gossip (y⁰ = ψ + η and the K steps on the topology's "
@@ -236,12 +239,36 @@ class Gossip(RandomNoise):
     def views(self, ctx: ReleaseContext) -> dict[str, Transcript | None]:
         """Local DP for T > 1; for T = 1 Muffliato's exact views where they are smaller."""
         local = self._local(ctx)
-        seen = dict.fromkeys(SAMPLING_SECRET, local)
+        seen = dict.fromkeys(self.protects, local)
         if ctx.iterations == 1 and ctx.combination is not None and local.reason is None:
             for a, f in gossip_fractions(ctx.combination, self.steps, self.kind).items():
                 if f < 1.0:  # f > 0: some row of the view involves every u (module doc)
                     seen[a] = dataclasses.replace(local, std=self.std / math.sqrt(f))
         out: dict[str, Transcript | None] = dict.fromkeys(ADVERSARIES)
         for a, t in seen.items():
-            out[a] = subsampled(t, ctx)
+            out[a] = subsampled(t, ctx, a)
         return out
+
+    def observe(self, adversary: str, seen: Emitted) -> list[tuple[np.ndarray, bool]]:
+        """What servers receive during the K gossip steps, computed from the engine's ``y⁰``.
+
+        The engine's links carry ``y⁰_m = ψ_m + η_m`` (every link of sender m the same);
+        step t of the protocol sends ``y^t = P_t(A) y⁰`` on A's edges. A curious server
+        (or coalition) receives ``y^t_w`` from each neighbour w outside it, t = 0..K−1;
+        the others as by default.
+        """
+        if adversary not in SERVER_SIDE or adversary == "link_eavesdropper":
+            return super().observe(adversary, seen)
+        R, P, M = seen.W.shape
+        first = np.array([np.flatnonzero(seen.src == m)[0] for m in range(P)])
+        y0 = seen.messages[:, first]  # [R, P, M]
+        A = seen.mixing
+        members = np.asarray(seen.observers(adversary))
+        if members.size == 0:
+            return [(np.zeros((R, 0)), True)]
+        near = (A[members] != 0).any(axis=0)
+        near[members] = False
+        flat = y0.transpose(1, 0, 2).reshape(P, -1)
+        steps = [gossip(A, flat, t, self.kind)[near] for t in range(self.steps)]
+        view = np.stack(steps).reshape(self.steps, int(near.sum()), R, M)
+        return [(view.transpose(2, 0, 1, 3).reshape(R, -1), False)]

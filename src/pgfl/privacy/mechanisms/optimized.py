@@ -34,8 +34,9 @@ server c (who also knows g_c) the honest part's residual covariance is the condi
 state is a function of the messages (w = A(ψ + g)), so rounds compose adaptively; a round
 depends on a client only if it is sampled (amplification by client sampling). A unit's
 client sees its server's model, a function of the messages. So ``link_eavesdropper``,
-``neighbour_server``, ``other_server`` and ``unit_client`` all see a Gaussian of std σ per
-round; ``own_server`` is not protected.
+``neighbour_server``, ``other_server``, any coalition of servers (the same block-inverse
+argument with C of any size) and ``unit_client`` all see a Gaussian of std σ per round;
+``own_server`` is not protected.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ import numpy as np
 from pgfl.param import Param
 from pgfl.privacy.accounting.decentralized import optimize_covariance
 from pgfl.privacy.accounting.releases import Transcript
-from pgfl.privacy.mechanisms.base import SAMPLING_SECRET, Mechanism, ReleaseContext
+from pgfl.privacy.mechanisms.base import SERVER_SIDE, Mechanism, ReleaseContext, RoundContext
 from pgfl.privacy.mechanisms.server import AGGREGATOR, SERVER_VARIANCE, RandomNoise
 from pgfl.rng import KeyedDraws
 from pgfl.validation import ConfigError
@@ -110,9 +111,15 @@ class TopologyOptimized(RandomNoise):
     names: ClassVar[tuple[str, ...]] = ("topology_optimized",)
     params: ClassVar[tuple[Param, ...]] = ()
     amplified: ClassVar[bool] = True
-    protects: ClassVar[tuple[str, ...]] = tuple(SAMPLING_SECRET)
+    protects: ClassVar[tuple[str, ...]] = (*SERVER_SIDE, "unit_client")
     exposes: ClassVar[Mapping[str, str]] = {
         "own_server": "a unit's server sees its clients' aggregate before adding the noise",
+        "upload_eavesdropper": "server noise is added after the uploads, which it leaves as "
+        "they are",
+    }
+    trusted: ClassVar[Mapping[str, str]] = {
+        "dealer": "draws every server's correlated noise and hands each its share; it sees "
+        "no data, but with the messages it would remove the noise",
     }
     scope: ClassVar[str] = (
         "covers every server-to-server message and everything computed from them, against an "
@@ -162,13 +169,29 @@ class TopologyOptimized(RandomNoise):
         base = RandomNoise.transcript(self, ctx)
         return dataclasses.replace(base, paper_sensitivities=None, scope=self.scope)
 
+    def secrets(
+        self, members: np.ndarray, links: Any, dim: int, ctx: RoundContext
+    ) -> np.ndarray | None:
+        """The members' shares ``g_c = σ (Σ₀^{1/2} ξ)_c``: the dealer hands each its own."""
+        members = np.asarray(members)
+        if members.size == 0 or self.root is None:
+            return None
+        g = self._noise(ctx, dim)[:, members]  # [R, k, M]
+        return self.std * g.reshape(g.shape[0], -1)
+
+    def _noise(self, ctx: RoundContext, dim: int) -> np.ndarray:
+        """``Σ₀^{1/2} ξ`` over every server, ``[R, P, M]`` (ξ from the dealer's cell)."""
+        draws = KeyedDraws(ctx.draws.seed, ctx.draws.round, ctx.draws.reps, [DEALER])
+        P = self.root.shape[0]
+        xi = draws.noise("topology_noise", "gaussian", (P, dim))[:, 0]  # [R, P, M]
+        return np.einsum("pq,rqm->rpm", self.root, xi)
+
     @classmethod
     def link_noise(cls, schemes, links, dim, ctx) -> np.ndarray:
         """``σ (Σ₀^{1/2} ξ)_m`` on every link of sender m; ξ from the dealer's cell."""
         R = ctx.draws.reps.size
         out = np.empty((len(schemes), R, links.src.size, dim))
         sender = links.src
-        draws = KeyedDraws(ctx.draws.seed, ctx.draws.round, ctx.draws.reps, [DEALER])
         done: dict[int, np.ndarray] = {}
         for c, s in enumerate(schemes):
             if s.root is None:
@@ -177,8 +200,6 @@ class TopologyOptimized(RandomNoise):
                     "CurveBatch.of(curves, net)"
                 )
             if id(s.root) not in done:
-                P = s.root.shape[0]
-                xi = draws.noise("topology_noise", "gaussian", (P, dim))[:, 0]  # [R, P, M]
-                done[id(s.root)] = np.einsum("pq,rqm->rpm", s.root, xi)[:, sender]
+                done[id(s.root)] = s._noise(ctx, dim)[:, sender]
             out[c] = s.std * done[id(s.root)]
         return out

@@ -42,7 +42,10 @@ class SecureAggregationScheme(ClientAggregation):
             round, independently; stream ``dropout``).
 
     Each round a unit with fewer than ``t`` survivors aborts and keeps ``w_{p,i−1}``.
-    Messages are clipped to ``±config.clip`` before encoding; every clipped message is
+    The sampled clients receive each other's public keys, so a unit's clients learn
+    which clients were sampled (``reveals_sample``: no amplification by client sampling
+    against ``unit_client``). Messages are clipped to ``±config.clip`` before encoding;
+    every clipped message is
     counted. When clients share *models*, a clipped message means the model left the range
     the protocol represents: the aggregate is no longer the mean, so the repetition is
     marked diverged (its ``ψ`` becomes NaN); when they share *updates*, clipping bounds the
@@ -55,6 +58,14 @@ class SecureAggregationScheme(ClientAggregation):
     dropout: float = 0.0
     names: ClassVar[tuple[str, ...]] = ("secure_aggregation",)
     params: ClassVar[tuple[Param, ...]] = SECAGG_PARAMS
+    reveals_sample: ClassVar[bool] = True
+    summed: ClassVar[bool] = True
+    exposes: ClassVar[Mapping[str, str]] = {
+        "upload_eavesdropper": "masked uploads: secure aggregation hides each client's model "
+        "computationally (X25519 key agreement, AES-CTR masks; docs/secagg.md), which is not "
+        "a differential-privacy epsilon",
+        "own_server": "the server learns the exact sum of its clients' models (no noise)",
+    }
 
     def __post_init__(self) -> None:
         _P["privacy.secagg_protocol"].named("protocol").check(self.protocol)

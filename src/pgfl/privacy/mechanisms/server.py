@@ -10,8 +10,8 @@ arXiv:2203.07105). Server ``m`` sends ``ψ_m + g_pm`` to each neighbour ``p`` an
   ``g_mm = −((1 − a_mm)/a_mm) g_m`` (eq. 47), so that ``Σ_p a_pm g_pm = 0`` and the network
   centroid carries no noise (eq. 46);
 * :class:`PerLinkNoise` — an independent draw on every link;
-* :class:`CentralNoise` — the central-DP ceiling: a trusted aggregator returns the network
-  average plus one shared draw.
+* :class:`CentralNoise` — the central-DP ceiling: the units send their aggregates to a
+  trusted aggregator, which broadcasts the network average plus one draw.
 
 Draws come from the round's :class:`pgfl.rng.KeyedDraws` (streams
 ``server_noise.<distribution>``, ``link_noise.<distribution>``): every curve with the same
@@ -32,7 +32,14 @@ import numpy as np
 from pgfl.param import Param, When
 from pgfl.privacy.accounting.papers import trajectory_sensitivities
 from pgfl.privacy.accounting.releases import Transcript
-from pgfl.privacy.mechanisms.base import Mechanism, ReleaseContext, ServerNoise
+from pgfl.privacy.mechanisms.base import (
+    SERVER_SIDE,
+    UPLOADS,
+    Emitted,
+    Mechanism,
+    ReleaseContext,
+    ServerNoise,
+)
 from pgfl.privacy.mechanisms.client import DISTRIBUTIONS, no_noise_reason, noise_level
 from pgfl.rng import KeyedDraws
 from pgfl.topology import check_combination_matrix
@@ -110,11 +117,11 @@ class RandomNoise(ServerNoise):
     params: ClassVar[tuple[Param, ...]] = (SERVER_VARIANCE, SERVER_DISTRIBUTION)
     calibrates: ClassVar[str | None] = "privacy.server_variance"
     amplified: ClassVar[bool] = True
-    protects: ClassVar[tuple[str, ...]] = (
-        "link_eavesdropper", "other_server", "neighbour_server", "unit_client",
-    )  # fmt: skip
+    protects: ClassVar[tuple[str, ...]] = (*SERVER_SIDE, "unit_client")
     exposes: ClassVar[Mapping[str, str]] = {
         "own_server": "a unit's server sees its clients' aggregate before adding the noise",
+        "upload_eavesdropper": "server noise is added after the uploads, which it leaves as "
+        "they are",
     }
     #: What the ε covers (the summary's ``epsilon_scope``).
     scope: ClassVar[str] = (
@@ -214,11 +221,13 @@ class GraphHomomorphic(RandomNoise):
 
     names: ClassVar[tuple[str, ...]] = ("graph_homomorphic",)
     amplified: ClassVar[bool] = False  # message j carries every earlier round's difference
-    protects: ClassVar[tuple[str, ...]] = ("link_eavesdropper", "other_server", "neighbour_server")
+    protects: ClassVar[tuple[str, ...]] = SERVER_SIDE
     exposes: ClassVar[Mapping[str, str]] = {
         "own_server": "a unit's server sees its clients' aggregate before adding the noise",
         "unit_client": "the server's own model carries no noise of its own (the self-copy "
         "cancels it); a client who also sees one neighbour's message removes the noise",
+        "upload_eavesdropper": "server noise is added after the uploads, which it leaves as "
+        "they are",
     }
     scope: ClassVar[str] = (
         "covers the messages one server sends over its links (adversary: a neighbouring server "
@@ -326,30 +335,51 @@ AGGREGATOR = 1 << 40
 
 @dataclass(frozen=True, kw_only=True)
 class CentralNoise(RandomNoise):
-    """The central-DP ceiling: a trusted aggregator releases ``ψ̄ + z`` to every unit.
+    """The central-DP ceiling: units upload to a trusted aggregator, which broadcasts ``ψ̄ + z``.
 
-    Every unit sends ``ψ_m`` to the aggregator over a secure channel; the aggregator
-    returns the network average ``ψ̄ = (1/P) Σ_m ψ_m`` plus one draw ``z`` (std ``σ`` per
-    coordinate) shared by every unit (stream ``central_noise``, in the aggregator's own
-    cell of the keyed draws). In the engine this is the combination ``A = 11ᵀ/P`` with
-    the same ``z`` on every link, so ``w_p = ψ̄ + z``. No scheme without a trusted party
-    does better against outsiders: one record moves ``ψ̄`` by ``1/P`` of what it moves
-    one unit's message.
+    **Protocol.** Every round each unit m sends its aggregate ``ψ_m`` to the aggregator
+    (the *uplink*); the aggregator broadcasts the network average
+    ``ψ̄ = (1/P) Σ_m ψ_m`` plus one draw ``z`` (std ``σ`` per coordinate; stream
+    ``central_noise``, in the aggregator's own cell of the keyed draws, :data:`AGGREGATOR`),
+    and every unit takes ``w_p = ψ̄ + z``. No server sends to another.
+
+    **In the engine** the combination is ``A = 11ᵀ/P`` (:meth:`combination`): each unit
+    computes the aggregator's average itself from the uplinks, which travel on the links
+    ``m → p`` (m ≠ p) exactly as sent, ``ψ_m``, no noise; the broadcast's draw rides on
+    each unit's copy to itself, ``ψ_p + z/a_pp`` (a copy no wire carries), so that
+    ``w_p = Σ_m a_pm ψ_m + z = ψ̄ + z``. The uplinks and the broadcast are the engine's
+    arrays (:meth:`observe`).
+
+    **Whom it protects.** A curious server, any coalition of servers and a unit's client
+    see the broadcast ``ψ̄ + z``: one record moves ``ψ̄`` by 1/P of what it moves one
+    unit's aggregate, and no scheme without a trusted party does better against them.
+    The uplinks carry each unit's aggregate in the clear: the aggregator (trusted) and
+    an eavesdropper on them (``link_eavesdropper``: **not protected**) see them, as does a
+    unit's own server (``own_server``) its clients' uploads.
     """
 
     names: ClassVar[tuple[str, ...]] = ("central",)
     amplified: ClassVar[bool] = True
     protects: ClassVar[tuple[str, ...]] = (
-        "link_eavesdropper", "other_server", "neighbour_server", "unit_client",
+        "other_server", "neighbour_server", "server_coalition", "neighbour_coalition",
+        "unit_client",
     )  # fmt: skip
     exposes: ClassVar[Mapping[str, str]] = {
+        "link_eavesdropper": "the uplinks carry every unit's aggregate in the clear to the "
+        "trusted aggregator, and no mechanism pgfl runs protects them",
         "own_server": "a unit's server sees its clients' aggregate before the aggregator "
         "adds the noise",
+        "upload_eavesdropper": "server noise is added after the uploads, which it leaves as "
+        "they are",
+    }
+    trusted: ClassVar[Mapping[str, str]] = {
+        "aggregator": "receives every unit's aggregate in the clear and draws the noise",
     }
     scope: ClassVar[str] = (
-        "covers the network average the trusted aggregator releases every iteration (one "
-        "noise draw shared by every unit); adversary: anyone but the aggregator and a unit's "
-        "own server, the units' uplinks to the aggregator being secure"
+        "covers the network average plus noise the trusted aggregator broadcasts every "
+        "iteration, and everything computed from it; adversary: any curious server or "
+        "coalition of servers, a unit's clients; NOT the uplinks (each unit's aggregate in "
+        "the clear to the aggregator), nor a unit's own server"
     )
 
     @classmethod
@@ -370,18 +400,40 @@ class CentralNoise(RandomNoise):
         """
         return RandomNoise.sensitivities(self, ctx, "rigorous") / ctx.units
 
+    @staticmethod
+    def coefficients(links: Any) -> np.ndarray:
+        """``1/a_pp`` on a unit's copy to itself (the broadcast's draw), 0 on the uplinks."""
+        own = links.src == links.dst
+        return np.where(own, 1.0 / np.where(own, links.weight, 1.0), 0.0)
+
     @classmethod
     def link_noise(cls, schemes, links, dim, ctx) -> np.ndarray:
-        """``std · z`` on every link, ``z`` the aggregator's one draw of the round."""
+        """``std · z / a_pp`` on each unit's self-copy, ``z`` the aggregator's draw; 0 elsewhere."""
         R = ctx.draws.reps.size
         out = np.empty((len(schemes), R, links.src.size, dim))
         std = np.array([s.std for s in schemes])
+        coef = cls.coefficients(links)[:, None]
         draws = KeyedDraws(ctx.draws.seed, ctx.draws.round, ctx.draws.reps, [AGGREGATOR])
         for dist in sorted({s.distribution for s in schemes}):
             mine = np.array([s.distribution == dist for s in schemes])
             z = draws.noise("central_noise", dist, (dim,))[:, :1]  # [R, 1, M]
-            out[mine] = std[mine, None, None, None] * z
+            out[mine] = std[mine, None, None, None] * (z * coef)
         return out
+
+    def observe(self, adversary: str, seen: Emitted) -> list[tuple[np.ndarray, bool]]:
+        """Uplinks ``ψ_m`` (the links m → p, m ≠ p) and the broadcast ``w_p = ψ̄ + z``.
+
+        An eavesdropper reads both; a curious server, a coalition and a unit's client
+        the broadcast (every unit gets the same); the uploads as by default.
+        """
+        if adversary in UPLOADS:
+            return super().observe(adversary, seen)
+        broadcast = (seen.W[:, seen.target], True)
+        if adversary != "link_eavesdropper":
+            return [broadcast]
+        uplinks = seen.src != seen.dst
+        R = seen.W.shape[0]
+        return [(seen.messages[:, uplinks].reshape(R, -1), True), broadcast]
 
     def validate(self, net: Any) -> None:
         """The network must average (``A = 11ᵀ/P``), as the experiment builds it."""

@@ -28,7 +28,7 @@ from pgfl.privacy.secagg.config import (
     neighbourhood_size,
 )
 from pgfl.privacy.secagg.crypto import hkdf_sha256
-from pgfl.privacy.secagg.fixed_point import decode_mean, encode, quantized_mean
+from pgfl.privacy.secagg.fixed_point import completes, decode_mean, encode, quantized_mean
 from pgfl.privacy.secagg.graph import neighbour_graph, sparse_abort_reason, suggested_neighbours
 from pgfl.privacy.secagg.pool import default_workers
 from pgfl.privacy.secagg.protocol import (
@@ -53,6 +53,7 @@ __all__ = [
     "SecAggProtocolError",
     "SecAggRoundResult",
     "SecureAggregation",
+    "completes",
     "decode_mean",
     "default_workers",
     "encode",

@@ -123,8 +123,16 @@ CLIP_CAPACITY = Ref(
     clip_limit,
 )
 
-#: Where the secure-aggregation settings have an effect.
+#: The client-level schemes that run secure aggregation: plain, and with distributed DP's
+#: noise shares (:mod:`pgfl.privacy.distributed`), which encode their own messages.
+SECURE_AGGREGATION_SCHEMES = ("secure_aggregation", "distributed_gaussian", "skellam")
+#: Where the protocol's settings (threshold, graph, protocol, dropout) have an effect.
 SECURE_AGGREGATION = When(
+    'privacy.client_noise = "secure_aggregation", "distributed_gaussian" or "skellam"',
+    lambda c: c["privacy.client_noise"] in SECURE_AGGREGATION_SCHEMES,
+)
+#: Where the fixed-point encoding's settings (modulus, fractional bits, clip) have an effect.
+FIXED_POINT = When(
     'privacy.client_noise = "secure_aggregation"',
     lambda c: c["privacy.client_noise"] == "secure_aggregation",
 )
@@ -138,18 +146,18 @@ PARAMS = (
           "equivalent) or `cryptographic` (the real protocol; same bits, slow).",
           choices=("simulated", "cryptographic"), batched=True, applies=SECURE_AGGREGATION),
     Param("privacy.secagg_modulus_bits", "int", 64, "k: arithmetic modulo 2^k; must hold "
-          "L·rint(clip·2^f) < 2^(k−1).", lo=8, hi=64, batched=True, applies=SECURE_AGGREGATION,
+          "L·rint(clip·2^f) < 2^(k−1).", lo=8, hi=64, batched=True, applies=FIXED_POINT,
           lo_ref=Ref("1+bit_length(training.L·rint(privacy.secagg_clip·2^privacy.secagg_frac_bits))",
                      ("training.L", "privacy.secagg_clip", "privacy.secagg_frac_bits"),
                      modulus_bits_needed),
           allowed_doc="[max(8, 1+bit_length(L·rint(clip·2^f))), 64]"),
     Param("privacy.secagg_frac_bits", "int", 24, "f: fixed-point fractional bits "
-          "(quantization step 2^−f).", lo=0, hi=62, batched=True, applies=SECURE_AGGREGATION,
+          "(quantization step 2^−f).", lo=0, hi=62, batched=True, applies=FIXED_POINT,
           hi_ref=(ref("privacy.secagg_modulus_bits", -2), FRAC_BITS_CAPACITY),
           allowed_doc="[0, k−2], with L·rint(clip·2^f) < 2^(k−1)"),
     Param("privacy.secagg_clip", "real", 1024.0, "Values are clipped to [−clip, clip] before "
           "encoding (clip·2^f must round to ≥ 1).", lo=0, lo_open=True, hi_open=True,
-          batched=True, applies=SECURE_AGGREGATION,
+          batched=True, applies=FIXED_POINT,
           lo_ref=Ref("2^-(privacy.secagg_frac_bits+1)", ("privacy.secagg_frac_bits",),
                      lambda c: 2.0 ** -(c["privacy.secagg_frac_bits"] + 1)),
           hi_ref=CLIP_CAPACITY, allowed_doc="(2^-(f+1), inf), with L·rint(clip·2^f) < 2^(k−1)"),

@@ -17,7 +17,7 @@ from pgfl.privacy.secagg.config import SecAggAbort, SecAggConfig
 from pgfl.privacy.secagg.graph import neighbour_graph, sparse_abort_reason
 from pgfl.validation import ConfigError
 
-__all__ = ["decode_mean", "encode", "quantized_mean", "reduce_mod"]
+__all__ = ["completes", "decode_mean", "encode", "quantized_mean", "reduce_mod"]
 
 
 def encode(values: np.ndarray, config: SecAggConfig) -> np.ndarray:
@@ -61,6 +61,41 @@ def decode_mean(sum_residues: np.ndarray, n: np.ndarray | int, config: SecAggCon
         s = np.where(s >= 2 ** (k - 1), s - 2**k, s)
     n_arr = np.asarray(n, dtype=np.float64)[..., None]
     return (s.astype(np.float64) / n_arr) * 2.0**-config.frac_bits
+
+
+def completes(
+    survivors: np.ndarray,
+    config: SecAggConfig,
+    *,
+    unit: int | np.ndarray | None = None,
+    round: int | np.ndarray | None = None,
+) -> np.ndarray:
+    """Whether each round ``[..., L]`` of survivors completes (else the protocol aborts).
+
+    At least t survivors (t resolved for L = ``survivors.shape[-1]``); with a sparse
+    graph, and ``unit`` and ``round`` given (they fix the public neighbour graph), also
+    enough share holders around every client and a connected survivors' graph
+    (:func:`sparse_abort_reason`; a Python loop over the batch, sparse case only).
+
+    >>> completes(np.array([[True, True, False], [True, False, False]]),
+    ...           SecAggConfig(threshold=2)).tolist()
+    [True, False]
+    """
+    surv = np.asarray(survivors, dtype=bool)
+    L = surv.shape[-1]
+    t = config.threshold_for(L)
+    n = surv.sum(axis=-1)
+    ok = np.array(n >= t)  # 0-d array for a single round
+    if config.is_sparse(L) and unit is not None and round is not None:
+        units = np.broadcast_to(np.asarray(unit), n.shape)
+        rounds = np.broadcast_to(np.asarray(round), n.shape)
+        every = np.ones(L, dtype=bool)
+        for idx in np.ndindex(n.shape):
+            if ok[idx]:
+                holders = neighbour_graph(L, config, unit=int(units[idx]), round=int(rounds[idx]))
+                s_ = surv[idx]
+                ok[idx] = sparse_abort_reason(holders, every, s_, s_, t) is None
+    return ok
 
 
 def quantized_mean(
@@ -115,17 +150,7 @@ def quantized_mean(
     codes = np.where(surv[..., None], codes, config.dtype(0))
     total = codes.sum(axis=-2, dtype=config.dtype)  # wraps modulo 2^32 / 2^64
     n = surv.sum(axis=-1)
-    ok = n >= t
-    if config.is_sparse(L) and unit is not None and round is not None:
-        units = np.broadcast_to(np.asarray(unit), n.shape)
-        rounds = np.broadcast_to(np.asarray(round), n.shape)
-        ok = np.array(ok)  # 0-d array for a single round
-        every = np.ones(L, dtype=bool)
-        for idx in np.ndindex(n.shape):
-            if ok[idx]:
-                holders = neighbour_graph(L, config, unit=int(units[idx]), round=int(rounds[idx]))
-                s_ = surv[idx]
-                ok[idx] = sparse_abort_reason(holders, every, s_, s_, t) is None
+    ok = completes(surv, config, unit=unit, round=round)
     if on_abort == "raise" and not ok.all():
         bad = int(np.argmin(ok.reshape(-1)))
         nb = int(n.reshape(-1)[bad])

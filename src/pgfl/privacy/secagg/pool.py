@@ -14,6 +14,8 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+from pgfl.workers import exit_with
+
 __all__ = ["MIN_PARALLEL", "Pool", "chunks", "default_workers", "start_method"]
 
 
@@ -45,7 +47,8 @@ class Pool:
 
     Threads do not speed the round up: the per-pair Python glue between OpenSSL calls
     holds the GIL, and two threads were slower than one (measured, benchmarks/RESULTS-speed.md).
-    The worker processes persist across rounds (forked once, on first use).
+    The worker processes persist across rounds (forked once, on first use) and end soon
+    after this process does, even when it is killed (:func:`pgfl.workers.exit_with`).
     Results come back in task order and masks are summed by wrap-around addition, so
     the round's output and transcript do not depend on the number of workers (tested).
     """
@@ -70,7 +73,9 @@ class Pool:
         ex = EXECUTORS.get(self.workers)
         if ex is None:
             ctx = multiprocessing.get_context(start_method())
-            ex = EXECUTORS[self.workers] = ProcessPoolExecutor(self.workers, mp_context=ctx)
+            ex = EXECUTORS[self.workers] = ProcessPoolExecutor(
+                self.workers, mp_context=ctx, initializer=exit_with, initargs=(os.getpid(),)
+            )  # the workers end with this process, even one killed by SIGKILL
         return ex
 
 
@@ -79,12 +84,15 @@ def start_method() -> str:
 
     ``fork`` needs no re-import of the caller's ``__main__`` (a script needs no main guard),
     but forking a process whose other threads may hold locks (Ray's and JAX's runtimes
-    start threads; so may the caller) can deadlock the child; there the workers are forked
-    from a clean server process instead (which, like ``spawn``, imports the caller's main
-    module: scripts then need ``if __name__ == "__main__":``).
+    start threads; so may the caller) can deadlock the child, and GNU OpenMP, one of
+    numba's threading layers, is not fork-safe once its threads have started; there the
+    workers are forked from a clean server process instead (which, like ``spawn``,
+    imports the caller's main module: scripts then need ``if __name__ == "__main__":``).
+    A process that has imported numba (the compiled engine) counts as threaded.
     """
     methods = multiprocessing.get_all_start_methods()
-    threaded = threading.active_count() > 1 or any(m in sys.modules for m in ("jax", "ray"))
+    runtimes = ("jax", "ray", "numba")
+    threaded = threading.active_count() > 1 or any(m in sys.modules for m in runtimes)
     if "fork" in methods and not threaded:
         return "fork"
     return "forkserver" if "forkserver" in methods else "spawn"

@@ -202,6 +202,18 @@ def _check_values(values: np.ndarray, num_clients: int | None = None) -> np.ndar
     return x.astype(np.float64, copy=False)
 
 
+def _check_codes(values: np.ndarray, config: SecAggConfig) -> np.ndarray:
+    """Codes ``[L, M]``: unsigned integers below ``2^k``."""
+    x = np.asarray(values)
+    if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < 1 or x.dtype.kind != "u":
+        raise ConfigError(
+            f"encoded values must be a 2-D unsigned integer array [L, M]; got {x.dtype} {x.shape}"
+        )
+    if x.size and int(x.max()) >> config.modulus_bits:
+        raise ConfigError(f"encoded values must lie in [0, 2^{config.modulus_bits})")
+    return x
+
+
 def _drop_stages(drop_stage: np.ndarray | None, L: int) -> np.ndarray:
     """``int [L]`` stage at which each client vanishes (validated), default: never."""
     if drop_stage is None:
@@ -229,6 +241,7 @@ class _Round:
     randbytes: RandBytes
     pool: Pool
     timer: _Timer
+    encoded: bool = False
 
     def __post_init__(self) -> None:
         self.L, self.M = self.x.shape
@@ -328,7 +341,7 @@ class _Round:
         received[self.owners, 0] = self.shares[:, 0]  # u keeps its own share
         has[self.owners, 0] = True
         tasks, n_pairs = self.pair_tasks()
-        y = encode(self.x, self.config)
+        y = self.x.astype(self.dtype) if self.encoded else encode(self.x, self.config)
         results = self.pool.map(run_pairs, tasks, n_pairs)
         for acc, dest, got, times in results:
             y += acc
@@ -417,11 +430,14 @@ def run_secagg_round(
     drop_stage: np.ndarray | None = None,
     randbytes: RandBytes = os.urandom,
     workers: int | None = None,
+    encoded: bool = False,
 ) -> SecAggRoundResult:
     """Run one full round of the protocol for one unit; return the mean over U3.
 
     Args:
-        values: ``[L, M]`` the sampled clients' real vectors.
+        values: ``[L, M]`` the sampled clients' real vectors, or with ``encoded`` their
+            codes already in ``[0, 2^k)`` (unsigned integers: a client's own encoding,
+            e.g. distributed DP's, :mod:`pgfl.privacy.distributed`), summed as they are.
         config: settings; L is validated against the modulus and threshold.
         unit: non-negative unit id, bound into every key derivation.
         round: non-negative round number, bound into every key derivation.
@@ -436,6 +452,8 @@ def run_secagg_round(
             cryptography (``None``: :func:`~pgfl.privacy.secagg.pool.default_workers`,
             the usable cores). The result, transcript and secret draws are the same for
             every value.
+        encoded: ``values`` are codes mod 2^k (``result.sum_residues`` is then their sum
+            over U3 mod 2^k; ``result.mean`` decodes it as fixed point of the config).
 
     Returns:
         :class:`SecAggRoundResult`.
@@ -445,7 +463,7 @@ def run_secagg_round(
         ConfigError: bad inputs.
 
     """
-    x = _check_values(values)
+    x = _check_codes(values, config) if encoded else _check_values(values)
     L, _ = x.shape
     config.check_clients(L)
     t = config.threshold_for(L)
@@ -455,7 +473,7 @@ def run_secagg_round(
     workers = default_workers() if workers is None else check_int("workers", workers, lo=1, hi=256)
     timer = _Timer()
     t_start = time.perf_counter()
-    state = _Round(x, config, unit, round, t, stage, randbytes, Pool(workers), timer)
+    state = _Round(x, config, unit, round, t, stage, randbytes, Pool(workers), timer, encoded)
     state.advertise_keys()
     state.share_keys()
     vaults = state.masked_inputs()

@@ -1,0 +1,56 @@
+"""Guards every test shares (nothing a test starts outlives it), and the Ray fixture."""
+
+import sys
+
+import pytest
+
+
+def _ray_running() -> bool:
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    """The ``ray`` module with a local 2-CPU session, shut down after the module.
+
+    Not kept for the whole session: a Ray driver left running inside the pytest process
+    is a crash waiting for a loaded machine (its core worker aborts the process when the
+    local cluster stops answering), and it would take every later test down with it.
+    """
+    ray = pytest.importorskip("ray")
+    from pgfl.backends import ray_session
+
+    ray_session(workers=2)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _no_ray_driver_left_running():
+    """A Ray instance a test started (``--backend ray`` through the CLI, say) is shut down.
+
+    A Ray driver left in the pytest process is a crash waiting for a loaded machine (its
+    core worker aborts the process when the local cluster stops answering) and would take
+    every later test down with it. The module-scoped ``ray_local`` fixture
+    starts its instance before the test and stops it after its module.
+    """
+    before = _ray_running()
+    yield
+    if not before and _ray_running():
+        sys.modules["ray"].shutdown()
+
+
+#: Seconds a Ray test may take before it fails (its stack printed, the suite going on):
+#: minutes on a quiet 2-core machine are seconds; a loaded one is slower, not stuck.
+RAY_TIMEOUT = 600
+
+
+def pytest_collection_modifyitems(items):
+    """Ray tests: a time bound of their own, and one pytest worker for all of them
+    (``--dist loadgroup``: one local Ray instance at a time on the machine)."""
+    for item in items:
+        ray = "ray_local" in getattr(item, "fixturenames", ())
+        if ray or item.get_closest_marker("ray") is not None:
+            item.add_marker(pytest.mark.timeout(RAY_TIMEOUT))
+            item.add_marker(pytest.mark.xdist_group("ray"))
