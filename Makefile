@@ -17,9 +17,15 @@ $(BIN)/.demo-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[fast]'
 	touch $@
 
-# what CI runs: the dev tools (pytest, hypothesis, ruff) and every optional backend
+# what CI runs: the dev tools (pytest, hypothesis, ruff) and every optional backend.
+# PyTorch (pgfl[torch]) is pinned to 2.13.0 first: on the project's machines that is the
+# CPU build on local disk (about 750 MB installed, 1-2 min); pgfl[torch]'s own range,
+# torch>=2.4, then installs nothing more (a bare `pip install torch` takes a CUDA build
+# of several GB). Its tests skip when torch is missing (pytest.importorskip).
+TORCH ?= torch==2.13.0
 $(BIN)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[dev,ray,fast,jax,deploy]'
+	$(BIN)/python -m pip install -q '$(TORCH)'
+	$(BIN)/python -m pip install -q -e '.[dev,ray,fast,jax,deploy,torch]'
 	touch $@ $(BIN)/.demo-installed
 
 demo: $(BIN)/.demo-installed

@@ -25,6 +25,7 @@ FLOORS = {
     "pgfl.workers": 1,
     "pgfl.extras": 1,
     "pgfl.param": 1,
+    "pgfl.general": 1,
     "pgfl.resources": 1,
     "pgfl.style": 1,
     "pgfl.topology": 2,

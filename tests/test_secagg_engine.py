@@ -64,7 +64,9 @@ def test_rounds_with_too_few_survivors_abort_and_keep_the_previous_model(tmp_pat
     assert entry["aborted_unit_rounds"] > 0 and entry["threshold"] == 3
     log = (tmp_path / "run.log").read_text().splitlines()
     assert log[0] == "engine: backend=local" and log[1].startswith("engine: local_phase=")
-    log = log[2:]
+    rounds = [line for line in log if line.startswith("round ")]
+    assert len(rounds) == raw["iterations"] and rounds[-1].startswith(f"round {len(rounds)}/")
+    log = [line for line in log[2:] if not line.startswith("round ")]
     assert len(log) == entry["aborted_unit_rounds"]
     assert "secure aggregation aborted (fewer than t=3 of L=4 clients survived)" in log[0]
     assert not summary["curves"][0]["diverged"]  # the run went on

@@ -16,11 +16,13 @@ line ``warning: ...``. The commands themselves are in :mod:`pgfl.commands`.
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 import sys
 import traceback
 import warnings
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -93,6 +95,36 @@ def _usage_message(exc: Exception) -> str:
     return message
 
 
+def _elsewhere(exc: Exception) -> str:
+    """`` Did you mean 'pgfl privacy audit'?`` for a command of another group.
+
+    The framework suggests the close names of the group the command was typed in; a
+    command that lives in another group (``pgfl audit`` for ``pgfl privacy audit``) is
+    found here, exactly or by a close name.
+    """
+    message = exc.format_message()  # type: ignore[attr-defined]
+    ctx = getattr(exc, "ctx", None)
+    found = re.match(r"No such command '(.+)'\.", message)
+    if not found or "Did you mean" in message or ctx is None:
+        return ""
+    name = found.group(1)
+    root = ctx.find_root()
+    paths: dict[str, list[str]] = {}  # command name -> full commands that end with it
+
+    def walk(group: Any, path: str) -> None:
+        for sub, command in getattr(group, "commands", {}).items():
+            full = f"{path} {sub}"
+            if full != f"{ctx.command_path} {sub}":
+                paths.setdefault(sub, []).append(full)
+            walk(command, full)
+
+    walk(root.command, root.info_name or "pgfl")
+    matches = paths.get(name) or [
+        p for close in difflib.get_close_matches(name, paths, n=1) for p in paths[close]
+    ]
+    return f" Did you mean {' or '.join(repr(m) for m in matches)}?" if matches else ""
+
+
 def _fail(code: int, message: str) -> SystemExit:
     print("error: " + " ".join(message.split()), file=sys.stderr)
     return SystemExit(code)
@@ -109,15 +141,14 @@ def _exit_for(exc: BaseException) -> SystemExit:
         return SystemExit(130)
     if isinstance(exc, ConfigError):
         return _fail(2, str(exc) or type(exc).__name__)
-    from pgfl.backends.local import RunStopped  # lazy: the engine
-
-    if isinstance(exc, RunStopped):  # finished work is saved; --resume continues
-        return _fail(1, f"run stopped: {exc}")
     if isinstance(exc, _USAGE_ERRORS):  # click's usage errors: exit 2
-        message = _usage_message(exc)
+        message = _usage_message(exc) + _elsewhere(exc)
         if not message.strip():  # no arguments: the help was shown
             return SystemExit(2)
         return _fail(2, message)
+    local = sys.modules.get("pgfl.backends.local")  # only a run that started can stop
+    if local is not None and isinstance(exc, local.RunStopped):  # --resume continues
+        return _fail(1, f"run stopped: {exc}")
     if _debugging():
         traceback.print_exception(exc, file=sys.stderr)
         hint = ""

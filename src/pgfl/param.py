@@ -29,7 +29,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pgfl.validation import ConfigError, check_choice, check_int, check_real, check_string
+from pgfl.validation import (
+    ConfigError,
+    check_choice,
+    check_int,
+    check_real,
+    check_string,
+    did_you_mean,
+)
 
 #: How each kind of setting reads in the reference's "type" column.
 TYPES = {
@@ -47,6 +54,7 @@ TYPES = {
     "reals": "list of reals",
     "n_samples": "integer or list of integers",
     "paths": "list of strings",
+    "strings": "list of strings",
 }
 
 
@@ -322,6 +330,8 @@ class Param:
             return "`true`, `false`"
         if self.kind in ("choice", "choices"):
             return ", ".join(f'`"{c}"`' for c in self.options)
+        if self.kind == "strings":
+            return "distinct non-empty strings"
         if self.kind == "string":
             text = "non-empty" if self.nonempty else "any"
             return text + (
@@ -379,6 +389,24 @@ def _check_string(p: Param, value: Any, c: Mapping[str, Any]) -> str:
     return check_string(p.name, value, nonempty=p.nonempty, forbid=p.forbid)
 
 
+def _check_strings(p: Param, value: Any, c: Mapping[str, Any]) -> tuple[str, ...]:
+    """A list of distinct non-empty strings (a single string is a list of one).
+
+    >>> _check_strings(Param("data.drop", "strings", (), ""), ["id", "id"], {})
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: data.drop must list distinct names; got 'id' twice
+    """
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
+        raise ConfigError(f"{p.name} must be a list of strings; got {value!r}")
+    out = tuple(check_string(f"{p.name}[{i}]", v, nonempty=True) for i, v in enumerate(items))
+    twice = next((v for v in out if out.count(v) > 1), None)
+    if twice is not None:
+        raise ConfigError(f"{p.name} must list distinct names; got {twice!r} twice")
+    return out
+
+
 def folder_name(p: Param, value: Any, c: Mapping[str, Any] | None = None) -> str:
     """A checker for a setting that names a folder: one path component, not ``.`` or ``..``.
 
@@ -431,6 +459,7 @@ _CHECKERS: dict[str, Callable[[Param, Any, Mapping[str, Any]], Any]] = {
     "choice": _check_choice,
     "choices": _check_choices,
     "string": _check_string,
+    "strings": _check_strings,
     "int_pair": _check_pair,
     "real_pair": _check_pair,
     "ints": _check_list,
@@ -534,6 +563,11 @@ class ParamTable(Mapping[str, Param]):
             out[names[0]] = value
         return out
 
+    def _elsewhere(self, key: str, section: str) -> str:
+        """`` (did you mean privacy.KEY?)`` when ``key`` is a setting of another table."""
+        others = [n for n in self._by_key.get(key, []) if self._params[n].section != section]
+        return f" (did you mean {others[0]}?)" if len(others) == 1 else ""
+
     def check(self, name: str, value: Any, **context: Any) -> Any:
         """Validate ``value`` for setting ``name``; return it normalized (lists → tuples).
 
@@ -588,6 +622,7 @@ class ParamTable(Mapping[str, Param]):
                 prefix = f"{where}{section}." if section else where
                 raise ConfigError(
                     f"unknown setting {prefix}{key}; allowed: {', '.join(sorted(params))}"
+                    + (did_you_mean(key, params) or self._elsewhere(key, section))
                 )
         given = {p.name: values.get(key, p.default) for key, p in params.items()}
         check_changed_first(params.values(), given, context)

@@ -764,7 +764,7 @@ def iteration_figure(summary: Mapping[str, Any], rows: Sequence[Mapping[str, str
             (i, _curve_name(curves[i]), replace(styles[i], alpha=alpha.get(i, 1.0))) for i in idx
         ]
 
-    groups = _figure_rows(curves, styles, sweeps, plain)
+    groups = _figure_rows(curves, styles, sweeps, plain, metrics[0])
     many = len(groups) > 1
     heights = [2.9 if many else 3.8] * len(groups)  # grown below to fit each row's legend
     width = 5.4 if len(metrics) > 1 or many else 6.4
@@ -792,6 +792,8 @@ def iteration_figure(summary: Mapping[str, Any], rows: Sequence[Mapping[str, str
                            zorder=1.5 if ref else 2.0)
                 )  # fmt: skip
             seen.add(_SHORT.get(metric, metric), items, draw_curves(ax, items))
+            if metric == "centroid_msd_db":
+                _bias_floors(ax, [(curves[i], name, style) for i, name, style in group.members])
             ax.set_ylabel(_YLABEL.get(metric, metric))
             ax.grid(True, alpha=0.3)
             if r == len(groups) - 1:
@@ -808,8 +810,43 @@ def iteration_figure(summary: Mapping[str, Any], rows: Sequence[Mapping[str, str
     return fig
 
 
-def _figure_rows(curves, styles, sweeps, plain) -> list[_Row]:
-    """The rows of ``figure.png``: one per swept line (and the rest), or one per scheme."""
+def _bias_floors(ax: Axes, members: Sequence[tuple[Mapping[str, Any], str, CurveStyle]]) -> None:
+    """A dotted line at each curve's ``centroid_bias_db``: where its centroid MSD levels off.
+
+    Graph-homomorphic noise on a non-linear loss moves the centroid's fixed point to the
+    noise-smoothed optimum (:mod:`pgfl.engine.floor`); the line, in the curve's colour,
+    shows the floor the curve meets however long it runs.
+    """
+    for curve, name, style in members:
+        floor = curve.get("centroid_bias_db")
+        if floor is None or not np.isfinite(floor):
+            continue
+        kw = {"color": style.color, "linestyle": ":", "linewidth": 1.4}
+        line = ax.axhline(floor, zorder=1.2, label=f"{name}: floor (noise-smoothed optimum)", **kw)
+        line.set_gid(f"{curve['label']}\0floor")
+        line.pgfl_legend = kw
+
+
+#: Dash patterns of a swept line's curves, smallest value first (with the opacity, what
+#: tells the values apart where the curves overlap).
+_SWEEP_DASHES = ("-", (0, (5, 1.5)), (0, (1, 1.2)), (0, (7, 2, 1.5, 2)), (0, (2, 2)))
+
+
+def _steady_text(entry: Mapping[str, Any], metric: str) -> str:
+    """``": -15.2 dB"``: a curve's steady state of ``metric`` for its legend (or ``""``)."""
+    value = entry.get(metric)
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        return ""
+    return f": {value:.1f} dB" if metric.endswith("_db") else f": {value:.3g}"
+
+
+def _figure_rows(curves, styles, sweeps, plain, metric: str) -> list[_Row]:
+    """The rows of ``figure.png``: one per swept line (and the rest), or one per scheme.
+
+    In a swept line's row each curve has its own dash pattern besides its opacity, and its
+    legend entry gives its steady state of the first metric (``μ=0.5: -15.2 dB``): curves
+    of one scheme that overlap still compare at a glance.
+    """
     if not (sweeps and len(curves) > PLAIN_CURVES):
         return _by_scheme(range(len(curves)), curves, styles, plain, "")
     groups: list[_Row] = []
@@ -818,8 +855,9 @@ def _figure_rows(curves, styles, sweeps, plain) -> list[_Row]:
         label, sym = SWEPT[sw.parameter]
         for ln in sw.lines:
             members = [
-                (i, _curve_name(curves[i], f"{sym}={x:g}"),
-                 replace(styles[i], alpha=_alpha(k, len(ln.x))))
+                (i, _curve_name(curves[i], f"{sym}={x:g}{_steady_text(curves[i], metric)}"),
+                 replace(styles[i], alpha=_alpha(k, len(ln.x)),
+                         linestyle=_SWEEP_DASHES[k % len(_SWEEP_DASHES)]))
                 for k, (i, x) in enumerate(zip(ln.curves, ln.x, strict=True))
             ]  # fmt: skip
             members += [(i, _curve_name(curves[i]), styles[i]) for i in sw.baselines]
@@ -867,6 +905,9 @@ def _by_scheme(idx, curves, styles, plain, title: str) -> list[_Row]:
     rows = []
     for key, members in order.items():
         name = key if key in SCHEMES else "other"
+        bases = list(dict.fromkeys(_base_label(curves[i]["label"]) for i in members))
+        if len(bases) == 1:  # the curves' own name ("local"), not the scheme's ("client_noise")
+            name = bases[0]
         rows.append(_Row(f"{title + ': ' if title else ''}{name}", plain(members), name))
     return rows
 
@@ -1023,7 +1064,9 @@ def plot_run(out: str | Path, filename: str = "figure.png") -> list[Path]:
 
     Both are drawn from ``out/summary.json`` and ``out/curves.csv`` only
     (:func:`iteration_figure`, :func:`sweep_figure`). A ``sweep.png`` left from an earlier
-    run into the same folder is removed when this run has no sweep.
+    run into the same folder is removed when this run has no sweep. With
+    ``figure = "steady"`` the figure is :func:`steady_figure` and the per-iteration curves
+    go to ``iterations.png``.
 
     Returns:
         The paths written, the per-iteration figure first.
@@ -1033,12 +1076,134 @@ def plot_run(out: str | Path, filename: str = "figure.png") -> list[Path]:
     summary = read_json(out / "summary.json")
     rows = read_csv(out / "curves.csv")
     sweeps = find_sweeps(summary["curves"])
-    figures = {filename: iteration_figure(summary, rows)}
+    if summary.get("figure") == "steady":  # the answer first; the curves beside it
+        figures = {
+            filename: steady_figure(summary),
+            "iterations.png": iteration_figure(summary, rows),
+        }
+    else:
+        figures = {filename: iteration_figure(summary, rows)}
+        (out / "iterations.png").unlink(missing_ok=True)
     if sweeps:
         figures["sweep.png"] = sweep_figure(summary, sweeps)
     else:
         (out / "sweep.png").unlink(missing_ok=True)
     return [save_figure(fig, out / name) for name, fig in figures.items()]
+
+
+# --- figure.png as steady states (figure = "steady") ------------------------------------------
+
+#: Markers of the variants of a scheme in :func:`steady_figure` (by topology, else in order).
+VARIANT_MARKERS = {"ring": "o", "grid": "s", "complete": "^", "torus": "D", "star": "*"}
+_MORE_MARKERS = ("v", "P", "X", "h", "<", ">")
+
+
+def _base_label(label: str) -> str:
+    """A curve's label without its parenthetical variant: ``local (grid)`` → ``local``."""
+    return label.split(" (", 1)[0]
+
+
+def _group_name(label: str, topologies: set[str]) -> str:
+    """A group's tick label: its first curve's label less the words naming a topology."""
+    base, _, rest = label.partition(" (")
+    words = [w for w in rest.rstrip(")").split(", ") if w and w not in topologies]
+    return f"{base} ({', '.join(words)})" if words else base
+
+
+def _steady_panel(
+    ax: Axes, metric: str, curves, styles, groups: list[list[int]], refs, marker
+) -> None:
+    """One panel of :func:`steady_figure`: ``metric``'s dots, values and reference lines."""
+    top = []
+    for g, idx in enumerate(groups):
+        for k, i in enumerate(idx):
+            c, x = curves[i], g + (k - (len(idx) - 1) / 2) * 0.3
+            value = c.get(metric)
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
+                top.append(x)
+                continue
+            shape = marker.get(c.get("topology"), styles[i].marker or "o")
+            (dot,) = ax.plot([x], [value], ls="none", ms=9, color=styles[i].color,
+                             marker=shape, markeredgecolor="black", markeredgewidth=0.6,
+                             zorder=3)  # fmt: skip
+            dot.set_gid(c["label"])
+            beside = len(idx) == 1  # alone: its value to the right; else under each
+            text = f"{value:.1f}" if metric.endswith("_db") else f"{value:.3g}"
+            ax.annotate(text, (x, value),
+                        xytext=(9, 0) if beside else (0, -9), textcoords="offset points",
+                        va="center" if beside else "top", ha="left" if beside else "center",
+                        fontsize=9)  # fmt: skip
+    for i in refs:
+        value = curves[i].get(metric)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            line = ax.axhline(value, color="black", ls="--", lw=1.2, zorder=1)
+            line.set_gid(curves[i]["label"])
+            ax.annotate(f"{curves[i]['label']}: {value:.1f}", (1.0, value), xytext=(-4, 4),
+                        textcoords="offset points", xycoords=("axes fraction", "data"),
+                        ha="right", fontsize=9)  # fmt: skip
+    if top:
+        ax.plot(top, [1.0] * len(top), "kx", ms=8, clip_on=False,
+                transform=ax.get_xaxis_transform(), gid="diverged")  # fmt: skip
+    ax.margins(y=0.12)  # room for the values under the lowest dots
+    ax.set_xlim(-0.6, len(groups) - 0.4)
+    ax.set_ylabel(_YLABEL.get(metric, metric))
+    ax.set_title(f"{_SHORT.get(metric, metric)} at the steady state")
+    ax.grid(True, axis="y", alpha=0.3)
+
+
+@readable
+def steady_figure(summary: Mapping[str, Any]) -> Figure:
+    """The steady state of every curve as a dot, one panel per metric (``figure = "steady"``).
+
+    Curves are grouped by their label before any parenthesis (``local``, ``local (grid)``,
+    ``local (complete)``): one column per group, in the order of the curves, in the
+    scheme's colour (:mod:`pgfl.style`); the curves of a group are told apart by their
+    marker (the topology, when curves differ in it: ``summary.json``'s ``topology``) and
+    stand side by side; each dot carries its value. The noise-free curve is a dashed line
+    across the panel. A table of steady states, drawn: the comparison a dozen
+    per-iteration panels spread out. Diverged curves are named on the top edge.
+    """
+    plt = _plt()
+    from matplotlib.lines import Line2D
+
+    curves = summary["curves"]
+    metrics = [
+        m
+        for m in summary.get("plot") or ["centroid_msd_db"]
+        if any(isinstance(c.get(m), (int, float)) for c in curves)
+    ] or ["centroid_msd_db"]
+    styles = _styles(curves)
+    refs = [i for i, s in enumerate(styles) if s.scheme == "none"]
+    groups: dict[str, list[int]] = {}
+    for i, c in enumerate(curves):
+        if i not in refs:
+            groups.setdefault(_base_label(c["label"]), []).append(i)
+    kinds = list(dict.fromkeys(c.get("topology") for c in curves if c.get("topology")))
+    extra = iter(_MORE_MARKERS)
+    marker = {k: VARIANT_MARKERS.get(k) or next(extra, "o") for k in kinds}
+    names = [_group_name(curves[idx[0]]["label"], set(kinds)) for idx in groups.values()]
+    width = max(5.2, 1.05 * len(groups) + 1.6)
+    fig, axes = plt.subplots(
+        1, len(metrics), figsize=(width * len(metrics) + 2.4, 4.9), squeeze=False,
+        layout="constrained",
+    )  # fmt: skip
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        _steady_panel(ax, metric, curves, styles, list(groups.values()), refs, marker)
+        ax.set_xticks(range(len(groups)), [_wrap(n, 20) for n in names])
+    handles = [Line2D([], [], ls="none", marker=marker[k], color="white", markeredgecolor="black",
+                      ms=8, label=k) for k in kinds]  # fmt: skip
+    handles += [Line2D([], [], color="black", ls="--", label=curves[i]["label"]) for i in refs]
+    if any(ax.get_lines() and "diverged" in [ln.get_gid() for ln in ax.get_lines()]
+           for ax in axes[0]):  # fmt: skip
+        handles.append(Line2D([], [], ls="none", marker="x", color="black", label="diverged"))
+    if handles:
+        fig.legend(handles=handles, loc="outside right center", title="topology" if kinds else None)
+    reps = summary.get("repetitions")
+    note = f"{summary.get('steady_state', 'steady state')}" + (
+        f", {reps} repetitions" if reps else ""
+    )
+    _suptitle(fig, summary.get("title") or summary.get("experiment", ""), note)
+    return fig
 
 
 # --- frontier.png ----------------------------------------------------------------------------
@@ -1122,7 +1287,7 @@ def frontier_figure(summary: Mapping[str, Any]) -> Figure:
                 ax.plot(top, [1.0] * len(top), "kx", ms=7, clip_on=False, gid="diverged",
                         transform=ax.get_xaxis_transform())  # fmt: skip
                 diverged = True
-            ax.set_xscale("log")
+            _epsilon_ticks(ax, sorted({x for c in summary["curves"] for x in c["x"]}))
             ax.set_title(f"{setup}, T={T}: {title.split(' (')[0]}")
             ax.set_ylabel(title)
             ax.grid(True, which="both", alpha=0.3)
@@ -1148,6 +1313,16 @@ def frontier_figure(summary: Mapping[str, Any]) -> Figure:
         )
     _suptitle(fig, heading, caption, width=4.3 * ncols + 4.6)
     return fig
+
+
+def _epsilon_ticks(ax: Axes, values: Sequence[float]) -> None:
+    """A log ε axis labelled at every target ε (0.5, 1, 2, 5, ...), not only at the decades."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(FixedLocator(list(values)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_locator(NullLocator())
 
 
 def _frontier_legend(order, legend, seen: Coincidences, diverged: bool):

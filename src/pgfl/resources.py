@@ -194,7 +194,7 @@ def simulation_memory(
     C: int,
     R: int,
     T: int,
-    test_size: int = 0,
+    test_size: int | None = 0,
     covariances: bool = True,
 ) -> dict[str, int]:
     """Peak bytes of one batched simulation, by the arrays it holds (see the module doc).
@@ -214,7 +214,8 @@ def simulation_memory(
         C: curves batched together.
         R: repetitions.
         T: iterations.
-        test_size: held-out samples (adds the test metrics).
+        test_size: held-out samples (adds the test metrics); ``None`` (``data.test_size``
+            unset for synthetic data) or 0: none.
         covariances: the data generator draws a covariance factor ``[M, M]`` per client
             (synthetic regression).
 
@@ -223,6 +224,7 @@ def simulation_memory(
 
     """
     full = B is None
+    test_size = test_size or 0
     b = N if full else B
     n = R * P * L
     metrics = 3 + (2 + P if test_size else 0)

@@ -13,6 +13,7 @@ pgfl.validation.ConfigError: L must be an integer in [1, K=100]; got 120
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import traceback
@@ -184,9 +185,35 @@ def check_string(name: str, value: Any, *, nonempty: bool = False, forbid: str =
     return value
 
 
+def did_you_mean(value: Any, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the choice closest to a mistyped ``value``, else ``""``.
+
+    The closest by :func:`difflib.get_close_matches` (similarity ≥ 0.6), so a typo finds
+    its word and an unrelated value gets no guess.
+
+    >>> did_you_mean("gausian", ["laplace", "gaussian"])
+    " (did you mean 'gaussian'?)"
+    >>> did_you_mean("audit", ["run", "reproduce", "bench"])
+    ''
+    """
+    if not isinstance(value, str):
+        return ""
+    close = difflib.get_close_matches(value, [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def check_choice(name: str, value: Any, choices: Iterable[str]) -> str:
-    """Return ``value`` if it is one of ``choices``, or raise :class:`ConfigError`."""
+    """Return ``value`` if it is one of ``choices``, or raise :class:`ConfigError`.
+
+    >>> check_choice("noise", "gausian", ["laplace", "gaussian"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: noise must be one of ...; got 'gausian' (did you mean 'gaussian'?)
+    """
     options = list(choices)
     if value not in options:
-        raise ConfigError(f"{name} must be one of {', '.join(map(repr, options))}; got {value!r}")
+        raise ConfigError(
+            f"{name} must be one of {', '.join(map(repr, options))}; got {value!r}"
+            + did_you_mean(value, options)
+        )
     return value

@@ -7,8 +7,10 @@ with that setting's :class:`~pgfl.param.Param` from :data:`pgfl.params.PARAMS`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,12 +18,20 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from pgfl.commands.printing import print_summary
 from pgfl.files import jsonable, read_toml, reading
 
 __all__ = [
+    "check_run_options",
     "checked",
     "default_folder",
     "err",
@@ -34,6 +44,7 @@ __all__ = [
     "run_experiment_command",
     "run_frontier_command",
     "run_frontier_plan",
+    "setting",
     "state",
     "with_run_options",
 ]
@@ -64,9 +75,24 @@ def checked(name: str, value: Any, option: str) -> Any:
     """
     if value is None:
         return None
+    return setting(name).named(f"{name} ({option})").check(value)
+
+
+def setting(name: str) -> Any:
+    """The :class:`~pgfl.param.Param` of setting ``name``, importing no more than it needs.
+
+    The general settings (:mod:`pgfl.general`: the top level, ``[run]``, μ, ...) are read
+    without the whole table, whose import loads the privacy mechanisms and
+    ``dp_accounting`` (about a second): the options that mirror them are checked before
+    any heavy import.
+    """
+    from pgfl import general
+
+    if name in general.PARAMS:
+        return general.PARAMS[name]
     from pgfl.params import PARAMS  # lazy: the mechanisms' registry, dp_accounting
 
-    return PARAMS[name].named(f"{name} ({option})").check(value)
+    return PARAMS[name]
 
 
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Output folder (default: runs/NAME).")]
@@ -131,20 +157,16 @@ def with_run_options(cfg: Any, **options: Any) -> Any:
     ``--backend ray`` or ``run.backend = "ray"``) is ignored with a one-line
     :class:`~pgfl.param.SettingWarning` naming what it needs.
     """
-    from pgfl.params import PARAMS  # lazy: the mechanisms' registry, dp_accounting
-
-    given = {k: v for k, v in options.items() if v is not None}
+    given = check_run_options(**options)
     if not given:
         return cfg
-    for key, value in given.items():
-        given[key] = replace(PARAMS[f"run.{key}"], name=f"--{key}").check(value)
     merged = {**{k: getattr(cfg.run, k) for k in ("backend", "mode", "address")}, **given}
     ctx = {f"run.{k}": v for k, v in merged.items()}
     for key in list(given):
         needs = {"actors": "--mode actors", "workers": "--backend ray, no --address"}.get(
             key, "--backend ray"
         )
-        param = PARAMS[f"run.{key}"]
+        param = setting(f"run.{key}")
         if param.warn_without_effect(
             given[key], [ctx], name=f"--{key}", who="it needs", hint=f"give {needs}"
         ):
@@ -154,8 +176,72 @@ def with_run_options(cfg: Any, **options: Any) -> Any:
     return replace(cfg, run=replace(cfg.run, **given))
 
 
+def check_run_options(**options: Any) -> dict[str, Any]:
+    """The ``[run]`` options given (not ``None``), each checked as its setting, named as the option.
+
+    >>> check_run_options(backend="ray", workers=None)
+    {'backend': 'ray'}
+    >>> check_run_options(mode="atcors")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: --mode must be one of ...; got 'atcors' (did you mean 'actors'?)
+    """
+    return {
+        key: replace(setting(f"run.{key}"), name=f"--{key}").check(value)
+        for key, value in options.items()
+        if value is not None
+    }
+
+
+#: The progress display of the running command (``None`` when none is open): a command
+#: that runs several presets or sub-runs shows them in one display, each run's batches
+#: under the preset's own bar.
+_display: dict[str, Any] = {"progress": None}
+
+
+@contextlib.contextmanager
+def progress_display(as_json: bool, console: Console | None = None) -> Iterator[Progress]:
+    """The command's progress bars on stderr: per preset, per batch of curves, time left.
+
+    One display for the whole command (a nested call returns the open one). Quiet with
+    ``--json`` and when stderr is not a terminal (logs, pipes, CI): nothing is printed.
+    Each bar shows what it counts (rounds, presets, configurations), done/total, the time
+    spent and an estimate of the time left. ``console`` replaces stderr (tests).
+    """
+    if _display["progress"] is not None:
+        yield _display["progress"]
+        return
+    console = console or err
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(bar_width=24),
+        TextColumn("{task.completed}/{task.total} {task.fields[unit]}"),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=as_json or not console.is_terminal,  # no bar in logs and pipes
+        # what the command prints on stdout goes through the display only when stdout is
+        # the same screen: a summary piped to a file stays on stdout
+        redirect_stdout=sys.stdout.isatty(),
+    )
+    _display["progress"] = bar
+    try:
+        with bar:
+            yield bar
+    finally:
+        _display["progress"] = None
+
+
+def _short(text: str, width: int = 48) -> str:
+    """``text`` cut to ``width`` characters (``...`` marks the cut), markup escaped."""
+    return escape(text if len(text) <= width else text[: width - 3] + "...")
+
+
 def execute(plan: Any, as_json: bool, backend: Any = None) -> dict[str, Any]:
-    """Run a prepared plan with a progress bar on stderr; Ctrl-C says what was saved.
+    """Run a prepared plan with a progress bar per batch of curves; Ctrl-C says what was saved.
 
     ``backend``: what simulates the batches (default: the configuration's ``[run]``).
     """
@@ -167,22 +253,16 @@ def execute(plan: Any, as_json: bool, backend: Any = None) -> dict[str, Any]:
     work = plan.work  # where the interrupted run's partial files are
     if backend is None:
         backend = make_backend(cfg.run)  # a missing pgfl[ray]: one line, nothing written
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=as_json or not err.is_terminal,  # no bar in logs and pipes
-    ) as bar:
+    with progress_display(as_json) as bar:
         tasks: dict[str, Any] = {}
 
         def on_progress(labels: str, done: int, total: int) -> None:
             if labels not in tasks:
-                short = labels if len(labels) < 60 else labels[:57] + "..."
-                tasks[labels] = bar.add_task(escape(short), total=total)
+                name = f"{cfg.name}: {labels}" if len(plan.batches) > 1 else cfg.name
+                tasks[labels] = bar.add_task(_short(name), total=total, unit="rounds")
             bar.update(tasks[labels], completed=done)
+            if done == total:  # finished: its line goes (a frontier runs hundreds)
+                bar.remove_task(tasks[labels])
 
         try:
             return run_plan(plan, on_progress=on_progress, backend=backend)
@@ -215,7 +295,7 @@ def run_frontier_command(
 ) -> None:  # fmt: skip
     """Run the privacy-utility frontier's experiments (``pgfl reproduce frontier``, ...)."""
     prepared = prepare_frontier_command(
-        folder, configs, resume=resume, run_options=run_options, force=force
+        folder, configs, resume=resume, run_options=run_options, as_json=as_json, force=force
     )
     summary = run_frontier_plan(prepared, quick=quick, as_json=as_json, by_adversary=by_adversary)
     report(summary, folder, as_json)
@@ -223,13 +303,24 @@ def run_frontier_command(
 
 def prepare_frontier_command(
     folder: Path, configs: dict[str, Any], *, resume: bool, run_options: dict[str, Any] | None,
-    force: bool = False,
+    as_json: bool = False, force: bool = False,
 ) -> Any:  # fmt: skip
     """A frontier's configurations with the command's ``[run]`` options, validated."""
     from pgfl.experiments.frontier import prepare_frontier  # lazy: the engine, numba
 
     configs = {k: with_run_options(c, **(run_options or {})) for k, c in configs.items()}
-    return prepare_frontier(folder, configs, resume=resume, force=force)
+    with progress_display(as_json) as bar:
+        task = bar.add_task("calibrating", total=len(configs), unit="configurations")
+
+        def calibrating(key: str, done: int, total: int) -> None:
+            bar.update(task, completed=done, description=_short(f"calibrating {key}"))
+
+        try:
+            return prepare_frontier(
+                folder, configs, resume=resume, force=force, progress=calibrating
+            )
+        finally:
+            bar.remove_task(task)
 
 
 def run_frontier_plan(
@@ -238,9 +329,19 @@ def run_frontier_plan(
     """Run a frontier :func:`prepare_frontier_command` validated; return its summary."""
     from pgfl.experiments.frontier import run_prepared_frontier
 
-    return run_prepared_frontier(
-        prepared, quick=quick, run=lambda plan: execute(plan, as_json), by_adversary=by_adversary
-    )
+    with progress_display(as_json) as bar:
+        task = bar.add_task("frontier", total=len(prepared.plans), unit="runs")
+
+        def run(plan: Any) -> dict[str, Any]:
+            try:
+                return execute(plan, as_json)
+            finally:
+                bar.advance(task)
+
+        try:
+            return run_prepared_frontier(prepared, quick=quick, run=run, by_adversary=by_adversary)
+        finally:
+            bar.remove_task(task)
 
 
 def report(summary: dict[str, Any], folder: Path, as_json: bool) -> None:

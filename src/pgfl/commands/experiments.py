@@ -26,19 +26,21 @@ from pgfl.commands.common import (
     OutOpt,
     ResumeOpt,
     WorkersOpt,
+    check_run_options,
     checked,
     default_folder,
     err,
     execute,
     out,
     prepare_frontier_command,
+    progress_display,
     report,
     run_experiment_command,
     run_frontier_plan,
     with_run_options,
 )
 from pgfl.files import jsonable, read_toml, reading
-from pgfl.validation import ConfigError, check_real
+from pgfl.validation import ConfigError, check_real, did_you_mean
 
 __all__ = ["bench", "reproduce", "run"]
 
@@ -65,18 +67,20 @@ def run(
     force: ForceOpt = False,
 ) -> None:
     """Run the experiment described by CONFIG (TOML), into runs/NAME (--quick: runs/NAME-quick)."""
-    from pgfl.experiments.loader import parse_config  # lazy: the experiments' modules
-
     seed = checked("seed", seed, "--seed")
+    run_options = {
+        "backend": backend, "address": address, "workers": workers, "mode": mode,
+        "actors": actors, "keep_partial": keep_partial or None,
+    }  # fmt: skip
+    check_run_options(**run_options)  # the options first: before the heavy imports
     with reading(config, what="config file"):  # not UTF-8, unreadable: one line
         raw = read_toml(config)
     if seed is not None:
         raw["seed"] = seed
+    from pgfl.experiments.loader import parse_config  # lazy: the experiments' modules
+
     cfg = parse_config(raw, quick=quick, base=config.parent)
-    cfg = with_run_options(
-        cfg, backend=backend, address=address, workers=workers, mode=mode, actors=actors,
-        keep_partial=keep_partial or None,
-    )  # fmt: skip
+    cfg = with_run_options(cfg, **run_options)
     folder = out_dir or default_folder(cfg.name, quick=quick)
     run_experiment_command(cfg, folder, resume=resume, as_json=as_json, force=force)
 
@@ -165,31 +169,45 @@ def reproduce(
     }  # fmt: skip
     if jobs < 1:
         raise ConfigError(f"--jobs must be an integer >= 1; got {jobs}")
+    check_run_options(**options["run_options"])  # every option before the heavy imports
     if jobs > 1 and several and (backend == "ray" or address is not None):
         raise ConfigError(
             "--jobs: runs presets in processes of their own, each its own engine; with "
             "--backend ray give --jobs 1 (Ray spreads one preset over the cluster)"
         )
-    work = []
-    for name in names:  # validate every preset (writing nothing) before running any
-        if out_dir is None:
-            folder = default_folder(name, quick=quick)
+    with progress_display(as_json or print_config) as bar:
+        work = []
+        checking = bar.add_task("checking", total=len(names), unit="presets") if several else None
+        for name in names:  # validate every preset (writing nothing) before running any
+            if out_dir is None:
+                folder = default_folder(name, quick=quick)
+            else:
+                folder = out_dir / name if several else out_dir
+            if checking is not None:
+                bar.update(checking, description=f"checking {name}")
+            job = _prepare(name, folder, **options)
+            if job is None:  # --print-config: printed
+                return
+            work.append((name, folder, job))
+            if checking is not None:
+                bar.advance(checking)
+        if checking is not None:
+            bar.remove_task(checking)
+        if jobs > 1 and several:
+            results = _in_processes([(n, f) for n, f, _ in work], options, jobs)
         else:
-            folder = out_dir / name if several else out_dir
-        job = _prepare(name, folder, **options)
-        if job is None:  # --print-config: printed
-            return
-        work.append((name, folder, job))
-    if jobs > 1 and several:
-        results = _in_processes([(n, f) for n, f, _ in work], options, jobs)
-    else:
-        results = (job() for _, _, job in work)
-    summaries = []
-    for (_, folder, _), summary in zip(work, results, strict=True):
-        if several and as_json:
-            summaries.append(jsonable(summary))
-        else:
-            report(summary, folder, as_json)
+            results = (job() for _, _, job in work)
+        first = f"presets: {work[0][0]}"
+        running = bar.add_task(first, total=len(work), unit="presets") if several else None
+        summaries = []
+        for k, ((_, folder, _), summary) in enumerate(zip(work, results, strict=True)):
+            if several and as_json:
+                summaries.append(jsonable(summary))
+            else:
+                report(summary, folder, as_json)
+            if running is not None:
+                following = f"presets: {work[k + 1][0]}" if k + 1 < len(work) else "presets"
+                bar.update(running, advance=1, description=following)
     if several and as_json:
         sys.stdout.write(json.dumps(summaries, indent=2) + "\n")
 
@@ -248,7 +266,10 @@ def _expand(names: list[str]) -> list[str]:
     expanded: list[str] = []
     for name in names:
         if name != "all" and name not in known:
-            raise ConfigError(f"preset must be one of {', '.join(known)} (or all); got {name!r}")
+            raise ConfigError(
+                f"preset must be one of {', '.join(known)} (or all); got {name!r}"
+                + did_you_mean(name, [*known, "all"])
+            )
         for one in catalog.ALL if name == "all" else (name,):
             if one in expanded:
                 raise ConfigError(
@@ -309,8 +330,6 @@ def _prepare(
 
         return run_other
     if what == "frontier":
-        from pgfl.experiments.frontier import PRESETS as FRONTIER  # lazy: the experiments
-
         given = {"--print-config": print_config, "--data": data, "--rows": rows}
         unused = [opt for opt, value in given.items() if value not in (None, False)]
         if unused:
@@ -318,26 +337,26 @@ def _prepare(
                 f"{', '.join(unused)}: not for the frontier preset (it runs generated "
                 "configurations; see 'pgfl privacy frontier --help' to choose them)"
             )
+        from pgfl.experiments.frontier import PRESETS as FRONTIER  # lazy: the experiments
+
         configs = FRONTIER[name](quick=quick, seed=seed)
         prepared = prepare_frontier_command(
-            folder, configs, resume=resume, run_options=run_options, force=force
+            folder, configs, resume=resume, run_options=run_options, as_json=as_json, force=force
         )
         return lambda: run_frontier_plan(
             prepared, quick=quick, as_json=as_json, by_adversary=name == "frontier-adversary"
         )
+    if print_config:  # the shipped TOML: nothing to import
+        sys.stdout.write(catalog.preset_text(name))
+        return None
+    if (data is not None or rows is not None) and catalog.data_kind(name) != "classification":
+        raise ConfigError(f"--data/--rows apply to real-data presets (fig7); got preset {name!r}")
     from pgfl.experiments.plan import prepare_experiment  # lazy: the experiments, numba
     from pgfl.experiments.presets import fit_split, load_preset
 
-    if print_config:
-        sys.stdout.write(catalog.preset_text(name))
-        return None
     overrides: dict[str, object] = {}
     if rows is not None:
         overrides["rows"] = rows
-    if (data is not None or rows is not None) and load_preset(name).curves[0].data.kind != (
-        "classification"
-    ):
-        raise ConfigError(f"--data/--rows apply to real-data presets (fig7); got preset {name!r}")
     if data is not None:  # a split that fits the data (a small CSV: fewer test rows)
         overrides, note = fit_split(name, data, rows)
         if note:

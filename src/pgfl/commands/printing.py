@@ -63,15 +63,36 @@ def _plain(text: str) -> None:
 
 
 def _fmt(value: Any, digits: int = 2) -> str:
-    """A table cell; ``—`` for no value (diverged) or a non-finite one (``-inf`` dB).
+    """A table cell; ``—`` for no value (diverged) or a non-finite one.
 
-    A single unit has zero disagreement, whose dB value is ``10 log10 0 = -inf``.
+    >>> _fmt(-45.812), _fmt(None), _fmt(float("nan"))
+    ('-45.81', '—', '—')
     """
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
     if isinstance(value, float):
         return f"{value:.{digits}f}"
     return escape(str(value))
+
+
+#: A dB value below this is zero up to rounding: squared differences of double-precision
+#: models of size about 1 are at least 1e-32 (−320 dB) when they are not exactly zero.
+EXACT_DB = -250.0
+
+
+def _fmt_db(value: Any) -> str:
+    """A dB cell: ``exact`` for zero up to rounding (``-inf``, or below :data:`EXACT_DB`).
+
+    Every server holding the same model (a trusted aggregator's average) has zero
+    disagreement, ``10 log10 0 = -inf`` dB, or a rounding residue of about −300 dB: both
+    mean the same thing, which a number does not say.
+
+    >>> _fmt_db(-12.345), _fmt_db(float("-inf")), _fmt_db(-301.2), _fmt_db(None)
+    ('-12.35', 'exact', 'exact', '—')
+    """
+    if isinstance(value, float) and (value == -math.inf or value < EXACT_DB):
+        return "exact"
+    return _fmt(value)
 
 
 def print_sweep(summary: dict[str, Any]) -> None:
@@ -238,7 +259,7 @@ def print_summary(summary: dict[str, Any]) -> None:
     if not curves and isinstance(summary.get("table"), dict):
         print_scores(summary)
         return
-    columns = _summary_columns(curves)
+    columns = _summary_columns(curves, summary.get("plot") or ())
     table = Table(title=escape(str(summary.get("experiment", ""))))
     table.add_column("curve")
     for header, _ in columns:
@@ -263,6 +284,29 @@ def print_summary(summary: dict[str, Any]) -> None:
         _print_faults(c, summary.get("repetitions", 1))
         if c.get("epsilon_reason"):
             _plain(f"curve {c['label']}: ε = ∞ ({c['epsilon_reason']})")
+        else:
+            for a, e in c.get("epsilon", {}).items():
+                if e is not None and (isinstance(e, str) or e == math.inf):
+                    _plain(f"curve {c['label']}: ε {a} = ∞ ({_infinite(c, a)})")
+        if c.get("centroid_bias_db") is not None:
+            _plain(
+                f"curve {c['label']}: its centroid MSD levels off at about "
+                f"{c['centroid_bias_db']:.1f} dB however long it runs: clients compute their "
+                "gradients at the servers' noisy models, so the centroid converges to the "
+                "noise-smoothed optimum, offset from w° by a bias that grows with the noise "
+                "variance (∝ σ² for small σ²; README, hybrid)"
+            )
+
+
+def _infinite(c: dict[str, Any], accountant: str) -> str:
+    """Why accountant ``accountant`` reports ε = ∞ for a curve that has a finite one."""
+    note = c.get("epsilon_notes", {}).get(accountant, "")
+    if accountant == "paper" and "valid only below 1" in note:
+        return (
+            "the papers' classic Gaussian bound holds only while every iteration's ε is below "
+            "1, and here one is not; the other accountants' ε is sound"
+        )
+    return note or "this accountant gives no finite bound for these releases"
 
 
 def print_adversaries(c: dict[str, Any]) -> None:
@@ -337,9 +381,9 @@ def _against_header(against: dict[str, str]) -> str:
 
 #: The summary table's columns: (header, the value of a curve's entry, cell format).
 _SUMMARY_COLUMNS: tuple[tuple[str, Callable[[dict[str, Any]], Any], Callable[[Any], str]], ...] = (
-    ("centroid dB", lambda c: c.get("centroid_msd_db"), _fmt),
-    ("indiv. dB", lambda c: c.get("individual_msd_db"), _fmt),
-    ("disagr. dB", lambda c: c.get("disagreement_db"), _fmt),
+    ("centroid dB", lambda c: c.get("centroid_msd_db"), _fmt_db),
+    ("indiv. dB", lambda c: c.get("individual_msd_db"), _fmt_db),
+    ("disagr. dB", lambda c: c.get("disagreement_db"), _fmt_db),
     ("acc %", lambda c: c.get("test_accuracy"), _percent),
     ("log-loss", lambda c: c.get("test_log_loss"), lambda v: _fmt(v, 3)),
     ("ε target", lambda c: c.get("target_epsilon"), lambda v: _fmt_eps(v)),
@@ -347,19 +391,25 @@ _SUMMARY_COLUMNS: tuple[tuple[str, Callable[[dict[str, Any]], Any], Callable[[An
 
 
 def _summary_columns(
-    curves: list[dict[str, Any]],
+    curves: list[dict[str, Any]], plot: Iterable[str] = ()
 ) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
     """(header, cell of a curve) of every column some curve has a value in.
 
-    A column every curve leaves empty (``—``: the disagreement of a single unit, the MSDs
-    of a model without a closed-form optimum) is left out; so is ``diverged``, which the
-    lines below the table tell. One ``ε NAME`` column per accountant any curve reports, in
-    :func:`accountant_order` (the papers' bound last, marked ``*``).
+    A column every curve leaves empty (``—``: the MSDs of a model without a closed-form
+    optimum) or zero (``exact``: the disagreement of a single unit) is left out; so is
+    ``diverged``, which the lines below the table tell. One ``ε NAME`` column per
+    accountant any curve reports, in :func:`accountant_order` (the papers' bound last,
+    marked ``*``). The test column says what the figure plots: ``error %`` when it plots
+    the test error (fig7), else ``acc %``.
     """
     columns = []
-    for header, value, fmt in _SUMMARY_COLUMNS:
+    specs = list(_SUMMARY_COLUMNS)
+    if "test_error" in plot and "test_accuracy" not in plot:  # the figure's own quantity
+        at = [h for h, _, _ in specs].index("acc %")
+        specs[at] = ("error %", lambda c: c.get("test_error"), _percent)
+    for header, value, fmt in specs:
         cell = lambda c, value=value, fmt=fmt: fmt(value(c))  # noqa: E731
-        if any(cell(c) != "—" for c in curves):
+        if any(cell(c) not in ("—", "exact") for c in curves):
             columns.append((header, cell))
     against = _calibrated(curves)
     if against:  # one word a line: the adversary's name is long, its cells short

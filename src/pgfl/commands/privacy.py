@@ -122,11 +122,18 @@ def _transcript_at(
     return lambda sigma: mechanism.with_std(sigma).transcript(ctx)
 
 
-def _sigma_from(sigma: float | None, variance: float | None) -> float:
-    if (sigma is None) == (variance is None):
-        raise ConfigError("give exactly one of --sigma and --variance")
+def _sigma_from(
+    sigma: float | None, variance: float | None, multiplier: float | None, transcript_at: Any
+) -> float:
+    if sum(x is not None for x in (sigma, variance, multiplier)) != 1:
+        raise ConfigError("give exactly one of --sigma, --variance and --noise-multiplier")
     if variance is not None:
         return math.sqrt(checked("privacy.server_variance", variance, "--variance"))
+    if multiplier is not None:  # σ = z·Δ₁, converted where every configuration's is
+        from pgfl.experiments.privacy import multiplier_std  # lazy: the experiments
+
+        z = checked("privacy.server_noise_multiplier", multiplier, "--noise-multiplier")
+        return multiplier_std(z, transcript_at, "--noise-multiplier")
     from pgfl.params import PARAMS  # lazy: dp_accounting
 
     return PARAMS["privacy.server_variance"].named("--sigma").check(sigma)  # a std: same range
@@ -179,6 +186,14 @@ def epsilon_command(
         float | None,
         typer.Option("--variance", help="Per-coordinate noise variance (instead of --sigma)."),
     ] = None,
+    noise_multiplier: Annotated[
+        float | None,
+        typer.Option(
+            "--noise-multiplier",
+            help="Noise as a multiple z of the first message's sensitivity, sigma = z * Delta "
+            "(Opacus' noise_multiplier; instead of --sigma, needs --clip).",
+        ),
+    ] = None,
     clip: Annotated[
         float | None,
         typer.Option(
@@ -203,11 +218,11 @@ def epsilon_command(
 
     _check_plot(plot)
     rows = check_int("--rows", rows, lo=2)
-    sigma = _sigma_from(sigma, variance)
     transcript_at = _transcript_at(
         scheme=scheme, distribution=distribution, mu=mu, clip=clip, iterations=iterations,
         dim=dim, links=links, clients_per_round=clients_per_round, paper_reading=paper_reading,
     )  # fmt: skip
+    sigma = _sigma_from(sigma, variance, noise_multiplier, transcript_at)
     delta = checked("privacy.delta", delta, "--delta")
     curve = acc.epsilon_curve(transcript_at(sigma), delta=delta)
     title = (
@@ -216,7 +231,7 @@ def epsilon_command(
     )
     if plot is not None:
         with writing(plot):
-            plot_epsilon_curves(dict(curve.items()), plot, title=f"{title}, delta={delta:g}")
+            plot_epsilon_curves(dict(curve.items()), plot, title=title)
     if as_json:
         payload: dict[str, Any] = {
             "settings": curve.settings,

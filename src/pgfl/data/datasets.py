@@ -25,8 +25,10 @@ noise, plus 256 clean test samples.
 from __future__ import annotations
 
 import os
+import re
+import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +50,15 @@ from pgfl.rng import stream
 from pgfl.validation import ConfigError, check_choice, check_int
 
 __all__ = [
+    "MIN_TEST",
+    "PAPER_ROWS",
+    "PAPER_TEST",
     "SHIPPED",
+    "DataWarning",
+    "id_columns",
+    "real_split",
+    "split_sizes",
+    "warn_id_columns",
     "SourceOutline",
     "federated_counts",
     "outline_source",
@@ -134,6 +144,47 @@ class _Source:
     label: str = ""
     categorical: tuple[str, ...] = ()
     path: str | None = None
+    drop: tuple[str, ...] = ()
+
+
+#: The papers' real-data split (preprint §V-B): training rows and clean test rows.
+PAPER_ROWS, PAPER_TEST = 5101, 256
+#: The smallest test set an unset ``test_size`` gives a small file.
+MIN_TEST = 20
+
+
+def split_sizes(n: int, rows: int | None, test_size: int | None) -> tuple[int, int]:
+    """``(rows, test_size)`` of a real-data set of ``n`` rows, each unset one filled in.
+
+    The rule of ``data.rows`` and ``data.test_size``: an unset test set is the papers'
+    256 rows when the file holds them beside the training rows (``rows``, or the papers'
+    5,101), else a fifth of the file (at least :data:`MIN_TEST`, at most 256); unset
+    training rows are the papers' 5,101, or every row the test set leaves. A value given
+    is kept (too many rows for the file: the loader's error names both).
+
+    >>> split_sizes(6366, None, None), split_sizes(1000, None, None), split_sizes(1000, 800, None)
+    ((5101, 256), (800, 200), (800, 200))
+    >>> split_sizes(90, None, None), split_sizes(1000, None, 0)
+    ((70, 20), (1000, 0))
+    """
+    if test_size is None:
+        fits = n >= (PAPER_ROWS if rows is None else rows) + PAPER_TEST
+        test_size = PAPER_TEST if fits else max(MIN_TEST, min(PAPER_TEST, n // 5))
+    if rows is None:
+        rows = max(1, min(PAPER_ROWS, n - test_size))
+    return rows, test_size
+
+
+def real_split(source: str, rows: int | None, test_size: int | None) -> tuple[int, int]:
+    """:func:`split_sizes` for ``data.source``, reading no more rows than the split needs."""
+    if rows is not None and test_size is not None:
+        return rows, test_size
+    want = (PAPER_ROWS if rows is None else rows) + (PAPER_TEST if test_size is None else test_size)
+    if source in SHIPPED:
+        n = SHIPPED[source].shape[0]
+    else:
+        n = len(load_dataset(source, rows=want)[1])  # a file: at most what the split needs
+    return split_sizes(min(n, want), rows, test_size)
 
 
 def source_path(source: str) -> str | None:
@@ -279,6 +330,55 @@ def _resolve(source: str, rows: int | None) -> _Source:
     )
 
 
+class DataWarning(UserWarning):
+    """Something in a data file that is probably not meant (the run goes on)."""
+
+
+#: A column name that says "identifier": ``id``, ``user_id``, ``RowIndex``, ``uuid``, ...
+ID_NAME = re.compile(r"(^|[_\W])(id|idx|index|key|uuid|guid)$|^(id|index|key)[_\W]|[a-z]Id$")
+
+
+def id_columns(frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:
+    """The ``columns`` that look like an identifier: a different value in every row.
+
+    Text with a distinct value per row (hashed, each is a category seen once), or
+    integers with a distinct value per row that are named like an id (:data:`ID_NAME`)
+    or count the rows (consecutive). Real-valued measurements are distinct too, which is
+    why a number needs one of those two signs. Tables of fewer than 20 rows say nothing.
+
+    >>> df = pd.DataFrame({"user_id": range(5, 95, 3), "row": range(30), "x": [0.5] * 30,
+    ...                    "income": range(1000, 1900, 30), "code": [f"u{i}" for i in range(30)]})
+    >>> id_columns(df, ["user_id", "row", "x", "income", "code"])   # income: a measurement
+    ['user_id', 'row', 'code']
+    """
+    if len(frame) < 20:
+        return []
+    out = []
+    for c in columns:
+        values = frame[c]
+        if values.isna().any() or values.nunique() != len(values):
+            continue
+        if pd.api.types.is_integer_dtype(values):
+            steps = np.diff(np.sort(values.to_numpy()))
+            if ID_NAME.search(str(c)) or bool(np.all(steps == 1)):
+                out.append(c)
+        elif not pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
+            out.append(c)
+    return out
+
+
+def warn_id_columns(src: _Source, source: str) -> None:
+    """A :class:`DataWarning` for each feature column of ``src`` that looks like an ID."""
+    features = [c for c in src.frame.columns if c != src.label and c not in src.drop]
+    for c in id_columns(src.frame, features):
+        warnings.warn(
+            f"column {c!r} of {src.path or source!r} looks like an ID (a different value in "
+            f'every row) and is used as a feature; leave it out with data.drop = ["{c}"]',
+            DataWarning,
+            stacklevel=3,
+        )
+
+
 def load_frame(name: str) -> tuple[pd.DataFrame, str, tuple[str, ...]]:
     """Raw shipped table: ``(frame, label column, categorical columns)``.
 
@@ -340,7 +440,7 @@ def _encode_split(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Encode training rows (fit) and test rows (transform) of a table."""
     numeric, cat = infer_columns(
-        frame, label=src.label, categorical=src.categorical, source=src.path
+        frame, label=src.label, categorical=src.categorical, drop=src.drop, source=src.path
     )
     y_all, _ = encode_labels(frame[src.label], name=src.label, source=src.path)
     tr = frame.iloc[train]
@@ -351,6 +451,27 @@ def _encode_split(
     if test is None:
         return X_tr, y_all[train], None, None
     return X_tr, y_all[train], enc.transform(frame.iloc[test], source=src.path), y_all[test]
+
+
+def _with_columns(
+    src: _Source, source: str, categorical: Sequence[str], drop: Sequence[str]
+) -> _Source:
+    """``src`` with the columns given to hash (beside its own) and to leave out."""
+    if src.kind == "avazu" and (categorical or drop):
+        raise ConfigError(
+            "data.categorical and data.drop apply to tables (csv:PATH:LABEL or a shipped set); "
+            f"{source!r} is an Avazu file, whose columns pgfl hashes itself"
+        )
+    return replace(src, categorical=(*src.categorical, *categorical), drop=tuple(drop))
+
+
+def _check_table(src: _Source, source: str) -> None:
+    """A table's columns and labels (one line for the first problem), and ID-like columns."""
+    infer_columns(
+        src.frame, label=src.label, categorical=src.categorical, drop=src.drop, source=src.path
+    )
+    warn_id_columns(src, source)
+    encode_labels(src.frame[src.label], name=src.label, source=src.path)
 
 
 #: The client sizes of :func:`classification_federated_data` by default (the papers'
@@ -378,6 +499,8 @@ def classification_federated_data(
     rows: int | None = 5101,
     test_size: int = 256,
     hash_dim: int | None = None,
+    categorical: Sequence[str] = (),
+    drop: Sequence[str] = (),
     feature_noise: float | Sequence[float] = (0.0, 1.0),
     feature_shift: float = 0.0,
     sizes: str = SIZES,
@@ -407,9 +530,15 @@ def classification_federated_data(
         K: clients per unit.
         rows: training samples over all clients (the papers' 5,101); ``None`` = all rows
             left after the test set. Must be at least ``P K min_per_client``.
-        test_size: clean held-out samples (the papers' 256), never perturbed.
+        test_size: clean held-out samples (the papers' 256), never perturbed; 0: none
+            (the data's ``X_test`` is ``None``).
         hash_dim: hashed columns for categorical features; default 16 for tables (the
             12 ``fair`` occupation codes) and 256 for Avazu.
+        categorical: columns of a table hashed as categories although numeric (integer
+            codes), beside the text columns and a shipped set's own.
+        drop: columns of a table left out (an ID, a leak of the label). A column that
+            looks like an ID (a distinct value in every row: text, or integers named like
+            an id or counting the rows) and is not dropped gets a :class:`DataWarning`.
         feature_noise: per-client feature-noise scale: client ``c`` draws
             ``s_c ~ U[lo, hi]`` (a pair) or ``U[0, s]`` (a float) and adds
             ``s_c N(0, I)`` to each of its rows' features (default ``(0, 1)``: on
@@ -454,7 +583,7 @@ def classification_federated_data(
     check_choice("avazu_sample", avazu_sample, ["head", "reservoir"])
     need_train = rows if rows is not None else None
 
-    src = _resolve(source, None)
+    src = _with_columns(_resolve(source, None), source, categorical, drop)
     dim = _DEFAULT_HASH_DIM[src.kind] if hash_dim is None else check_int("hash_dim", hash_dim, lo=1)
     split_rng = stream(seed, "data.split")
     if src.kind == "avazu":
@@ -474,9 +603,7 @@ def classification_federated_data(
             X_all, y_all = load_avazu(src.path, hash_dim=dim, rows=want, signed=signed)
         n_all = X_all.shape[0]
     else:
-        # Schema and label errors first: they say more than a size error would.
-        infer_columns(src.frame, label=src.label, categorical=src.categorical, source=src.path)
-        encode_labels(src.frame[src.label], name=src.label, source=src.path)
+        _check_table(src, source)  # schema and labels first: they say more than a size error
         n_all = len(src.frame)
     if need_train is None:
         need_train = n_all - test_size
@@ -508,6 +635,8 @@ def classification_federated_data(
     M = X_tr.shape[1]
     if intercept:
         X_tr, X_te = add_intercept(X_tr), add_intercept(X_te)
+    if test_size == 0:  # no test set: no test metrics (not an empty one)
+        X_te = y_te = None
     return partition(
         X_tr,
         y_tr,

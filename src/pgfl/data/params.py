@@ -30,16 +30,25 @@ PARAMS = (
           "observation-noise variance σ_v².", lo=0, applies=kind_is("data", "regression")),
     Param("data.feature_variance", "real_pair", (0.5, 2.0), "Range of each client's feature "
           "variance σ_h² (features ~ N(γ1, σ_h² I)).", lo=0, applies=kind_is("data", "logistic")),
-    Param("data.test_size", "int", 0, "Clean held-out test samples (`classification`: 0 means "
-          "256; `digits`: 0 means 297).", lo=0,
+    Param("data.test_size", "int", None, "Clean held-out test samples, drawn first. Unset: "
+          "`classification` 256 (the papers'; a file with fewer than `data.rows` + 256 rows "
+          "tests on a fifth of its rows, at least 20), `digits` 297, `logistic` none; `0`: "
+          "no test set.", lo=0,
           applies=kind_is("data", "logistic", "classification", "digits")),
     Param("data.source", "string", "fair", "`fair`, `breast_cancer`, an Avazu CSV path, or "
           "`csv:PATH:LABEL` (see docs/data.md). A relative PATH is relative to the "
           "configuration file's folder (`pgfl reproduce --data`: to the current "
           "directory).", nonempty=True,
           applies=kind_is("data", "classification")),
-    Param("data.rows", "int", 5101, "Training rows split unequally over the P·K clients "
-          "(≥ 10 per client).", lo=1, applies=kind_is("data", "classification")),
+    Param("data.rows", "int", None, "Training rows split unequally over the P·K clients "
+          "(≥ 10 per client). Unset: 5101 (the papers'), or every row the test set leaves "
+          "of a smaller file.", lo=1, applies=kind_is("data", "classification")),
+    Param("data.drop", "strings", (), "Columns of a table to leave out: neither feature nor "
+          "label (an ID, a timestamp, a column that leaks the label).",
+          applies=kind_is("data", "classification")),
+    Param("data.categorical", "strings", (), "Columns of a table to hash as categories "
+          "although they hold numbers (integer codes: an occupation, a zip code); text "
+          "columns are categorical anyway.", applies=kind_is("data", "classification")),
     Param("data.hash_dim", "int", None, "Hashed columns for categorical features (unset: 16 "
           "for tables, 256 for Avazu).", lo=1, applies=kind_is("data", "classification")),
     Param("data.feature_noise", "real_pair", (0.0, 1.0), "Per-client feature-noise scale, "

@@ -367,8 +367,8 @@ def _reject_stray_text(frame: pd.DataFrame, column: str, source: str | None) -> 
     where = "" if source is None or repr(source) in row else f" of {source!r}"
     raise ConfigError(
         f"column {column!r}{where} is numeric except at {row}: "
-        f"{values.iloc[i]!r} ({bad} of {n} cells); fix the cell, or list the column as "
-        "categorical to hash it"
+        f"{values.iloc[i]!r} ({bad} of {n} cells); fix the cell, or hash the column as "
+        f"a category: data.categorical = [{column!r}] in a configuration"
     )
 
 

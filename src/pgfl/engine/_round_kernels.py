@@ -238,8 +238,8 @@ def _trial(c, r, t, rnd, Wn, local, diverged, psi, xs, client_kind, client_dist,
     carries ``(ψ_m + g_pm) a_pm`` with ``g_pm = σ_c (g_m c_pm)`` (random and
     graph-homomorphic noise, coefficient ``c_pm``), ``σ_c g_pm`` (per link) or
     ``σ_c (z c_pm)`` (central: the aggregator's draw on a unit's copy to itself,
-    ``c_pp = 1/a_pp``, none on the uplinks); ``w_p`` sums them as ``np.add.reduceat`` does. A repetition with an entry
-    that is not finite or above the bound is marked diverged (``diverged[c, r] = rnd``)
+    ``c_pp = 1/a_pp``, none on the uplinks); ``w_p`` sums them as ``np.add.reduceat``
+    does. A repetition with an entry that is not finite or above the bound is marked diverged (``diverged[c, r] = rnd``)
     and frozen at NaN, as is one that diverged before.
     """
     P, M = psi.shape

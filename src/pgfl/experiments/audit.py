@@ -104,7 +104,7 @@ from pgfl.privacy.mechanisms import (
 from pgfl.privacy.mechanisms.adversaries import adversary_view, trusted_parties
 from pgfl.privacy.mechanisms.base import SERVER_SIDE, UPLOADS, Emitted, Mechanism
 from pgfl.rng import KeyedDraws
-from pgfl.validation import ConfigError, check_choice, check_int, check_real
+from pgfl.validation import ConfigError, check_choice, check_int, check_real, did_you_mean
 
 __all__ = [
     "VIEWS",
@@ -564,7 +564,10 @@ def _audited_curve(
     conf = check_real("--confidence", confidence, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     labels = [c.label for c in cfg.curves]
     if curve not in labels:
-        raise ConfigError(f"--curve must be one of {', '.join(labels)}; got {curve!r}")
+        raise ConfigError(
+            f"--curve must be one of {', '.join(labels)}; got {curve!r}"
+            + did_you_mean(curve, labels)
+        )
     ccfg = cfg.curves[labels.index(curve)]
     if ccfg.model.kind != "none":
         raise ConfigError(

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from pgfl.data.datasets import classification_federated_data
+from pgfl.data.datasets import classification_federated_data, real_split
 from pgfl.data.digits import CLASSES as DIGIT_CLASSES
 from pgfl.data.digits import DEFAULT_TEST_SIZE as DIGITS_TEST_SIZE
 from pgfl.data.digits import digits_federated_data
@@ -25,7 +25,7 @@ from pgfl.data.synthetic import client_schedule, logistic_data, regression_data,
 from pgfl.engine import CurveSettings, Network
 from pgfl.engine.network import UnitBlock
 from pgfl.experiments.config import CurveConfig
-from pgfl.experiments.privacy import calibrated
+from pgfl.experiments.privacy import calibrated, with_noise_multiplier
 from pgfl.models.builtin import build_model, check_fits, load_custom
 from pgfl.privacy import mechanisms
 from pgfl.problems import LeastSquares, Logistic, _Problem
@@ -138,7 +138,7 @@ def _build_data(
             P,
             d.K,
             seed=seed,
-            test_size=d.test_size or DIGITS_TEST_SIZE,
+            test_size=DIGITS_TEST_SIZE if d.test_size is None else d.test_size,
             label_skew=d.label_skew,
             size_skew=d.size_skew,
         )
@@ -163,16 +163,19 @@ def _build_data(
             N=d.N,
             M=d.M,
             feature_variance=d.feature_variance,
-            test_size=d.test_size,
+            test_size=d.test_size or 0,
             units=units,
         )
     else:
+        rows, test_size = real_split(d.source, d.rows, d.test_size)
         data = classification_federated_data(
             d.source,
             P=P,
             K=d.K,
-            rows=d.rows,
-            test_size=d.test_size or 256,
+            rows=rows,
+            test_size=test_size,
+            categorical=d.categorical,
+            drop=d.drop,
             hash_dim=d.hash_dim,
             feature_noise=d.feature_noise,
             label_skew=d.label_skew,
@@ -254,11 +257,16 @@ def curve_settings(cfg: CurveConfig, iterations: int, net: Network) -> CurveSett
 
     The noise of the privatized link (server level if noisy, else client level) is the
     smallest that keeps ε(T) at most the target by the tight accountant
-    (:func:`pgfl.experiments.privacy.calibrated`).
+    (:func:`pgfl.experiments.privacy.calibrated`); a ``privacy.*_noise_multiplier`` sets
+    its level's noise std to z·Δ₁ (:func:`pgfl.experiments.privacy.with_noise_multiplier`).
     """
     client, server = curve_mechanisms(cfg)
     t, priv = cfg.training, cfg.privacy
     settings = CurveSettings(t.mu, t.share, client, server, t.clip_norm, priv.neighbours)
+    for level in ("client", "server"):  # a noise multiplier z: σ = z·Δ (Opacus' convention)
+        z = getattr(priv, f"{level}_noise_multiplier")
+        if z is not None and getattr(settings, level).calibrates is not None:  # a noisy link
+            settings = with_noise_multiplier(settings, net, iterations, level, z)
     if priv.target_epsilon is None:
         return settings
     return calibrated(

@@ -20,7 +20,8 @@ from __future__ import annotations
 import tomllib
 from importlib import resources
 
-from pgfl.validation import ConfigError
+from pgfl.data.params import PARAMS as DATA_PARAMS
+from pgfl.validation import ConfigError, did_you_mean
 
 __all__ = [
     "ACCOUNTING_TITLES",
@@ -28,6 +29,7 @@ __all__ = [
     "FRONTIER_TITLES",
     "GRAPHLEARN_TITLES",
     "all_names",
+    "data_kind",
     "kind",
     "preset_names",
     "preset_text",
@@ -78,10 +80,24 @@ def preset_text(name: str) -> str:
     """The TOML text of GFL preset ``name``."""
     names = preset_names()
     if name not in names:
-        raise ConfigError(f"preset must be one of {', '.join(names)}; got {name!r}")
+        raise ConfigError(
+            f"preset must be one of {', '.join(names)}; got {name!r}" + did_you_mean(name, names)
+        )
     return (
         resources.files("pgfl.experiments").joinpath("presets", f"{name}.toml").read_text("utf-8")
     )
+
+
+def data_kind(name: str) -> str:
+    """The data kind of GFL preset ``name``'s first curve, read from its TOML.
+
+    >>> data_kind("fig7"), data_kind("fig2")
+    ('classification', 'regression')
+    """
+    table = tomllib.loads(preset_text(name))
+    curves = table.get("curves") or [{}]
+    kind = curves[0].get("data", {}).get("kind") or table.get("data", {}).get("kind")
+    return str(kind or next(p.default for p in DATA_PARAMS if p.name == "data.kind"))
 
 
 def preset_title(name: str) -> str:
@@ -121,7 +137,10 @@ def kind(name: str) -> str:
             return what
     if name in preset_names():
         return "gfl"
-    raise ConfigError(f"preset must be one of {', '.join(all_names())}; got {name!r}")
+    raise ConfigError(
+        f"preset must be one of {', '.join(all_names())}; got {name!r}"
+        + did_you_mean(name, all_names())
+    )
 
 
 def title(name: str) -> str:

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from pgfl.param import Rule, check_changed_first
-from pgfl.params import PARAMS, dp_link, section_params
+from pgfl.params import DP_NOISE, PARAMS, dp_link, section_params
 from pgfl.privacy import mechanisms
 from pgfl.validation import ConfigError
 
@@ -136,9 +136,11 @@ class DataConfig(_Section):
     eigenvalues: tuple = _default("data.eigenvalues")
     noise_variance: tuple = _default("data.noise_variance")
     feature_variance: tuple = _default("data.feature_variance")
-    test_size: int = _default("data.test_size")
+    test_size: int | None = _default("data.test_size")
     source: str = _default("data.source")
     rows: int | None = _default("data.rows")
+    drop: tuple = _default("data.drop")
+    categorical: tuple = _default("data.categorical")
     hash_dim: int | None = _default("data.hash_dim")
     feature_noise: float | tuple = _default("data.feature_noise")
     label_skew: float | None = _default("data.label_skew")
@@ -182,11 +184,12 @@ class TrainingConfig(_Section):
 class PrivacyConfig(_Section):
     """Noise at the client→server and server→server links, and its accounting.
 
-    Noise is given by its variance (the papers' ``sigma_g^2``), or by a ``target_epsilon``
-    (at ``delta``) after the run's iterations, from which the variance of the privatized
-    link (server level if any, else client level) is calibrated; that needs a gradient
-    bound, ``training.clip_norm``. ``accountants`` are the ε reported for every
-    privatized curve (see ``docs/privacy.md``).
+    Noise is given by its variance (the papers' ``sigma_g^2``), by a noise multiplier
+    ``z = σ/Δ`` (Opacus' convention: ``client_noise_multiplier``, ``server_noise_multiplier``)
+    or by a ``target_epsilon`` (at ``delta``) after the run's iterations, from which the
+    variance of the privatized link (server level if any, else client level) is
+    calibrated; the last two need a gradient bound, ``training.clip_norm``.
+    ``accountants`` are the ε reported for every privatized curve (see ``docs/privacy.md``).
     """
 
     SECTION: ClassVar[str] = "privacy"
@@ -195,6 +198,8 @@ class PrivacyConfig(_Section):
     server_noise: str = _default("privacy.server_noise")
     server_variance: float = _default("privacy.server_variance")
     server_distribution: str = _default("privacy.server_distribution")
+    client_noise_multiplier: float | None = _default("privacy.client_noise_multiplier")
+    server_noise_multiplier: float | None = _default("privacy.server_noise_multiplier")
     pairwise_variance: float = _default("privacy.pairwise_variance")
     coalition_size: int = _default("privacy.coalition_size")
     gossip_steps: int = _default("privacy.gossip_steps")
@@ -397,15 +402,42 @@ def _adversary_is_protected(c: CurveConfig) -> str | None:
     )
 
 
+def _noise_given_once(c: CurveConfig) -> str | None:
+    """A noise multiplier sets its level's noise: not beside a target ε for that level."""
+    priv = c.privacy
+    noisy = {
+        "client": priv.client_noise in DP_NOISE,
+        "server": priv.server_noise != "none",
+    }
+    for level in ("client", "server"):
+        z = getattr(priv, f"{level}_noise_multiplier")
+        if z is None or not noisy[level]:  # no noise at that level: ignored (a warning)
+            continue
+        if math.isinf(c.training.clip_norm):
+            return (
+                f"privacy.{level}_noise_multiplier needs a gradient bound (σ = z·Δ, Δ a "
+                "multiple of the clipping norm): set training.clip_norm"
+            )
+        calibrates = "server" if priv.server_noise != "none" else "client"
+        if priv.target_epsilon is not None and calibrates == level:
+            return (
+                f"privacy.{level}_noise_multiplier and privacy.target_epsilon both set the "
+                f"{level} noise; give one"
+            )
+    return None
+
+
 def _noisy_link_needs_noise(c: CurveConfig) -> str | None:
     priv = c.privacy
-    calibrated = priv.target_epsilon is not None
+    calibrated = priv.target_epsilon is not None or priv.server_noise_multiplier is not None
     if priv.server_noise != "none" and priv.server_variance == 0 and not calibrated:
         return (
             f"privacy.server_noise = {priv.server_noise!r} needs privacy.server_variance > 0 or "
             "privacy.target_epsilon; got server_variance = 0 (no noise)"
         )
-    client_calibrated = calibrated and priv.server_noise == "none"
+    client_calibrated = (
+        priv.target_epsilon is not None and priv.server_noise == "none"
+    ) or priv.client_noise_multiplier is not None
     dp_client = priv.client_noise in ("laplace", "gaussian")
     if dp_client and priv.client_variance == 0 and not client_calibrated:
         return (
@@ -442,10 +474,14 @@ CURVE_RULES = (
     Rule("`privacy.target_epsilon` needs a privatized link in every curve it reaches and a "
          "finite `training.clip_norm`.", _target_needs_a_noisy_bounded_link),
     Rule('A noisy link needs noise: `privacy.server_noise` other than `"none"` needs '
-         "`privacy.server_variance > 0` (or `privacy.target_epsilon`), and likewise "
-         '`privacy.client_noise = "laplace"/"gaussian"` needs `privacy.client_variance > 0` '
-         '(`"distributed_gaussian"/"skellam"`: `privacy.ddp_variance > 0`).',
-         _noisy_link_needs_noise),
+         "`privacy.server_variance > 0` (or a noise multiplier, or `privacy.target_epsilon`), "
+         'and likewise `privacy.client_noise = "laplace"/"gaussian"` needs '
+         '`privacy.client_variance > 0` (`"distributed_gaussian"/"skellam"`: '
+         "`privacy.ddp_variance > 0`).", _noisy_link_needs_noise),
+    Rule("A noise multiplier (`privacy.client_noise_multiplier`, "
+         "`privacy.server_noise_multiplier`; σ = z·Δ) replaces its level's variance, needs a "
+         "finite `training.clip_norm`, and is not given beside a `privacy.target_epsilon` "
+         "that calibrates the same level.", _noise_given_once),
     Rule("`privacy.adversary` must be an adversary the calibrated mechanism (server level if "
          "any, else client level) protects against (docs/privacy.md).",
          _adversary_is_protected),
@@ -473,6 +509,7 @@ class ExperimentConfig:
     seed: int = _default("seed")
     plot: tuple[str, ...] = _default("plot")
     title: str = _default("title")
+    figure: str = _default("figure")
     source: dict = field(default_factory=dict, compare=False, repr=False)
     run: RunConfig = field(default_factory=lambda: RunConfig(), compare=False)
     deploy: DeployConfig = field(default_factory=lambda: DeployConfig(), compare=False)

@@ -65,7 +65,7 @@ from pgfl.files import write_csv, write_json
 from pgfl.folders import STAGE, Output, check_output, digest_of, staged
 from pgfl.plots import plot_frontier
 from pgfl.privacy import mechanisms
-from pgfl.validation import ConfigError
+from pgfl.validation import ConfigError, did_you_mean
 
 __all__ = [
     "DELTA",
@@ -273,11 +273,17 @@ def frontier_config(
     holds). Validated like any config.
     """
     if setup not in SETUPS:
-        raise ConfigError(f"frontier set-up must be one of {', '.join(SETUPS)}; got {setup!r}")
+        raise ConfigError(
+            f"frontier set-up must be one of {', '.join(SETUPS)}; got {setup!r}"
+            + did_you_mean(setup, SETUPS)
+        )
     names = list(PAPER_SCHEMES) if schemes is None else list(schemes)
     for name in names:
         if name not in SCHEMES:
-            raise ConfigError(f"frontier scheme must be one of {', '.join(SCHEMES)}; got {name!r}")
+            raise ConfigError(
+                f"frontier scheme must be one of {', '.join(SCHEMES)}; got {name!r}"
+                + did_you_mean(name, SCHEMES)
+            )
     base = tomllib.loads(preset_text(SETUPS[setup].preset))
     reps = repetitions if repetitions is not None else (1 if quick else base["repetitions"])
     plot = ["centroid_msd_db", "individual_msd_db"]
@@ -344,7 +350,10 @@ def frontier_configs(
     out = {}
     for setup in setups:
         if setup not in SETUPS:
-            raise ConfigError(f"frontier set-up must be one of {', '.join(SETUPS)}; got {setup!r}")
+            raise ConfigError(
+                f"frontier set-up must be one of {', '.join(SETUPS)}; got {setup!r}"
+                + did_you_mean(setup, SETUPS)
+            )
         for T in iterations or iteration_counts(setup, quick):
             out[f"{setup}-T{T}"] = frontier_config(
                 setup, T, quick=quick, seed=seed, epsilons=epsilons or EPSILONS, schemes=schemes,
@@ -451,21 +460,27 @@ def prepare_frontier(
     *,
     resume: bool = False,
     force: bool = False,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> FrontierPlan:
     """Validate a frontier's ``configs`` and calibrate their noise; write nothing.
 
     Each configuration is prepared by :func:`pgfl.experiments.plan.prepare_experiment`
     into ``out/<key>``, then ``out`` is checked (:func:`pgfl.folders.check_output`;
     ``force`` accepts files pgfl did not write, or another frontier's results); any
-    problem is one :class:`ConfigError` with ``out`` untouched.
+    problem is one :class:`ConfigError` with ``out`` untouched. ``progress(key, done,
+    total)`` is called before each configuration and at the end (calibrating every scheme
+    to every ε is most of a frontier's preparation).
     """
     out = Path(out)
     keep = {key: cfg.run.keep_partial for key, cfg in configs.items()}
     configs = {k: replace(c, run=replace(c.run, keep_partial=True)) for k, c in configs.items()}
-    plans = {
-        key: prepare_experiment(cfg, out / key, resume=resume, work=out / STAGE / key)
-        for key, cfg in configs.items()
-    }
+    plans = {}
+    for done, (key, cfg) in enumerate(configs.items()):
+        if progress is not None:
+            progress(key, done, len(configs))
+        plans[key] = prepare_experiment(cfg, out / key, resume=resume, work=out / STAGE / key)
+    if progress is not None:
+        progress("", len(configs), len(configs))
     digest = digest_of({key: plan.fingerprint for key, plan in plans.items()})
     resumed = any(p.resumed_from is not None for p in plans.values())
     output = check_output(out, digest=digest, what="a privacy-utility frontier", force=force,

@@ -33,7 +33,7 @@ from pgfl.experiments.memory import check_experiment_fits
 from pgfl.files import read_toml, resolve_path
 from pgfl.param import Rule
 from pgfl.params import PARAMS, TEST_METRICS, section_params
-from pgfl.validation import ConfigError
+from pgfl.validation import ConfigError, did_you_mean
 
 __all__ = [
     "EXPERIMENT_RULES",
@@ -52,6 +52,7 @@ def _table(name: str, values: Any, allowed: set[str] | list[str]) -> Mapping[str
         if key not in allowed:
             raise ConfigError(
                 f"unknown setting {name}.{key}; allowed: {', '.join(sorted(allowed))}"
+                + did_you_mean(key, allowed)
             )
     return values
 
@@ -66,6 +67,15 @@ def _section(name: str, values: Any, base: Any = None) -> Any:
 #: The most curves one experiment may have (parsing, a figure and a table stay usable).
 MAX_CURVES = 1000
 TOP_LEVEL = {p.name for p in section_params("")} | {"curves", "quick", "run", "deploy", *SECTIONS}
+
+
+def _in_a_table(key: str) -> str:
+    """`` (did you mean [training] mu?)`` for a table's setting given at the top level."""
+    names = [n for n in PARAMS if n.partition(".")[2] == key]
+    if len(names) != 1:
+        return ""
+    section, _, short = names[0].partition(".")
+    return f" (did you mean [{section}] {short}?)"
 
 
 def _warn_settings_without_effect(
@@ -94,16 +104,19 @@ def _warn_settings_without_effect(
 
 def _plotted_panels_have_data(cfg: ExperimentConfig) -> str | None:
     has_test = any(
-        c.data.kind in ("classification", "digits")
+        c.data.kind == "digits"
+        or c.data.kind == "classification"
+        and c.data.test_size != 0
         or c.data.kind == "logistic"
-        and c.data.test_size > 0
+        and (c.data.test_size or 0) > 0
         for c in cfg.curves
     )
     for metric in cfg.plot:
         if metric in TEST_METRICS and not has_test:
             return (
-                f"plot {metric!r} needs a test set (data.kind = 'classification', or 'logistic' "
-                "with data.test_size > 0); no curve has one, the panel would be empty"
+                f"plot {metric!r} needs a test set (data.kind = 'classification' without "
+                "data.test_size = 0, or 'logistic' with data.test_size > 0); no curve has one, "
+                "the panel would be empty"
             )
         if metric == "disagreement_db" and all(c.topology.P == 1 for c in cfg.curves):
             return "plot 'disagreement_db' needs topology.P > 1: a single unit has no disagreement"
@@ -113,7 +126,8 @@ def _plotted_panels_have_data(cfg: ExperimentConfig) -> str | None:
 #: The rules of a whole configuration (they need every curve).
 EXPERIMENT_RULES = (
     Rule("`plot` may name a test metric only if some curve has a test set (`data.kind = "
-         '"classification"`, or `"logistic"` with `data.test_size > 0`), and '
+         '"classification"` without `data.test_size = 0`, or `"logistic"` with '
+         "`data.test_size > 0`), and "
          "`disagreement_db` only if some curve has P > 1.", _plotted_panels_have_data),
 )  # fmt: skip
 
@@ -193,7 +207,10 @@ def parse_config(
         raise ConfigError(f"a configuration must be a table of settings; got {raw!r}")
     for key in raw:
         if key not in TOP_LEVEL:
-            raise ConfigError(f"unknown setting {key!r}; allowed: {', '.join(sorted(TOP_LEVEL))}")
+            raise ConfigError(
+                f"unknown setting {key!r}; allowed: {', '.join(sorted(TOP_LEVEL))}"
+                + (did_you_mean(key, TOP_LEVEL) or _in_a_table(key))
+            )
     specs = raw.get("curves")
     if isinstance(specs, list) and len(specs) > MAX_CURVES:  # before any is parsed
         raise ConfigError(
@@ -222,6 +239,7 @@ def parse_config(
             if key != "label" and key not in SECTIONS:
                 raise ConfigError(
                     f"unknown setting curves[{i}].{key}; allowed: label, {', '.join(SECTIONS)}"
+                    + did_you_mean(key, ["label", *SECTIONS])
                 )
         label = spec.get("label", f"curve{i}")
         if not isinstance(label, str) or not label:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pgfl.data.datasets import federated_counts, outline_source
+from pgfl.data.datasets import PAPER_TEST, federated_counts, outline_source, split_sizes
+from pgfl.data.digits import DEFAULT_TEST_SIZE as DIGITS_TEST_SIZE
 from pgfl.experiments.config import CurveConfig, ExperimentConfig
 from pgfl.models.builtin import model_dim
 from pgfl.resources import (
@@ -43,11 +44,12 @@ def _real_data(curve: CurveConfig, seed: int) -> tuple[int, int, int, dict[str, 
     spread evenly.
     """
     d, P = curve.data, curve.topology.P
-    test = d.test_size or 256
     o = outline_source(d.source, d.hash_dim)
     if o is None:
+        test = PAPER_TEST if d.test_size is None else d.test_size
         return math.ceil((d.rows or 1) / (P * d.K)), (d.hash_dim or 16) + 1, test, {}
-    train = max(1, min(d.rows or o.rows, o.rows - test))
+    rows, test = split_sizes(o.rows, d.rows, d.test_size)  # the loader's rule
+    train = max(1, min(rows, o.rows - test))
     try:
         N = int(federated_counts(train, P=P, K=d.K, seed=seed).max())
     except ConfigError:  # too few rows for the clients: the loader says so
@@ -76,9 +78,9 @@ def _curve_sizes(
         # 1,500 training images spread unequally: a generous bound on the longest client
         P, K = curve.topology.P, d.K
         N = min(1797, 4 * math.ceil(1500 / (P * K)))
-        M, test = 64, d.test_size or 297
+        M, test = 64, DIGITS_TEST_SIZE if d.test_size is None else d.test_size
     else:
-        N, M, test = high(d.N), d.M, d.test_size if d.kind == "logistic" else 0
+        N, M, test = high(d.N), d.M, (d.test_size or 0) if d.kind == "logistic" else 0
     if curve.model.kind in ("softmax", "mlp", "cnn"):
         classes = 10 if d.kind == "digits" else 2
         m = curve.model

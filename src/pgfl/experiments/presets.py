@@ -11,7 +11,12 @@ import inspect
 import tomllib
 from typing import Any
 
-from pgfl.data.datasets import classification_federated_data, load_dataset
+from pgfl.data.datasets import (
+    PAPER_ROWS,
+    PAPER_TEST,
+    classification_federated_data,
+    load_dataset,
+)
 from pgfl.experiments.catalog import preset_names, preset_text, preset_title
 from pgfl.experiments.config import ExperimentConfig
 from pgfl.experiments.loader import parse_config
@@ -51,8 +56,8 @@ def fit_split(name: str, source: str, rows: int | None = None) -> tuple[dict[str
     table = raw.get("data", {})
     P = raw.get("topology", {}).get("P", PARAMS["topology.P"].default)
     K = table.get("K", PARAMS["data.K"].default)
-    want_rows = table.get("rows", PARAMS["data.rows"].default) if rows is None else rows
-    want_test = table.get("test_size") or 256  # the loader's meaning of 0
+    want_rows = table.get("rows", PAPER_ROWS) if rows is None else rows
+    want_test = table.get("test_size", PAPER_TEST)
     overrides: dict[str, Any] = {"source": source} | ({} if rows is None else {"rows": rows})
     n = len(load_dataset(source, rows=want_rows + want_test)[1])  # at most what is needed
     if n >= want_rows + want_test:

@@ -25,9 +25,12 @@ from pgfl.engine import CurveSettings, Network, Trajectory
 from pgfl.privacy.accounting import calibrate, epsilon_curve
 from pgfl.privacy.mechanisms import ClientAggregation, DistributedNoise, Mechanism
 from pgfl.privacy.mechanisms.adversaries import adversary_epsilons, trusted_parties
+from pgfl.validation import ConfigError
 
 __all__ = [
     "calibrated",
+    "multiplier_std",
+    "with_noise_multiplier",
     "curve_epsilon",
     "primary",
     "reported",
@@ -59,6 +62,50 @@ def reported(settings: CurveSettings) -> str | None:
     if level == "server" and settings.server.std == 0 and client.calibrates and client.std > 0:
         return "client"
     return level
+
+
+def multiplier_std(z: float, transcript_at: Any, name: str) -> float:
+    """The noise std ``σ = z·Δ₁`` of noise multiplier ``z`` (Opacus' ``noise_multiplier``).
+
+    The one conversion from a noise multiplier to a noise level, for the configurations
+    (:func:`with_noise_multiplier`) and ``pgfl privacy epsilon --noise-multiplier``.
+    ``transcript_at(σ)`` is the link's release at noise std σ
+    (:meth:`~pgfl.privacy.mechanisms.base.Mechanism.transcript`); ``Δ₁`` is the L2
+    sensitivity of its first message, the one the accountant charges: 2μB for a client's
+    model, 2B for its update (divided by the records under record-level neighbours), and
+    for server noise the first round's (later rounds' grow, preprint eq. 52). As in
+    Opacus, ``z`` alone fixes what one Gaussian release costs. Distributed discrete noise
+    (``distributed_gaussian``, ``skellam``: σ the std of the noise on a unit's sum) takes
+    Δ₁ in real units before the encoding (its transcript's ``message_sensitivity``,
+    2μB/r): its accountant charges the rounded vector on a grid whose step depends on σ
+    itself, so that Δ is not known before σ; the rounding's extra cost shows in its ε.
+    ``name`` is the setting or option in the message when there is no sensitivity (no
+    clipping bound).
+
+    >>> from pgfl.privacy.accounting.releases import Transcript
+    >>> multiplier_std(1.5, lambda s: Transcript((0.4, 0.8), std=s), "z")
+    0.6000000000000001
+    """
+    transcript = transcript_at(1.0)
+    if not transcript.sensitivities:
+        raise ConfigError(
+            f"{name}: a noise multiplier is σ/Δ, and this link has no sensitivity Δ "
+            f"({transcript.reason or 'no release'}); set training.clip_norm"
+        )
+    if transcript.shares:  # distributed discrete noise: its sensitivities are in grid units
+        return float(z) * float(dict(transcript.settings)["message_sensitivity"])
+    return float(z) * float(transcript.sensitivities[0])
+
+
+def with_noise_multiplier(
+    settings: CurveSettings, net: Network, iterations: int, level: str, z: float
+) -> CurveSettings:
+    """``settings`` with the ``level`` link's noise std set to ``z·Δ₁`` (:func:`multiplier_std`)."""
+    mechanism: Mechanism = getattr(settings, level)
+    ctx = settings.release_context(net, iterations)
+    name = f"privacy.{level}_noise_multiplier"
+    std = multiplier_std(z, lambda s: mechanism.with_std(s).transcript(ctx), name)
+    return replace(settings, **{level: mechanism.with_std(std)})
 
 
 def calibrated(

@@ -9,7 +9,10 @@ Output files (the contract other tools read):
   (``finite_repetitions`` of them) and over the last 10% of iterations (``null`` when
   every repetition diverged). ``"diverged": true`` when fewer than half the repetitions
   stayed finite: a value then comes from the few that did, and ``warnings`` (a list of
-  one-line strings at the top of the summary) says so;
+  one-line strings at the top of the summary) says so. A curve with graph-homomorphic
+  noise on a non-linear loss also has ``centroid_bias_db``, the floor its centroid MSD
+  levels off at (:func:`pgfl.engine.floor.centroid_bias`; absent where it is zero, as for
+  least squares);
 * ``curves.csv``: one row per curve and iteration with the same metrics (in dB);
 * ``figure.png`` (and ``sweep.png`` for a sweep): plotted from those two files
   (:func:`pgfl.plots.plot_run`).
@@ -36,6 +39,7 @@ __all__ = [
     "STEADY_FRACTION",
     "curve_metrics",
     "divergence_warnings",
+    "round_lines",
     "summarize_curve",
     "write_results",
 ]
@@ -80,6 +84,52 @@ def curve_metrics(traj: Trajectory, c: int) -> dict[str, np.ndarray]:
     return out
 
 
+#: Metrics of ``run.log``'s round lines: what ``curves.csv`` holds under each name.
+_LOGGED = {
+    "centroid_msd_db": ("centroid_msd", True),
+    "individual_msd_db": ("individual_msd", True),
+    "disagreement_db": ("disagreement", True),
+    "test_error": ("test_error", False),
+    "test_accuracy": ("test_error", False),
+    "test_log_loss": ("test_log_loss", False),
+}
+
+
+def round_lines(
+    T: int, names: list[str], curves: list[tuple[str, dict[str, np.ndarray]]]
+) -> list[str]:
+    """``run.log``'s line for every round: each metric of ``names``, every curve's value.
+
+    ``curves``: ``(label, saved metrics)``. One line per round, as a federated-learning
+    framework logs its rounds: ``round 17/1000: centroid_msd_db none=-12.31 iid=-3.10 |
+    test_error none=0.0990 iid=0.1030`` (dB to 2 decimals, test metrics to 4; a metric a
+    curve lacks, e.g. a neural network's MSD, is left out).
+
+    >>> m = {"centroid_msd": np.array([1.0, 0.1]), "individual_msd": np.array([2.0, 0.2])}
+    >>> round_lines(2, ["centroid_msd_db"], [("a", m)])
+    ['round 1/2: centroid_msd_db a=0.00', 'round 2/2: centroid_msd_db a=-10.00']
+    """
+    columns = []
+    for name in names:
+        key, db = _LOGGED.get(name, (None, False))
+        values = []
+        for label, m in curves:
+            if key not in m or not np.isfinite(m[key]).any():
+                continue
+            v = _db(m[key]) if db else (1.0 - m[key] if name == "test_accuracy" else m[key])
+            values.append((label, v, "{:.2f}" if db else "{:.4f}"))
+        if values:
+            columns.append((name, values))
+    return [
+        f"round {t + 1}/{T}: "
+        + " | ".join(
+            f"{name} " + " ".join(f"{label}={fmt.format(v[t])}" for label, v, fmt in values)
+            for name, values in columns
+        )
+        for t in range(T)
+    ] if columns else []  # fmt: skip
+
+
 def summarize_curve(label: str, m: dict[str, np.ndarray]) -> dict[str, Any]:
     """The ``summary.json`` entry of one curve from its saved metrics.
 
@@ -96,6 +146,8 @@ def summarize_curve(label: str, m: dict[str, np.ndarray]) -> dict[str, Any]:
     for key in ("centroid_msd", "individual_msd", "disagreement"):
         value = float(_db(m[key][tail].mean())) if not none_left else None
         entry[f"{key}_db"] = None if value is not None and math.isnan(value) else value
+    if "centroid_bias" in m and m["centroid_bias"] > 0:  # the noise-smoothed optimum's offset
+        entry["centroid_bias_db"] = float(_db(m["centroid_bias"]))
     entry["diverged"] = 2 * finite < reps  # fewer than half stayed finite
     entry["diverged_at"] = diverged_at if count else None
     entry["diverged_repetitions"] = count
@@ -135,22 +187,10 @@ def divergence_warnings(curves: list[dict[str, Any]], repetitions: int) -> list[
     return out
 
 
-def write_results(
-    cfg: ExperimentConfig,
-    out: Path,
-    metrics: dict[int, dict[str, np.ndarray]],
-    *,
-    elapsed: float,
-    iota2: dict[str, float],
-    engine: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """Write ``summary.json``, ``curves.csv`` and ``figure.png``; return the summary.
-
-    ``engine`` (e.g. ``{"backend": "local", "local_phase": "compiled"}``: which backend
-    simulated, which local-phase implementation ran) goes into the summary and the first
-    lines of ``run.log``.
-    """
-    curves = [summarize_curve(c.label, metrics[i]) for i, c in enumerate(cfg.curves)]
+def _add_settings(
+    cfg: ExperimentConfig, curves: list[dict[str, Any]], metrics: dict[int, dict[str, np.ndarray]]
+) -> None:
+    """Each curve's ``settings`` in its summary entry: what it ran with (sweeps read them)."""
     for i, (entry, c) in enumerate(zip(curves, cfg.curves, strict=True)):
         entry["settings"] = {
             "mu": c.training.mu,
@@ -167,6 +207,32 @@ def write_results(
             entry["settings"]["model"] = c.model.kind
         if c.privacy.target_epsilon is not None:
             entry["target_epsilon"] = c.privacy.target_epsilon
+        for level in ("client", "server"):  # the variance above is z·Δ's square
+            z = getattr(c.privacy, f"{level}_noise_multiplier")
+            if z is not None and entry["settings"][f"{level}_noise"] not in (
+                "none",
+                "secure_aggregation",
+            ):
+                entry["settings"][f"{level}_noise_multiplier"] = z
+
+
+def write_results(
+    cfg: ExperimentConfig,
+    out: Path,
+    metrics: dict[int, dict[str, np.ndarray]],
+    *,
+    elapsed: float,
+    iota2: dict[str, float],
+    engine: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Write ``summary.json``, ``curves.csv`` and ``figure.png``; return the summary.
+
+    ``engine`` (e.g. ``{"backend": "local", "local_phase": "compiled"}``: which backend
+    simulated, which local-phase implementation ran) goes into the summary and the first
+    lines of ``run.log``.
+    """
+    curves = [summarize_curve(c.label, metrics[i]) for i, c in enumerate(cfg.curves)]
+    _add_settings(cfg, curves, metrics)
     summary = {
         "experiment": cfg.name,
         "title": cfg.title,
@@ -180,6 +246,12 @@ def write_results(
         "warnings": divergence_warnings(curves, cfg.repetitions),
         "curves": curves,
     }
+    if cfg.figure != "iterations":
+        summary["figure"] = cfg.figure
+    kinds = {c.topology.kind for c in cfg.curves}
+    for entry, c in zip(curves, cfg.curves, strict=True):
+        if len(kinds) > 1:  # curves that differ in their graph say which (steady_figure)
+            entry["topology"] = c.topology.kind
     if engine is not None:
         summary["engine"] = engine
     rows = []
@@ -207,6 +279,9 @@ def write_results(
             rows.append(row)
     write_csv(out / "curves.csv", rows)
     log = [f"engine: {k}={v}" for k, v in (engine or {}).items()]
+    log += round_lines(
+        cfg.iterations, list(cfg.plot), [(c.label, metrics[i]) for i, c in enumerate(cfg.curves)]
+    )
     log += [
         f"{entry['label']}: {line}"
         for entry in curves

@@ -25,11 +25,12 @@ import numpy as np
 
 from pgfl.backends import Backend, describe, make_backend
 from pgfl.engine.compiled import local_phase_kind
+from pgfl.engine.floor import centroid_bias
 from pgfl.experiments.config import ExperimentConfig
 from pgfl.experiments.partial import remove_partial, save_curve
 from pgfl.experiments.plan import Batch, Plan, prepare_experiment
 from pgfl.experiments.privacy import curve_epsilon, ddp_entry, resolved_variances, secagg_entry
-from pgfl.experiments.results import curve_metrics, write_results
+from pgfl.experiments.results import curve_metrics, round_lines, write_results
 from pgfl.files import FileError, jsonable, open_folder, write_json, writing
 from pgfl.folders import staged
 from pgfl.privacy.mechanisms import DistributedNoise
@@ -121,6 +122,9 @@ def _curve_results(
         "iota2": batch.net.iota2,
     }
     metrics["engine"] = np.array(json.dumps(jsonable(engine)))
+    bias = centroid_bias(batch.net, settings, batch.w_opt)
+    if bias is not None:  # graph-homomorphic noise on a non-linear loss: the MSD's floor
+        metrics["centroid_bias"] = np.array(bias)
     return metrics
 
 
@@ -207,6 +211,12 @@ def _run(
                 metrics[i] = _curve_results(batch, c, traj, accounted[i], ran, phase)
                 with writing(out):
                     save_curve(out, i, cfg.curves[i].label, plan.fingerprint, metrics[i])
+            with writing(out):  # the batch's rounds, as it finishes (the end rewrites run.log)
+                curves = [(cfg.curves[i].label, metrics[i]) for i in batch.indices]
+                with (out / "run.log").open("a", encoding="utf-8") as log:
+                    log.writelines(
+                        f"{line}\n" for line in round_lines(cfg.iterations, list(cfg.plot), curves)
+                    )
         pending.result()  # an accounting error surfaces even when every curve was resumed
     finally:
         pool.shutdown(wait=False, cancel_futures=True)

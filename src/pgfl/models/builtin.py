@@ -427,7 +427,8 @@ def load_custom(
     """The user's model of ``model.source = "FILE.py:FUNCTION"`` as a problem.
 
     ``FUNCTION(features, classes, rng)`` returns ``(loss, params, predict)`` (``predict``
-    may be ``None``) or a :class:`JaxProblem`; ``rng`` is the run's ``model`` stream (the
+    may be ``None``), a :class:`JaxProblem` or a PyTorch model as a
+    :class:`~pgfl.models.torch_adapter.TorchProblem`; ``rng`` is the run's ``model`` stream (the
     contract: docs/models.md, "A model in a configuration"). Every call into the file goes
     through :class:`UserFunction`: an exception raised by the user's code is a
     :class:`~pgfl.validation.UserCodeError` naming the file and line, and each one's first
@@ -445,6 +446,8 @@ def load_custom(
         raise ConfigError(f"model.source: {path} has no function {name!r}")
     out = UserFunction(make, path, timeout)(features, classes, rng)
     user = lambda f: None if f is None else UserFunction(f, path, timeout)  # noqa: E731
+    if callable(getattr(out, "rebuilt", None)):  # a TorchProblem (pgfl[torch]): the run's rho
+        return out.rebuilt(rho, user)
     if isinstance(out, JaxProblem):
         return JaxProblem(
             user(out.loss),
@@ -458,8 +461,8 @@ def load_custom(
         )
     if not isinstance(out, tuple) or len(out) != 3:
         raise ConfigError(
-            f"model.source: {name}(features, classes, rng) must return (loss, params, predict) "
-            f"or a JaxProblem; got {type(out).__name__}"
+            f"model.source: {name}(features, classes, rng) must return (loss, params, predict), "
+            f"a JaxProblem or a TorchProblem; got {type(out).__name__}"
         )
     loss, params, predict = out
     return JaxProblem(user(loss), params, rho, predict=user(predict), name=f"custom:{name}")

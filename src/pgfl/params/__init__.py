@@ -25,14 +25,26 @@ pgfl.validation.ConfigError: training.L must be an integer in [1, data.K=100]; g
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 from pgfl.data.params import DATA_KINDS
 from pgfl.data.params import PARAMS as DATA_PARAMS
 from pgfl.data.synthetic import SCHEDULE_PARAMS
-from pgfl.param import Param, ParamTable, When, folder_name, kind_is, ref
+from pgfl.general import (
+    ACTIVATIONS,
+    BACKENDS,
+    METRICS,
+    MODEL,
+    MODEL_KINDS,
+    RAY_MODES,
+    RUN,
+    SHARE,
+    TEST_METRICS,
+    TOP,
+    TRAINING,
+)
+from pgfl.param import Param, ParamTable, When
 from pgfl.privacy import mechanisms
 from pgfl.privacy.accounting.accountants import ACCOUNTANTS
 from pgfl.privacy.mechanisms.base import ADVERSARIES, NEIGHBOURS
@@ -69,22 +81,8 @@ __all__ = [
 
 #: Client noise that is differentially private (the client-level mechanisms with an ε).
 DP_NOISE = (*DISTRIBUTIONS, "distributed_gaussian", "skellam")
-SHARE = ("models", "updates")
-MODEL_KINDS = ("none", "softmax", "mlp", "cnn", "custom")
-ACTIVATIONS = ("relu", "tanh", "sigmoid", "elu")
-#: Metrics of the centroid and servers on a held-out test set (classification only).
-TEST_METRICS = (
-    "test_error",
-    "test_accuracy",
-    "test_log_loss",
-    "server_test_error_mean",
-    "server_test_loss_mean",
-)
-METRICS = ("centroid_msd_db", "individual_msd_db", "disagreement_db", *TEST_METRICS)
 #: Sections of a configuration, in the order of the reference; "" is the top level.
 SECTIONS = ("", "quick", "topology", "data", "model", "training", "privacy", "run", "deploy")
-BACKENDS = ("local", "ray")
-RAY_MODES = ("tasks", "actors")
 
 
 def dp_link(c: Mapping[str, Any]) -> bool:
@@ -98,61 +96,7 @@ DP_LINK = When(
     '"distributed_gaussian"/"skellam"',
     dp_link,
 )
-RAY = When('run.backend = "ray"', lambda c: c["run.backend"] == "ray")
-ACTORS = When('run.backend = "ray" and run.mode = "actors"',
-              lambda c: c["run.backend"] == "ray" and c["run.mode"] == "actors")  # fmt: skip
-
-_TOP = (
-    Param("name", "string", "experiment", "Experiment name; the default output folder is "
-          "`runs/NAME`.", checker=folder_name,
-          allowed_doc="a folder name: non-empty, without '/' '\\\\', not '.' or '..'"),
-    Param("title", "string", "", "Figure title."),
-    Param("seed", "int", 0, "Root seed: every random draw comes from a stream named under "
-          "it.", lo=0),
-    Param("iterations", "int", 1000, "Iterations T of every curve.", lo=1),
-    Param("repetitions", "int", 1, "Independent Monte-Carlo repetitions R (averaged).", lo=1),
-    Param("plot", "choices", ("centroid_msd_db",), "Metrics drawn in `figure.png`, one panel each "
-          "(test metrics need a test set; disagreement needs P > 1).", choices=METRICS),
-    # [quick]: the --quick variant
-    Param("quick.iterations", "int", None, "Iterations with `--quick` (unset: `iterations`).",
-          lo=1),
-    Param("quick.repetitions", "int", None, "Repetitions with `--quick` (unset: "
-          "`repetitions`).", lo=1),
-)  # fmt: skip
-
-_MODEL = (
-    Param("model.kind", "choice", "none", "`none`: the loss of data.kind (least squares or "
-          "logistic, closed form); `softmax`, `mlp` or `cnn` (8×8 images): multi-class "
-          "models through JAX (extra `pgfl[jax]`; docs/models.md); `custom`: your JAX "
-          "model from `model.source`.", choices=MODEL_KINDS),
-    Param("model.source", "string", None, "`FILE.py:FUNCTION`: your JAX model, FILE "
-          "relative to the configuration file's folder; `FUNCTION(features, classes, rng)` "
-          "returns `(loss, params, predict)`. What the file must define, shapes and when "
-          "pgfl calls what: docs/models.md, \"A model in a configuration\".", nonempty=True,
-          applies=kind_is("model", "custom"), required=True),
-    Param("model.hidden", "ints", (64,), "Widths of the MLP's hidden layers.", lo=1,
-          applies=kind_is("model", "mlp")),
-    Param("model.activation", "choice", "relu", "Activation of the hidden layers.",
-          choices=ACTIVATIONS, applies=kind_is("model", "mlp", "cnn")),
-    Param("model.channels", "int", 8, "Filters of the CNN's 3×3 convolution.", lo=1,
-          applies=kind_is("model", "cnn")),
-    Param("model.timeout", "real", 300.0, "Seconds the code of `model.source` may run on "
-          "its first call (the file's import, `FUNCTION`, the first trace of `loss` and "
-          "`predict`) before pgfl stops it as hung and names the line it was running.",
-          lo=0, lo_open=True, applies=kind_is("model", "custom")),
-)  # fmt: skip
-
-_TRAINING = (
-    Param("training.mu", "real", 0.7, "Step size μ; a client's SGD step is μ/E_pk (eq. 3).",
-          lo=0, lo_open=True, batched=True),
-    Param("training.L", "int", 11, "Clients sampled per unit and iteration.", lo=1,
-          hi_ref=ref("data.K")),
-    Param("training.share", "choice", "models", "What clients share: models, or averaged "
-          "updates (journal §3.4, eqs. 54-55).", choices=SHARE, batched=True),
-    Param("training.clip_norm", "real", math.inf, "Per-sample gradient clipping norm B "
-          "(`inf`: none); bounds ε.", lo=0, lo_open=True, inf_ok=True, batched=True),
-)  # fmt: skip
-_T = {p.name: p for p in (RHO, *_TRAINING[:2], *SCHEDULE_PARAMS, *_TRAINING[2:])}
+_T = {p.name: p for p in (RHO, *TRAINING[:2], *SCHEDULE_PARAMS, *TRAINING[2:])}
 
 _PRIVACY = (
     Param("privacy.client_noise", "choice", "none", "Client→server link: DP noise on what a "
@@ -168,6 +112,22 @@ _PRIVACY = (
           choices=lambda: mechanisms.names("server"), batched=True),
     SERVER_VARIANCE,
     SERVER_DISTRIBUTION,
+    Param("privacy.client_noise_multiplier", "real", None, "Client noise as a noise "
+          "multiplier z = σ/Δ (Opacus' `noise_multiplier`) instead of "
+          "`privacy.client_variance` (`privacy.ddp_variance` for distributed noise: σ on a "
+          "unit's sum): σ = z·Δ, Δ the L2 sensitivity of a client's message in one round "
+          "(2μB for a model, 2B for an update; divided by the records with "
+          "`privacy.neighbours = \"record\"`; distributed noise: in real units, before its "
+          "integer encoding). Needs training.clip_norm.", lo=0, lo_open=True, batched=True,
+          applies=When('privacy.client_noise = "laplace"/"gaussian"/"distributed_gaussian"/'
+                       '"skellam"', lambda c: c["privacy.client_noise"] in DP_NOISE)),
+    Param("privacy.server_noise_multiplier", "real", None, "Server noise as a noise "
+          "multiplier z = σ/Δ₁ instead of `privacy.server_variance`: σ = z·Δ₁, Δ₁ the L2 "
+          "sensitivity of a server's first message (later messages' grow with the "
+          "iteration for the schemes whose sensitivity accumulates, preprint eq. 52). Needs "
+          "training.clip_norm.", lo=0, lo_open=True, batched=True,
+          applies=When('privacy.server_noise other than "none"',
+                       lambda c: c["privacy.server_noise"] != "none")),
     Param("privacy.target_epsilon", "real", None, "ε after T iterations: calibrates the "
           "variance of the privatized link (needs training.clip_norm).", lo=0, lo_open=True,
           batched=True, applies=DP_LINK),
@@ -193,31 +153,6 @@ _PRIVACY = (
           "(ε never decreases). ε(T) does not depend on it; fewer read-outs cost less "
           "accounting time.", lo=2, batched=True, applies=DP_LINK),
     *SECAGG_PARAMS,
-)  # fmt: skip
-
-_RUN = (
-    # [run]: where the simulation runs (not part of the results: a run resumes on any backend)
-    Param("run.backend", "choice", "local", "`local`: this process (the single-process "
-          "engine); `ray`: a Ray cluster, same bits (docs/ray.md).", choices=BACKENDS),
-    Param("run.address", "string", None, "Address of a running Ray cluster to join "
-          "(`ray start --head` prints it; `\"auto\"`: the one running on this machine or "
-          "`RAY_ADDRESS`; unset: start a new local Ray, whatever else runs).",
-          nonempty=True, applies=RAY),
-    Param("run.workers", "int", None, "CPUs of the local Ray started without "
-          "`run.address` (unset: every CPU of the machine).", lo=1,
-          applies=When('run.backend = "ray" without run.address',
-                       lambda c: c["run.backend"] == "ray" and c["run.address"] is None)),
-    Param("run.mode", "choice", "tasks", "`tasks`: curves × repetition blocks as Ray tasks "
-          "(sweeps); `actors`: one network's units held by Ray actors.", choices=RAY_MODES,
-          applies=RAY),
-    Param("run.actors", "int", None, "Ray actors holding blocks of units (unset: one per "
-          "CPU of the cluster, at most P).", lo=1, applies=ACTORS),
-    Param("run.checkpoint_every", "int", 16, "Rounds between checkpoints of each actor's "
-          "block state (a restarted actor replays from the last one).", lo=1,
-          applies=ACTORS),
-    Param("run.keep_partial", "bool", False, "Keep `OUT/partial/` (each curve's saved "
-          "metrics, Ray's task files) after the run finishes; an interrupted run always "
-          "keeps it for `--resume` (the CLI's `--keep-partial`)."),
 )  # fmt: skip
 
 
@@ -278,16 +213,16 @@ _DEPLOY = (
 def _table() -> ParamTable:
     """The settings in reference order; mechanism settings not listed above come last."""
     ordered = [
-        *_TOP,
+        *TOP,
         *TOPOLOGY_PARAMS,
         *DATA_PARAMS,
-        *_MODEL,
+        *MODEL,
         *_T.values(),
         *_PRIVACY,
     ]
     listed = {p.name for p in ordered}
     ordered += [p for p in mechanisms.params() if p.name not in listed]
-    return ParamTable([*ordered, *_RUN, *_DEPLOY])
+    return ParamTable([*ordered, *RUN, *_DEPLOY])
 
 
 #: The table: dotted name → :class:`~pgfl.param.Param`, in the order of the reference.

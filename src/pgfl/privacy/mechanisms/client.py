@@ -44,10 +44,11 @@ CLIENT_VARIANCE = Param(
     "privacy.client_variance", "real", 0.0, "Variance of the client noise per coordinate.",
     lo=0, batched=True,
     applies=When('privacy.client_noise = "laplace"/"gaussian", not calibrated by '
-                 "privacy.target_epsilon",
+                 "privacy.target_epsilon nor given as privacy.client_noise_multiplier",
                  lambda c: c["privacy.client_noise"] in DISTRIBUTIONS
                  and (c["privacy.target_epsilon"] is None
-                      or c["privacy.server_noise"] != "none")),
+                      or c["privacy.server_noise"] != "none")
+                 and c.get("privacy.client_noise_multiplier") is None),
 )  # fmt: skip
 
 

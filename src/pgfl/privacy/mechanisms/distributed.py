@@ -91,9 +91,10 @@ DDP_VARIANCE = Param(
     "sum of client messages (a client's model change, or its update with `training.share = "
     "\"updates\"`), at t survivors: each sampled client adds a share σ²/t.", lo=0, batched=True,
     applies=When('privacy.client_noise = "distributed_gaussian"/"skellam", not calibrated by '
-                 "privacy.target_epsilon",
+                 "privacy.target_epsilon nor given as privacy.client_noise_multiplier",
                  lambda c: c["privacy.client_noise"] in DDP_NAMES
-                 and c["privacy.target_epsilon"] is None),
+                 and c["privacy.target_epsilon"] is None
+                 and c.get("privacy.client_noise_multiplier") is None),
 )  # fmt: skip
 DDP_BITS = Param(
     "privacy.ddp_bits", "int", 16, "b: bits per coordinate of a client's code and of the "
@@ -322,7 +323,8 @@ class DistributedNoise(ClientAggregation):
 
         Replacing the client's data (given the server's model, which both worlds share)
         moves its message by ``2μB/r`` (``2B/r`` for updates; r the records a step
-        averages), at most ``2c``; in grid units after rounding
+        averages), at most ``2c`` (in real units: the setting ``message_sensitivity``, the
+        Δ of a noise multiplier σ/Δ); in grid units after rounding
         (:func:`~pgfl.privacy.distributed.accounting.rounded_sensitivity`). The sum holds
         n ∈ [t, L] shares; each round is charged the worst.
         """
@@ -334,21 +336,22 @@ class DistributedNoise(ClientAggregation):
                  "adversary: the unit's own server (honest-but-curious, knows the sample), and "
                  "by post-processing anyone; trusted: the secure-aggregation cryptography, and "
                  "no client colluding with the server")  # fmt: skip
-        settings = (("mechanism", self.name), ("sigma", self.std), ("bits", self.bits),
-                    ("grid", g.scale), ("share_variance_grid", g.variance), ("beta", self.beta),
-                    ("clip", self.clip), ("threshold", t), ("sampled", L))  # fmt: skip
-        common = {"std": math.sqrt(g.variance), "distribution": self.noise, "dim": g.dim,
-                  "scope": scope, "iterations": ctx.iterations, "settings": settings,
-                  "shares": tuple(range(t, L + 1)), "grid": g.scale}  # fmt: skip
-        if self.std == 0:
-            return Transcript((), reason="no noise (sigma = 0): the sum is released in the clear",
-                              **common)  # fmt: skip
         whole = 2.0 * self.clip
         if ctx.clip is None:
             shift = whole
         else:
             step = ctx.mu * ctx.clip if ctx.share == "models" else ctx.clip
             shift = min(2.0 * step / ctx.records, whole)
+        settings = (("mechanism", self.name), ("sigma", self.std), ("bits", self.bits),
+                    ("grid", g.scale), ("share_variance_grid", g.variance), ("beta", self.beta),
+                    ("clip", self.clip), ("threshold", t), ("sampled", L),
+                    ("message_sensitivity", shift))  # fmt: skip
+        common = {"std": math.sqrt(g.variance), "distribution": self.noise, "dim": g.dim,
+                  "scope": scope, "iterations": ctx.iterations, "settings": settings,
+                  "shares": tuple(range(t, L + 1)), "grid": g.scale}  # fmt: skip
+        if self.std == 0:
+            return Transcript((), reason="no noise (sigma = 0): the sum is released in the clear",
+                              **common)  # fmt: skip
         pad = (1.0 + MARGIN) / g.scale
         l2 = rounded_sensitivity(shift * pad, self.clip * pad, g.dim, self.beta)
         return Transcript((l2,) * ctx.iterations, **common)

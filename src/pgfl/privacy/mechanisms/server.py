@@ -60,9 +60,10 @@ SERVER_VARIANCE = Param(
     "privacy.server_variance", "real", 0.0, "Variance σ_g² of the server noise per "
     "coordinate.", lo=0, batched=True,
     applies=When('privacy.server_noise other than "none", not calibrated by '
-                 "privacy.target_epsilon",
+                 "privacy.target_epsilon nor given as privacy.server_noise_multiplier",
                  lambda c: c["privacy.server_noise"] != "none"
-                 and c["privacy.target_epsilon"] is None),
+                 and c["privacy.target_epsilon"] is None
+                 and c.get("privacy.server_noise_multiplier") is None),
 )  # fmt: skip
 #: Server schemes whose noise is Gaussian whatever ``privacy.server_distribution`` (their
 #: accounting is a Gaussian mechanism's, with correlated or gossiped noise).
