@@ -239,8 +239,8 @@ def _trial(c, r, t, rnd, Wn, local, diverged, psi, xs, client_kind, client_dist,
     graph-homomorphic noise, coefficient ``c_pm``), ``σ_c g_pm`` (per link) or
     ``σ_c (z c_pm)`` (central: the aggregator's draw on a unit's copy to itself,
     ``c_pp = 1/a_pp``, none on the uplinks); ``w_p`` sums them as ``np.add.reduceat``
-    does. A repetition with an entry that is not finite or above the bound is marked diverged (``diverged[c, r] = rnd``)
-    and frozen at NaN, as is one that diverged before.
+    does. A repetition with an entry that is not finite or above the bound is marked
+    diverged (``diverged[c, r] = rnd``) and frozen at NaN, as is one that diverged before.
     """
     P, M = psi.shape
     if diverged[c, r] >= 0:
