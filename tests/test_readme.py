@@ -92,6 +92,7 @@ def cheap(cmd: str, tmp: Path) -> tuple[list[str], Path | None]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # the README's commands in turn (each bounded apart): minutes idle
 def test_every_inline_readme_command_runs(tmp_path):
     outputs = {}
     for cmd in readme_commands():
