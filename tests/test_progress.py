@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 from rich.console import Console
 
 from pgfl.commands.common import execute, progress_display
@@ -58,7 +59,12 @@ def terminal():
     return Console(file=io.StringIO(), force_terminal=True, width=100)
 
 
-def test_a_bar_per_batch_of_curves_counts_rounds_to_the_end(tmp_path):
+def test_a_bar_per_batch_of_curves_counts_rounds_to_the_end(tmp_path, monkeypatch):
+    from pgfl.engine import rounds
+
+    # compiled rounds report after each call: at most 5 rounds a call here, so the bar
+    # moves at least three times in 12 rounds (the round-by-round path: every round)
+    monkeypatch.setattr(rounds, "ROUNDS_PER_CALL", 5)
     plan = prepare_experiment(parse_config(TINY), tmp_path / "out")
     assert len(plan.batches) == 2  # other_mu has other epochs: a batch of its own
     with progress_display(False, console=terminal()) as bar:
@@ -70,7 +76,8 @@ def test_a_bar_per_batch_of_curves_counts_rounds_to_the_end(tmp_path):
         assert info["unit"] == "rounds" and info["total"] == TINY["iterations"]
         assert info["description"].startswith("tiny: ")
         done = [kw["completed"] for t, kw in seen.updates if t == task and "completed" in kw]
-        assert done == list(range(1, TINY["iterations"] + 1))  # every round, in order
+        steps = np.diff([0, *done])
+        assert done[-1] == TINY["iterations"] and (steps >= 1).all() and (steps <= 5).all()
     names = sorted(info["description"] for info in seen.tasks.values())
     assert names == ["tiny: none, gh", "tiny: other_mu"]
 
@@ -120,10 +127,11 @@ def test_run_log_grows_in_the_staging_folder_and_reaches_out_only_with_the_resul
 
     out = tmp_path / "out"
     plan = prepare_experiment(parse_config(TINY), out)
-    seen = []
+    seen, started = [], set()
 
     def on_progress(labels, done, total):
-        if done == 1:  # a batch starts: what the batches before it logged, and where
+        if labels not in started:  # a batch starts: what the batches before it logged, where
+            started.add(labels)
             staged = plan.work / "run.log"
             lines = staged.read_text(encoding="utf-8").splitlines() if staged.exists() else []
             seen.append((len(lines), (out / "run.log").exists()))
