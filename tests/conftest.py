@@ -50,9 +50,10 @@ def pytest_itemcollected(item):
     """Ray tests: a time bound of their own, and one pytest worker for all of them
     (``--dist loadgroup``: one local Ray instance at a time on the machine).
 
-    Marked as each test is collected: pytest-xdist reads the ``xdist_group`` marks in its
-    ``pytest_collection_modifyitems``, before a conftest's hook of that name has run
-    (marks added there were ignored, and both workers started Ray).
+    Marked as each test is collected, before any ``pytest_collection_modifyitems`` hook:
+    pytest-xdist reads the ``xdist_group`` marks in its own hook of that name, whose order
+    against a conftest's is not guaranteed. (pytest >= 9.2 breaks the grouping anyway:
+    pyproject.toml bounds it.)
     """
     ray = "ray_local" in getattr(item, "fixturenames", ())
     if ray or item.get_closest_marker("ray") is not None:
