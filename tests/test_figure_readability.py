@@ -501,9 +501,8 @@ def test_one_epsilon_is_a_ranked_bar_chart_not_markers_stacked_at_one_x():
     panels = [ax for ax in fig.axes if ax.get_visible()]
     assert len(panels) == 2 * 2 + 2 * 3  # (regression, logistic) × (T, T/10) × metrics
     for ax in panels:
-        metric = "test_error" if "test error" in ax.get_xlabel() else (
-            "centroid_msd_db" if "centroid MSD" in ax.get_xlabel() else "individual_msd_db"
-        )
+        label = ax.get_xlabel()
+        metric = next(m for m, t in plots._FRONTIER_METRICS if t == label)
         setup, T = ax.get_title().split(":")[0].split(", T=")
         curves = {c["label"]: c for c in summary["curves"]
                   if (c["setup"], c["iterations"]) == (setup, int(T))}  # fmt: skip

@@ -15,7 +15,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pgfl.experiments.frontier import METRIC_QUANTITY, coverage, rank_schemes
+from pgfl.experiments.frontier import METRIC_QUANTITY, best_schemes, coverage, rank_schemes
 from pgfl.privacy import mechanisms
 from pgfl.privacy.mechanisms.base import QUANTITIES
 
@@ -114,3 +114,20 @@ def test_uncovered_schemes_rank_last_and_covered_ones_keep_their_rank(points):
     by_value = sorted(finite, key=lambda i: (points[i][0], i))
     assert [ranks[i] for i in by_value] == list(range(1, len(finite) + 1))
     assert np.all([ranks[i] > len(finite) for i in covered if points[i][0] is None])
+
+
+def test_the_best_scheme_per_adversary_is_one_whose_epsilon_covers_the_centroid():
+    summary = {"curves": [
+        {"label": "graph_homomorphic_gaussian", "setup": "other_server", "x": [1.0],
+         "centroid_msd_db": [-50.0]},
+        {"label": "central", "setup": "other_server", "x": [1.0], "centroid_msd_db": [-40.0]},
+        {"label": "random_gaussian", "setup": "other_server", "x": [1.0],
+         "centroid_msd_db": [-35.0]},
+        {"label": "graph_homomorphic_gaussian", "setup": "link_eavesdropper", "x": [1.0],
+         "centroid_msd_db": [-50.0]},
+    ]}  # fmt: skip
+    other, eavesdropper = sorted(
+        best_schemes(summary), key=lambda b: b["adversary"] != "other_server"
+    )
+    assert (other["best"], other["distributed"]) == ("central", "random_gaussian")
+    assert "best" not in eavesdropper  # no scheme drawn covers the centroid: none is best

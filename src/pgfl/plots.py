@@ -1396,7 +1396,8 @@ def _bars(ax: Axes, curves: Sequence[Mapping[str, Any]], metric: str, base: floa
         face = style.color if covered else "white"
         ax.plot([v], [y], ls="none", marker=style.marker, ms=8, color=style.color, mfc=face,
                 mec=style.color, gid=c["label"])  # fmt: skip
-        ax.annotate(f"{v:.1f}" if metric.endswith("_db") else f"{v:.3g}", (v, y), xytext=(7, 0), textcoords="offset points", va="center")
+        text = f"{v:.1f}" if metric.endswith("_db") else f"{v:.3g}"
+        ax.annotate(text, (v, y), xytext=(7, 0), textcoords="offset points", va="center")
     if base is not None:
         ax.axvline(base, color="0.45", ls="--", lw=1.2, zorder=1)
     lo, hi = min([origin, *finite]), max([origin, *finite])

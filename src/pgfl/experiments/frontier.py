@@ -687,16 +687,16 @@ def adversary_configs(
 def best_schemes(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Per adversary and target ε, the scheme with the lowest centroid MSD (dB).
 
-    ``best``/``best_db`` over every scheme whose ε covers the centroid
-    (``centroid_msd_db_covered``), ``distributed``/``distributed_db`` over those of them
+    ``best``/``best_db`` over every scheme whose ε covers the centroid (:func:`coverage`),
+    ``distributed``/``distributed_db`` over those of them
     that trust no party (a trusted aggregator, a dealer: the mechanisms' ``trusted``).
     """
     rows: dict[tuple[str, float], dict[str, Any]] = {}
     for c in summary["curves"]:
         for x in c["x"]:
             rows.setdefault((c["setup"], x), {"adversary": c["setup"], "target_epsilon": x})
-        if not c["centroid_msd_db_covered"]:
-            continue
+        if "centroid_msd_db" in coverage(c["label"])[1]:
+            continue  # never the best on a quantity its ε does not cover
         trusted = _trusts(c["label"])
         for x, db in zip(c["x"], c["centroid_msd_db"], strict=True):
             row = rows[(c["setup"], x)]
