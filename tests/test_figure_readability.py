@@ -20,6 +20,7 @@ from matplotlib.text import Text
 
 from pgfl import plots
 from pgfl.graphlearn.plots import curves_figure
+from pgfl.style import curve_style
 
 # --- synthetic result files ------------------------------------------------------------------
 
@@ -444,3 +445,86 @@ def test_every_scheme_has_its_own_colour_and_marker_and_variants_their_own_line_
     a = curve_style(label="my curve")
     assert a.scheme == "" and a.color == curve_style(label="my curve").color
     assert not set(FALLBACK_COLORS) & {s.color for s in SCHEMES.values()}
+
+
+# --- the frontier at one target ε, and its legend -----------------------------------------------
+
+
+def _overlaps(a, b):
+    return a.x0 < b.x1 - 1 and b.x0 < a.x1 - 1 and a.y0 < b.y1 - 1 and b.y0 < a.y1 - 1
+
+
+def one_epsilon_summary():
+    """:func:`frontier_summary` at ε = 1 alone, covered and ranked as the frontier does."""
+    from pgfl.experiments.frontier import coverage, rank_schemes
+
+    s = frontier_summary()
+    for c in s["curves"]:
+        for key in ("centroid_msd_db", "individual_msd_db", "test_error"):
+            if key in c:
+                c[key] = [c[key][EPS.index(1.0)]]
+                c[f"{key}_covered"] = key not in coverage(c["label"])[1]
+        c["x"] = [1.0]
+    rank_schemes(s["curves"])
+    return s
+
+
+def one_run(summary):
+    """The summary of one (set-up, T): a short figure, where the legend ran into the title."""
+    from pgfl.experiments.frontier import SCHEMES
+
+    keep = lambda c: (c["setup"], c["iterations"]) == ("regression", 200)  # noqa: E731
+    curves = [{**c, "legend": SCHEMES[c["label"]].legend} for c in summary["curves"] if keep(c)]
+    return {**summary, "curves": curves,
+            "baselines": [b for b in summary["baselines"] if keep(b)]}  # fmt: skip
+
+
+def test_the_frontier_legend_never_covers_a_title_or_a_panel():
+    # the legend right of the panels ran into the figure's title
+    for summary in (frontier_summary(), one_run(frontier_summary()), one_epsilon_summary(),
+                    one_run(one_epsilon_summary())):  # fmt: skip
+        fig = plots.frontier_figure(summary)
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        (legend,) = fig.legends
+        box = legend.get_window_extent(renderer)
+        assert not _overlaps(box, fig._suptitle.get_window_extent(renderer))
+        for ax in fig.axes:
+            if ax.get_visible():
+                assert not _overlaps(box, ax.get_window_extent(renderer))
+                assert not _overlaps(box, ax.title.get_window_extent(renderer))
+
+
+def test_one_epsilon_is_a_ranked_bar_chart_not_markers_stacked_at_one_x():
+    summary = one_epsilon_summary()
+    fig = plots.frontier_figure(summary)
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(panels) == 2 * 2 + 2 * 3  # (regression, logistic) × (T, T/10) × metrics
+    for ax in panels:
+        label = ax.get_xlabel()
+        metric = next(m for m, t in plots._FRONTIER_METRICS if t == label)
+        setup, T = ax.get_title().split(":")[0].split(", T=")
+        curves = {c["label"]: c for c in summary["curves"]
+                  if (c["setup"], c["iterations"]) == (setup, int(T))}  # fmt: skip
+        bars = {p.get_gid(): p for p in ax.patches if p.get_gid()}
+        assert set(bars) == set(curves)  # one bar per scheme
+        ys = {name: p.get_y() + p.get_height() / 2 for name, p in bars.items()}
+        assert len({round(y, 6) for y in ys.values()}) == len(ys)  # none stacked
+        ranked = sorted(curves, key=lambda n: curves[n][f"{metric}_rank"][0])
+        assert sorted(ys, key=ys.get) == ranked  # rank 1 first (on top)
+        for name, p in bars.items():
+            colour = to_rgb(curve_style(label=name).color)
+            assert np.allclose(p.get_edgecolor()[:3], colour)  # the scheme's own colour
+            if curves[name][f"{metric}_covered"]:
+                assert not p.get_hatch() and np.allclose(p.get_facecolor()[:3], colour)
+            else:  # hollow and hatched, after every covered scheme, and labelled so
+                assert p.get_hatch() and p.get_facecolor()[3] == 0
+                covered = [n for n in ranked if curves[n][f"{metric}_covered"]]
+                assert all(ranked.index(n) < ranked.index(name) for n in covered)
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        assert [("not protected" in t) for t in labels] == [
+            not curves[n][f"{metric}_covered"] for n in ranked
+        ]
+    # graph-homomorphic noise (and hybrid) do not cover the centroid: marked in every panel
+    assert any("graph_homomorphic" in t.get_text() and "not protected" in t.get_text()
+               for ax in panels for t in ax.get_yticklabels())  # fmt: skip

@@ -144,6 +144,7 @@ def _percent(value: Any) -> str:
 #: The frontier's tables per set-up and T: (summary key, what it is, cell format).
 _FRONTIER_METRICS = (
     ("centroid_msd_db", "centroid MSD dB", lambda v: _fmt(v, 1)),
+    ("individual_msd_db", "average individual MSD dB", lambda v: _fmt(v, 1)),
     ("test_error", "test error %", _percent),
 )
 
@@ -183,9 +184,13 @@ def print_muffliato(summary: dict[str, Any]) -> None:
 
 
 def print_frontier(summary: dict[str, Any]) -> None:
-    """The privacy-utility frontier: per set-up and T, centroid MSD (dB) per target ε.
+    """The privacy-utility frontier: per set-up, T and metric, the schemes ranked per target ε.
 
-    A set-up with a test set gets a second table: the centroid's test error in %.
+    One table per metric (centroid and average individual MSD in dB; the centroid's test
+    error in % where the set-up has a test set): a row per scheme in rank order at the
+    first ε, each cell its value and rank (``#1`` is the best scheme whose ε covers the
+    metric), and what the ε covers in words. A scheme whose ε does not cover the metric
+    is marked ``not protected`` and ranked after every scheme whose ε does.
     """
     curves = summary["curves"]
     key = lambda c: (c["setup"], c["iterations"])  # noqa: E731
@@ -202,15 +207,22 @@ def print_frontier(summary: dict[str, Any]) -> None:
         for metric, what, fmt in _FRONTIER_METRICS:
             if metric not in group[0]:
                 continue
-            table = Table(title=f"{setup}, T={T}: {what} at target ε")
+            table = Table(title=f"{setup}, T={T}: {what} at target ε, ranked")
             table.add_column("scheme")
             for x in group[0]["x"]:
                 table.add_column(f"ε={x:g}", justify="right")
-            for c in group:
-                table.add_row(escape(c["label"]), *(fmt(v) for v in c[metric]))
+            table.add_column("what the ε covers", ratio=1)
+            rank = f"{metric}_rank"
+            for c in sorted(group, key=lambda c: (c.get(rank) or [0])[0] or 0):
+                covered = c.get(f"{metric}_covered", True)
+                name = c["label"] if covered else f"{c['label']} (NOT PROTECTED)"
+                ranks = c.get(rank) or [None] * len(c[metric])
+                cells = [fmt(v) if r is None else f"{fmt(v)} #{r}"
+                         for v, r in zip(c[metric], ranks, strict=True)]  # fmt: skip
+                table.add_row(escape(name), *cells, escape(c.get("epsilon_covers", "")))
             if baseline is not None:
                 cell = fmt(baseline.get(metric))
-                table.add_row("no privacy", *([cell] * len(group[0]["x"])))
+                table.add_row("no privacy", *([cell] * len(group[0]["x"])), "nothing (reference)")
             out.print(table)
     best = summary.get("best", [])
     if best:
@@ -228,7 +240,11 @@ def print_frontier(summary: dict[str, Any]) -> None:
         f"noise calibrated with the {summary['accountant']} accountant at delta = "
         f"{summary['delta']:g} (— = diverged)"
     )
-    _plain("what each epsilon covers: summary.json (scope) and docs/privacy.md")
+    _plain(
+        "#1 = lowest value among the schemes whose epsilon covers the metric; a scheme marked "
+        "NOT PROTECTED (its noise does not protect that quantity) ranks after all of them; "
+        "more in summary.json (scope) and docs/privacy.md"
+    )
 
 
 def print_scores(summary: dict[str, Any]) -> None:

@@ -97,7 +97,6 @@ from pgfl.privacy.mechanisms import (
     NEIGHBOURS,
     ClientNoise,
     DistributedNoise,
-    GraphHomomorphic,
     NoServerNoise,
     RoundContext,
 )
@@ -521,8 +520,8 @@ def _level(view: str, settings: CurveSettings) -> str | None:
     server = not isinstance(settings.server, NoServerNoise) and settings.server.std > 0
     if view == "client-update":
         return "client" if client else None
-    if view == "centroid" and isinstance(settings.server, GraphHomomorphic):
-        server = False  # graph-homomorphic noise cancels in the centroid (eq. 46)
+    if view == "centroid" and "centroid" in settings.server.uncovered:
+        server = False  # e.g. graph-homomorphic noise cancels in the centroid (eq. 46)
     if view == "message" and "link_eavesdropper" not in settings.server.protects:
         server = False  # a trusted aggregator's uplink carries the aggregate in the clear
     if server:

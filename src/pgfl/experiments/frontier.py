@@ -76,11 +76,13 @@ __all__ = [
     "TITLES",
     "SETUPS",
     "Scheme",
+    "coverage",
     "frontier_config",
     "frontier_configs",
     "frontier_summary",
     "plot_frontier",
     "prepare_frontier",
+    "rank_schemes",
     "run_frontier",
     "run_prepared_frontier",
 ]
@@ -367,6 +369,68 @@ def _split(label: str) -> tuple[str, float]:
     return name, float(eps)
 
 
+#: The quantity each frontier metric is about (:data:`pgfl.privacy.mechanisms.QUANTITIES`).
+METRIC_QUANTITY = {
+    "centroid_msd_db": "centroid",
+    "individual_msd_db": "models",
+    "test_error": "centroid",
+}
+
+
+def coverage(scheme: str) -> tuple[str, dict[str, str]]:
+    """What a frontier scheme's ε covers in words, and the metrics it does not cover, with why.
+
+    Read from the calibrated mechanism's own declarations (its ``covers`` and
+    ``uncovered``, :class:`pgfl.privacy.mechanisms.Mechanism`): a metric is covered when
+    its quantity (:data:`METRIC_QUANTITY`) is.
+
+    >>> coverage("random")[1]
+    {}
+    >>> words, uncovered = coverage("graph_homomorphic")
+    >>> sorted(uncovered), "not the network average" in words
+    (['centroid_msd_db', 'individual_msd_db', 'test_error'], True)
+    """
+    cls = _calibrated_class(scheme)
+    words = "".join([cls.covers, *(f"; not {why}" for why in cls.uncovered.values())])
+    return words, {
+        m: f"not protected: {cls.uncovered[q]}"
+        for m, q in METRIC_QUANTITY.items()
+        if q in cls.uncovered
+    }
+
+
+def rank_schemes(curves: Sequence[dict[str, Any]]) -> None:
+    """Rank the schemes per set-up, T, metric and target ε; write ``<metric>_rank`` in place.
+
+    Rank 1 is the lowest value among the schemes whose ε covers the metric
+    (``<metric>_covered``); a scheme that diverged comes after the covered ones that did
+    not, and every scheme whose ε does not cover the metric comes after every covered one
+    (so it is never ranked first, whatever its value). Ties keep the schemes' order.
+
+    >>> cs = [{"setup": "s", "iterations": 1, "x": [1.0], "centroid_msd_db": [v],
+    ...        "centroid_msd_db_covered": ok} for v, ok in ((-1.0, True), (-3.0, False),
+    ...                                                      (None, True), (2.0, True))]
+    >>> rank_schemes(cs)
+    >>> [c["centroid_msd_db_rank"] for c in cs]
+    [[1], [4], [3], [2]]
+    """
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for c in curves:
+        groups.setdefault((c["setup"], c["iterations"]), []).append(c)
+    for group in groups.values():
+        for metric in METRIC_QUANTITY:
+            have = [c for c in group if metric in c]
+            for c in have:
+                c[f"{metric}_rank"] = [None] * len(c["x"])
+            for x in {x for c in have for x in c["x"]}:
+                points = [(c, c["x"].index(x)) for c in have if x in c["x"]]
+                points.sort(key=lambda p: (not p[0][f"{metric}_covered"],
+                                           p[0][metric][p[1]] is None,
+                                           p[0][metric][p[1]] or 0.0))  # fmt: skip
+                for rank, (c, j) in enumerate(points, start=1):
+                    c[f"{metric}_rank"][j] = rank
+
+
 def frontier_summary(
     runs: Mapping[str, tuple[ExperimentConfig, Mapping[str, Any]]], *, quick: bool
 ) -> dict[str, Any]:
@@ -375,7 +439,10 @@ def frontier_summary(
     One ``curves`` entry per scheme, set-up and T; lists aligned with ``x`` (target ε):
     ``centroid_msd_db``, ``individual_msd_db`` (``null`` where diverged), ``test_error``
     (logistic), ``noise_variance`` (of the calibrated link), ``epsilon`` (reported by
-    :data:`ACCOUNTANT`), ``diverged``. ``baselines`` holds the non-private curve per run.
+    :data:`ACCOUNTANT`), ``diverged``; per metric ``<metric>_covered`` (whether the ε covers
+    the metric's quantity, :func:`coverage`) and ``<metric>_rank`` (:func:`rank_schemes`);
+    ``epsilon_covers``, what the ε covers in words. ``baselines`` holds the non-private
+    curve per run.
     """
     curves: list[dict[str, Any]] = []
     baselines: list[dict[str, Any]] = []
@@ -410,7 +477,13 @@ def frontier_summary(
             }
             if any("test_error" in p[1] for p in points):
                 item["test_error"] = [p[1].get("test_error") for p in points]
+            words, uncovered = coverage(name)
+            for metric in METRIC_QUANTITY:
+                if metric in item:
+                    item[f"{metric}_covered"] = metric not in uncovered
+            item["epsilon_covers"] = words
             curves.append(item)
+    rank_schemes(curves)
     return {
         "experiment": "frontier",
         "quick": quick,
@@ -431,10 +504,14 @@ def _csv_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
         for j, x in enumerate(c["x"]):
             row = {"label": c["label"], "setup": c["setup"], "iterations": c["iterations"],
                    "target_epsilon": x}  # fmt: skip
-            for key in ("epsilon", "noise_variance", "centroid_msd_db", "individual_msd_db",
-                        "test_error", "diverged"):  # fmt: skip
-                if key in c:
-                    row[key] = c[key][j]
+            for key in ("epsilon", "noise_variance", "diverged"):
+                row[key] = c[key][j]
+            for metric in METRIC_QUANTITY:
+                if metric in c:
+                    row[metric] = c[metric][j]
+                    row[f"{metric}_rank"] = c[f"{metric}_rank"][j]
+                    row[f"{metric}_covered"] = c[f"{metric}_covered"]
+            row["epsilon_covers"] = c["epsilon_covers"]
             rows.append(row)
     return rows
 
@@ -610,14 +687,19 @@ def adversary_configs(
 def best_schemes(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Per adversary and target ε, the scheme with the lowest centroid MSD (dB).
 
-    ``best``/``best_db`` over every scheme, ``distributed``/``distributed_db`` over those
+    ``best``/``best_db`` over every scheme whose ε covers the centroid (:func:`coverage`),
+    ``distributed``/``distributed_db`` over those of them
     that trust no party (a trusted aggregator, a dealer: the mechanisms' ``trusted``).
     """
     rows: dict[tuple[str, float], dict[str, Any]] = {}
     for c in summary["curves"]:
+        for x in c["x"]:
+            rows.setdefault((c["setup"], x), {"adversary": c["setup"], "target_epsilon": x})
+        if "centroid_msd_db" in coverage(c["label"])[1]:
+            continue  # never the best on a quantity its ε does not cover
         trusted = _trusts(c["label"])
         for x, db in zip(c["x"], c["centroid_msd_db"], strict=True):
-            row = rows.setdefault((c["setup"], x), {"adversary": c["setup"], "target_epsilon": x})
+            row = rows[(c["setup"], x)]
             for key in ("best", "distributed") if not trusted else ("best",):
                 if db is not None and (key not in row or db < row[key + "_db"]):
                     row[key], row[key + "_db"] = c["label"], db

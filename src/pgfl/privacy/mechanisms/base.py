@@ -15,7 +15,9 @@ server links (a :class:`ServerNoise`) is one object that
     the run's :class:`ReleaseContext` (step size, clipping, sizes);
 (c) states its threat model (:attr:`Mechanism.protects`, :attr:`Mechanism.exposes`:
     which of the :data:`ADVERSARIES` its ε covers, and which it does not;
-    :attr:`Mechanism.trusted`: the parties its ε trusts), what each adversary observes
+    :attr:`Mechanism.covers`, :attr:`Mechanism.uncovered`: which of the run's
+    :data:`QUANTITIES` its ε covers, in words; :attr:`Mechanism.trusted`: the parties its
+    ε trusts), what each adversary observes
     (:meth:`Mechanism.views`, with amplification by client sampling only where the
     observer lacks the sample, :func:`subsampled`), and builds each adversary's view from
     the arrays the engine emitted (:meth:`Mechanism.observe` on :class:`Emitted`: what
@@ -41,6 +43,7 @@ from pgfl.rng import KeyedDraws
 __all__ = [
     "ADVERSARIES",
     "NEIGHBOURS",
+    "QUANTITIES",
     "SERVER_SIDE",
     "UPLOADS",
     "Aggregate",
@@ -88,6 +91,17 @@ UPLOADS = ("own_server", "upload_eavesdropper")
 NEIGHBOURS = {
     "client": "one client's whole data set replaced",
     "record": "one record (sample) of one client replaced",
+}
+
+
+#: What a run computes that a metric is about: the servers' models ``w_p`` (the average
+#: individual MSD, eq. 59) and their network average, the centroid ``w̄`` (the centroid MSD,
+#: eq. 58, and the centroid's test error). A mechanism's ε covers a quantity when the
+#: quantity, released to the adversaries the mechanism protects against, keeps that ε
+#: (:attr:`Mechanism.uncovered` lists the ones it does not).
+QUANTITIES: dict[str, str] = {
+    "models": "each server's model",
+    "centroid": "the network average of the models",
 }
 
 
@@ -230,6 +244,10 @@ class Mechanism:
             rounds (a growing sensitivity).
         trusted: parties every ε of the mechanism trusts, each with what it could do
             (a trusted aggregator, a dealer); printed beside every number.
+        covers: what its ε covers, in a few words (the frontier's ``epsilon_covers``).
+        uncovered: the :data:`QUANTITIES` its ε does *not* cover, each with why (default:
+            none, every quantity is computed from what it protects, by post-processing);
+            the frontier never ranks a scheme first on a metric of such a quantity.
         notes: per protected adversary, what its ε rests on or what it sees that is not
             a DP number (secure aggregation's masked uploads); printed beside the number.
 
@@ -248,6 +266,8 @@ class Mechanism:
     silent: ClassVar[bool] = False
     amplified: ClassVar[bool] = False
     trusted: ClassVar[Mapping[str, str]] = {}
+    covers: ClassVar[str] = "the messages it adds noise to, and everything computed from them"
+    uncovered: ClassVar[Mapping[str, str]] = {}
     notes: ClassVar[Mapping[str, str]] = {}
 
     @property

@@ -126,6 +126,7 @@ class ClientNoise(ClientAggregation):
     params: ClassVar[tuple[Param, ...]] = (CLIENT_VARIANCE,)
     calibrates: ClassVar[str | None] = "privacy.client_variance"
     protects: ClassVar[tuple[str, ...]] = tuple(ADVERSARIES)
+    covers: ClassVar[str] = "what each client sends its server, and everything computed from it"
 
     def __post_init__(self) -> None:
         if self.distribution not in DISTRIBUTIONS:

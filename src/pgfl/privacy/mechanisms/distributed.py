@@ -190,6 +190,10 @@ class DistributedNoise(ClientAggregation):
     params: ClassVar[tuple[Param, ...]] = (DDP_VARIANCE, DDP_BITS, DDP_BETA)
     calibrates: ClassVar[str | None] = "privacy.ddp_variance"
     protects: ClassVar[tuple[str, ...]] = tuple(ADVERSARIES)
+    covers: ClassVar[str] = (
+        "the noisy sum of a unit's clients that secure aggregation reveals, and everything "
+        "computed from it"
+    )
     amplified: ClassVar[bool] = True
     reveals_sample: ClassVar[bool] = True
     summed: ClassVar[bool] = True

@@ -122,6 +122,7 @@ class RandomNoise(ServerNoise):
         "upload_eavesdropper": "server noise is added after the uploads, which it leaves as "
         "they are",
     }
+    covers: ClassVar[str] = "each server's messages, and everything computed from them"
     #: What the ε covers (the summary's ``epsilon_scope``).
     scope: ClassVar[str] = (
         "covers the messages one server sends over its links (one noise draw per server and "
@@ -227,6 +228,11 @@ class GraphHomomorphic(RandomNoise):
         "cancels it); a client who also sees one neighbour's message removes the noise",
         "upload_eavesdropper": "server noise is added after the uploads, which it leaves as "
         "they are",
+    }
+    covers: ClassVar[str] = "each server's messages to the other servers"
+    uncovered: ClassVar[Mapping[str, str]] = {
+        "centroid": "the network average, where the noise cancels (eq. 46)",
+        "models": "a server's own model, where its self-copy cancels its noise (eq. 47)",
     }
     scope: ClassVar[str] = (
         "covers the messages one server sends over its links (adversary: a neighbouring server "
@@ -374,6 +380,9 @@ class CentralNoise(RandomNoise):
     trusted: ClassVar[Mapping[str, str]] = {
         "aggregator": "receives every unit's aggregate in the clear and draws the noise",
     }
+    covers: ClassVar[str] = (
+        "the noisy average the trusted aggregator broadcasts, and everything computed from it"
+    )
     scope: ClassVar[str] = (
         "covers the network average plus noise the trusted aggregator broadcasts every "
         "iteration, and everything computed from it; adversary: any curious server or "
