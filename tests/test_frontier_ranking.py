@@ -69,8 +69,12 @@ def test_the_issues_example_never_ranks_graph_homomorphic_noise_first(tmp_path, 
     assert code == 0, err
     table = stdout[: stdout.index("average individual MSD")]
     line = next(ln for ln in table.splitlines() if "graph_homomorphic_gaussian" in ln)
-    assert "NOT PROTECTED" in line and f"#{len(curves)}" in line and "not the network" in line
+    assert "graph_homomorphic_gaussian *" in line and f"#{len(curves)}" in line
     assert "#1" in next(ln for ln in table.splitlines() if "central" in ln)
+    notes = " ".join(stdout[stdout.index("what each scheme's epsilon covers") :].split())
+    assert "* = NOT PROTECTED" in notes
+    words = notes[notes.index("graph_homomorphic_gaussian") :]
+    assert "not the network average" in words[: words.index("#1 =")]
 
 
 def test_every_mechanism_declares_the_quantities_its_epsilon_does_not_cover():

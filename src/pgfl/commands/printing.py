@@ -189,8 +189,9 @@ def print_frontier(summary: dict[str, Any]) -> None:
     One table per metric (centroid and average individual MSD in dB; the centroid's test
     error in % where the set-up has a test set): a row per scheme in rank order at the
     first ε, each cell its value and rank (``#1`` is the best scheme whose ε covers the
-    metric), and what the ε covers in words. A scheme whose ε does not cover the metric
-    is marked ``not protected`` and ranked after every scheme whose ε does.
+    metric); under the tables, what each scheme's ε covers in words (lines of at most 100
+    characters, so the tables keep their width). A scheme whose ε does not cover the
+    metric is marked ``*`` (not protected) and ranked after every scheme whose ε does.
     """
     curves = summary["curves"]
     key = lambda c: (c["setup"], c["iterations"])  # noqa: E731
@@ -211,18 +212,17 @@ def print_frontier(summary: dict[str, Any]) -> None:
             table.add_column("scheme")
             for x in group[0]["x"]:
                 table.add_column(f"ε={x:g}", justify="right")
-            table.add_column("what the ε covers", ratio=1)
             rank = f"{metric}_rank"
             for c in sorted(group, key=lambda c: (c.get(rank) or [0])[0] or 0):
                 covered = c.get(f"{metric}_covered", True)
-                name = c["label"] if covered else f"{c['label']} (NOT PROTECTED)"
+                name = c["label"] if covered else f"{c['label']} *"  # * NOT PROTECTED
                 ranks = c.get(rank) or [None] * len(c[metric])
                 cells = [fmt(v) if r is None else f"{fmt(v)} #{r}"
                          for v, r in zip(c[metric], ranks, strict=True)]  # fmt: skip
-                table.add_row(escape(name), *cells, escape(c.get("epsilon_covers", "")))
+                table.add_row(escape(name), *cells)
             if baseline is not None:
                 cell = fmt(baseline.get(metric))
-                table.add_row("no privacy", *([cell] * len(group[0]["x"])), "nothing (reference)")
+                table.add_row("no privacy", *([cell] * len(group[0]["x"])))
             out.print(table)
     best = summary.get("best", [])
     if best:
@@ -240,11 +240,23 @@ def print_frontier(summary: dict[str, Any]) -> None:
         f"noise calibrated with the {summary['accountant']} accountant at delta = "
         f"{summary['delta']:g} (— = diverged)"
     )
-    _plain(
-        "#1 = lowest value among the schemes whose epsilon covers the metric; a scheme marked "
-        "NOT PROTECTED (its noise does not protect that quantity) ranks after all of them; "
-        "more in summary.json (scope) and docs/privacy.md"
+    covers: dict[str, list[str]] = {}
+    for c in curves:
+        names = covers.setdefault(c.get("epsilon_covers", ""), [])
+        if c["label"] not in names:
+            names.append(c["label"])
+    lines = ["what each scheme's epsilon covers:"]
+    for text, names in covers.items():
+        lines += textwrap.wrap(f"{', '.join(names)}: {text}", 96, initial_indent="  ",
+                               subsequent_indent="    ")  # fmt: skip
+    lines += textwrap.wrap(
+        "#1 = lowest value among the schemes whose epsilon covers the metric; * = NOT "
+        "PROTECTED: the scheme's noise does not protect that quantity, and it ranks after all "
+        "of them; more in summary.json (scope) and docs/privacy.md",
+        100,
     )
+    for line in lines:
+        _plain(line)
 
 
 def print_scores(summary: dict[str, Any]) -> None:
