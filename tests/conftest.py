@@ -57,5 +57,6 @@ def pytest_itemcollected(item):
     """
     ray = "ray_local" in getattr(item, "fixturenames", ())
     if ray or item.get_closest_marker("ray") is not None:
-        item.add_marker(pytest.mark.timeout(RAY_TIMEOUT))
+        if item.get_closest_marker("timeout") is None:  # a test's own bound stands
+            item.add_marker(pytest.mark.timeout(RAY_TIMEOUT))
         item.add_marker(pytest.mark.xdist_group("ray"))

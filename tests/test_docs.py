@@ -117,10 +117,15 @@ EXTRAS = {
 
 
 def params(kind: str, pages: list[str]) -> list:
-    """``pages`` as test parameters, marked ``ray`` where they start one."""
+    """``pages`` as test parameters, marked ``ray`` where they start one.
+
+    A page's blocks run in turn (a Ray session among other commands): its time bound is
+    the suite's (20 minutes), not a Ray test's alone (tests/conftest.py).
+    """
     out = []
     for page in pages:
-        marks = [pytest.mark.ray] if EXTRAS.get((kind, page)) == "ray" else []
+        ray = EXTRAS.get((kind, page)) == "ray"
+        marks = [pytest.mark.ray, pytest.mark.timeout(1200)] if ray else []
         out.append(pytest.param(page, marks=marks, id=page))
     return out
 
