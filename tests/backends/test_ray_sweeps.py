@@ -282,3 +282,13 @@ def test_secure_aggregation_workers_follow_the_cpus_ray_assigned(ray_local):
 
     assert ray_local.get(in_task.remote()) == 1
     assert default_workers() == len(os.sched_getaffinity(0))
+
+
+@pytest.mark.ray
+def test_a_local_rays_workers_run_at_the_drivers_priority(ray_local):
+    # Ray's default worker niceness (15) left its tasks ~2% of a core beside two CPU hogs
+    @ray_local.remote
+    def niceness():
+        return os.nice(0)
+
+    assert ray_local.get(niceness.remote()) == os.nice(0)

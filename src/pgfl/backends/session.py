@@ -21,7 +21,9 @@ def ray_session(address: str | None = None, workers: int | None = None) -> Modul
     """The ``ray`` module with a session open in this process; started or joined once.
 
     Without ``address``: a new local Ray of this process, sized to ``workers`` CPUs
-    (default: every CPU of the machine), without dashboard or worker log forwarding; a
+    (default: every CPU of the machine), its workers at the driver's priority (Ray's
+    default niceness 15 lets any CPU-bound process starve them), without dashboard or
+    worker log forwarding; a
     cluster already running on the machine and ``RAY_ADDRESS`` are left alone (Ray's
     ``address="local"``). With one (``"auto"``: the cluster running on this machine or
     ``RAY_ADDRESS``; ``"HOST:6379"`` or ``"ray://HOST:10001"``): join that cluster. A
@@ -35,7 +37,10 @@ def ray_session(address: str | None = None, workers: int | None = None) -> Modul
         return ray
     quiet = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
     if address is None:
-        ray.init(address="local", num_cpus=workers or os.cpu_count(), **quiet)
+        # workers at the driver's priority: Ray's default (niceness 15) starves the
+        # simulation itself beside any CPU-bound process (tasks got ~2% of a core)
+        ray.init(address="local", num_cpus=workers or os.cpu_count(),
+                 _system_config={"worker_niceness": 0}, **quiet)  # fmt: skip
         return ray
     try:
         _reachable(address)
