@@ -51,7 +51,7 @@ from pgfl.privacy.secagg.config import SecAggAbort, SecAggConfig, SecAggProtocol
 from pgfl.privacy.secagg.crypto import SECRET_BYTES, hkdf_sha256, info, keystream
 from pgfl.privacy.secagg.fixed_point import decode_mean, encode, reduce_mod
 from pgfl.privacy.secagg.graph import neighbour_graph, sparse_abort_reason
-from pgfl.privacy.secagg.protocol import ShareVault
+from pgfl.privacy.secagg.protocol import ShareVault, recover_secrets
 
 __all__ = ["KEY_BYTES", "SecAggClient", "SecAggServer"]
 
@@ -266,15 +266,6 @@ class SecAggServer:
             out[v] = (self.u3.copy(), nb[self.u3[nb]], nb[self.u2[nb] & ~self.u3[nb]])
         return out
 
-    def _recover(self, got: dict[int, list[tuple[int, np.ndarray]]]) -> dict[int, bytes]:
-        if not got:
-            return {}
-        us, t = list(got), self.t
-        xs = np.array([[v + 1 for v, _ in got[u][:t]] for u in us], dtype=np.int64)
-        ys = np.array([[sh for _, sh in got[u][:t]] for u in us], dtype=np.int64)
-        secrets = shamir.field_to_bytes(shamir.reconstruct_field(xs, ys), SECRET_BYTES)
-        return dict(zip(us, secrets, strict=True))
-
     def result(
         self, answers: Mapping[int, tuple[Mapping[int, np.ndarray], Mapping[int, np.ndarray]]]
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -302,11 +293,11 @@ class SecAggServer:
         total = np.zeros(words, dtype=dtype)
         for u in sorted(self.y):
             total += self.y[u]
-        for u, bu in self._recover(got_b).items():
+        for u, bu in recover_secrets(got_b, self.t).items():
             total -= _mask(
                 hkdf_sha256(bu, info(b"self", self.unit, self.round, u, 0)), words, dtype
             )
-        for u, raw in self._recover(got_s).items():
+        for u, raw in recover_secrets(got_s, self.t).items():
             key_u = X25519PrivateKey.from_private_bytes(raw)
             if key_u.public_key().public_bytes_raw() != self.pub[u][1]:
                 raise SecAggProtocolError(f"reconstructed key of client {u} does not match its key")

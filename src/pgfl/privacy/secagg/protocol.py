@@ -74,6 +74,7 @@ __all__ = [
     "SecAggRoundResult",
     "SecureAggregation",
     "ShareVault",
+    "recover_secrets",
     "run_secagg_round",
     "secure_mean",
 ]
@@ -388,13 +389,7 @@ class _Round:
 
     def recover(self, got: dict[int, list[tuple[int, np.ndarray]]]) -> dict[int, bytes]:
         """Reconstruct each owner's secret from its first t shares."""
-        if not got:
-            return {}
-        us, t = list(got), self.t
-        xs = np.array([[v + 1 for v, _ in got[u][:t]] for u in us], dtype=np.int64)
-        ys = np.array([[sh for _, sh in got[u][:t]] for u in us], dtype=np.int64)
-        secrets = shamir.field_to_bytes(shamir.reconstruct_field(xs, ys), SECRET_BYTES)
-        return dict(zip(us, secrets, strict=True))
+        return recover_secrets(got, self.t)
 
     def unmask(self, vaults: list[ShareVault]) -> np.ndarray:
         """Round 3, server: remove the survivors' self masks and dropped clients' pair masks."""
@@ -565,3 +560,14 @@ def secure_mean(
     """Functional form of :meth:`SecureAggregation.aggregate`."""
     agg = SecureAggregation(config, num_clients=np.shape(values)[0] if np.ndim(values) else 0)
     return agg.aggregate(values, unit=unit, round=round, dropped=dropped)
+
+
+def recover_secrets(got: dict[int, list[tuple[int, np.ndarray]]], t: int) -> dict[int, bytes]:
+    """Each owner's secret from its first ``t`` shares ``(holder, share)`` (Shamir)."""
+    if not got:
+        return {}
+    us = list(got)
+    xs = np.array([[v + 1 for v, _ in got[u][:t]] for u in us], dtype=np.int64)
+    ys = np.array([[sh for _, sh in got[u][:t]] for u in us], dtype=np.int64)
+    secrets = shamir.field_to_bytes(shamir.reconstruct_field(xs, ys), SECRET_BYTES)
+    return dict(zip(us, secrets, strict=True))
