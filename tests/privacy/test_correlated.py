@@ -7,6 +7,7 @@ Monte-Carlo audit of one round.
 """
 
 import math
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -18,12 +19,13 @@ from pgfl.engine import CurveBatch, CurveSettings, Network, simulate
 from pgfl.engine.step import combine_phase, server_messages
 from pgfl.experiments.presets import load_preset
 from pgfl.experiments.runner import run_experiment
-from pgfl.privacy.accounting import epsilon
+from pgfl.privacy.accounting import calibrate, epsilon
 from pgfl.privacy.accounting.releases import GaussianRelease
 from pgfl.privacy.mechanisms import PairwiseCancelling, ReleaseContext
 from pgfl.privacy.mechanisms.adversaries import epsilon_by_adversary
 from pgfl.privacy.mechanisms.client import Mean
 from pgfl.privacy.mechanisms.correlated import effective_std
+from pgfl.privacy.mechanisms.server import RandomNoise
 from pgfl.problems import LeastSquares
 from pgfl.rng import KeyedDraws
 from pgfl.topology import combination_matrix
@@ -309,3 +311,128 @@ def test_coalition_size_is_a_setting_of_pairwise_noise():
     raw["privacy"]["coalition_size"] = 0
     with pytest.raises(ConfigError, match="privacy.coalition_size"):
         parse_config(raw)
+
+
+# ---------------------------------------------------------- the ratio r = σ_cor/σ (issue 28)
+def _laplacian(adj: np.ndarray) -> np.ndarray:
+    return np.diag(adj.sum(1)) - adj
+
+
+GRAPHS = [nx.cycle_graph(8), nx.convert_node_labels_to_integers(nx.grid_2d_graph(3, 3)),
+          nx.complete_graph(6)]  # fmt: skip
+
+
+@pytest.mark.parametrize("graph", GRAPHS)
+@pytest.mark.parametrize("ratio", [0.5, 2.4, 4.1])
+def test_target_epsilon_calibrates_sigma_with_the_pairwise_part_at_a_fixed_ratio(graph, ratio):
+    """Closed form: with σ_cor = rσ every round has covariance σ²(I + r²L), worth the
+    std σ·g(r), g(r) = 1/√max_i [(I + r²L)⁻¹]_ii; so the calibrated σ is local DP's σ over
+    g(r), and T Gaussian releases at σ·g(r), recomputed here, meet ε = 1."""
+    adj = nx.to_numpy_array(graph, dtype=int)
+    P = adj.shape[0]
+    ctx = ReleaseContext(mu=0.5, clip=1.0, iterations=40, dim=2, adjacency=adj)
+    mech = PairwiseCancelling(std=1.0, pairwise_ratio=ratio)
+    sigma = calibrate(lambda s: mech.with_std(s).view(ctx, "link_eavesdropper"), 1.0, 1e-5)
+    g = 1 / math.sqrt(np.linalg.inv(np.eye(P) + ratio**2 * _laplacian(adj)).diagonal().max())
+    local = calibrate(lambda s: RandomNoise(std=s, distribution="gaussian").transcript(ctx), 1.0, 1e-5)
+    assert sigma * g == pytest.approx(local, rel=3e-4)
+    eps = epsilon([GaussianRelease(2 * 0.5 * 1.0, sigma * g)] * 40, 1e-5, "pld")
+    assert 0.995 < eps <= 1 + 1e-9
+    assert mech.with_std(sigma).pairwise_std == pytest.approx(ratio * sigma, rel=1e-12)
+
+
+@pytest.mark.parametrize("graph", GRAPHS)
+def test_at_a_fixed_ratio_the_round_is_worth_sigma_times_a_factor_so_epsilon_falls_with_sigma(
+    graph,
+):
+    """Monotonicity of the calibration: effective_std(σ, rσ) = σ·effective_std(1, r) for
+    every view, so ε(σ) at fixed r decreases strictly (bisection finds the one σ)."""
+    adj = nx.to_numpy_array(graph, dtype=int)
+    ctx = ReleaseContext(mu=0.5, clip=1.0, iterations=40, dim=2, adjacency=adj)
+    for kind in ("none", "neighbour", "other"):
+        unit = effective_std(adj, 1.0, 3.0, kind)
+        for s in (0.1, 0.7, 5.0):
+            assert effective_std(adj, s, 3.0 * s, kind) == pytest.approx(s * unit, rel=1e-9)
+    eps = [epsilon_by_adversary(Mean(), PairwiseCancelling(std=s, pairwise_ratio=3.0), ctx,
+                                1e-5)["neighbour_server"] for s in (0.5, 0.6, 0.7)]  # fmt: skip
+    assert eps[0] > eps[1] > eps[2]
+
+
+def test_ratio_zero_is_local_noise_calibration():
+    """Limit case r = 0: no pairwise part, the independent σ alone: local DP's calibration."""
+    adj = nx.to_numpy_array(nx.cycle_graph(6), dtype=int)
+    ctx = ReleaseContext(mu=0.3, clip=1.0, iterations=60, dim=2, adjacency=adj)
+    mech = PairwiseCancelling(std=1.0, pairwise_ratio=0.0)
+    local = calibrate(lambda s: RandomNoise(std=s, distribution="gaussian").transcript(ctx), 2.0, 1e-5)
+    for adversary in ("link_eavesdropper", "neighbour_server", "other_server"):
+        sigma = calibrate(lambda s, a=adversary: mech.with_std(s).view(ctx, a), 2.0, 1e-5)
+        assert sigma == local
+    assert mech.with_std(local).pairwise_std == 0.0
+
+
+def _ratio_config(tmp_path, privacy: str, name: str = "ratio") -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(
+        f'name = "{name}"\niterations = 30\nrepetitions = 1\n'
+        '[topology]\nkind = "ring"\nP = 6\n[data]\nK = 1\nN = 20\n'
+        '[training]\nL = 1\nmu = 0.2\nclip_norm = 1.0\nbatch = "full"\nepochs = 1\n'
+        '[privacy]\nneighbours = "record"\naccountants = ["pld"]\nepsilon_checkpoints = 2\n'
+        f'server_noise = "pairwise_cancelling"\n{privacy}\n'
+    )
+    return path
+
+
+def test_a_run_at_a_ratio_meets_its_epsilon_recomputed_independently(tmp_path):
+    """The configuration path: ``privacy.pairwise_ratio`` with a target ε calibrates σ with
+    σ_cor = rσ (summary.json's ``pairwise_variance`` = r² ``noise_variance``), and the ε
+    recomputed from σ here (brute-force inverse of I + r²L on the ring, 30 Gaussian rounds
+    of sensitivity 2μB/N) is the summary's and meets the target."""
+    from pgfl.experiments.loader import load_config
+
+    path = _ratio_config(tmp_path, 'pairwise_ratio = 2.4\ntarget_epsilon = 1.0\n'
+                                   'adversary = "link_eavesdropper"')  # fmt: skip
+    curve = run_experiment(load_config(path), tmp_path / "out")["curves"][0]
+    sigma2 = curve["noise_variance"]
+    assert curve["pairwise_variance"] == pytest.approx(2.4**2 * sigma2, rel=1e-12)
+    adj = nx.to_numpy_array(nx.cycle_graph(6), dtype=int)
+    inv = np.linalg.inv(sigma2 * (np.eye(6) + 2.4**2 * _laplacian(adj)))
+    s_eff = 1 / math.sqrt(inv.diagonal().max())
+    direct = epsilon([GaussianRelease(2 * 0.2 * 1.0 / 20, s_eff)] * 30, 1e-5, "pld")
+    assert curve["epsilon_by_adversary"]["link_eavesdropper"] == pytest.approx(direct, rel=1e-9)
+    assert 0.995 < direct <= 1 + 1e-9
+
+
+def test_old_pairwise_variance_loads_with_a_warning_and_its_exact_ratio(tmp_path):
+    """``pairwise_variance`` keeps its absolute meaning (same σ_cor) and warns; with σ fixed
+    the warning names the ratio it equals, which gives the same mechanism."""
+    from pgfl.experiments.build import curve_mechanisms
+    from pgfl.experiments.loader import load_config
+    from pgfl.param import SettingWarning
+
+    old = _ratio_config(tmp_path, "server_variance = 0.25\npairwise_variance = 2.25", "old")
+    with pytest.warns(SettingWarning, match=r"pairwise_ratio = 3 \(σ_cor/σ\)") as caught:
+        mech = curve_mechanisms(load_config(old).curves[0])[1]
+    assert len(caught) == 1 and "deprecated" in str(caught[0].message)
+    new = _ratio_config(tmp_path, "server_variance = 0.25\npairwise_ratio = 3.0", "new")
+    again = curve_mechanisms(load_config(new).curves[0])[1]
+    assert (mech.std, mech.pairwise_std) == (0.5, 1.5) == (again.std, again.pairwise_std)
+    calibrated = _ratio_config(tmp_path, "pairwise_variance = 2.25\ntarget_epsilon = 1.0", "cal")
+    with pytest.warns(SettingWarning, match="stays fixed while privacy.target_epsilon"):
+        load_config(calibrated)
+
+
+def test_pairwise_ratio_and_pairwise_variance_both_given_is_one_line_exit_2(tmp_path, capsys):
+    import pgfl.cli
+
+    both = _ratio_config(tmp_path, "server_variance = 0.25\npairwise_ratio = 3.0\n"
+                                   "pairwise_variance = 2.25", "both")  # fmt: skip
+    with pytest.raises(SystemExit) as stop:
+        pgfl.cli.main(["run", str(both), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.splitlines()
+    assert stop.value.code == 2 and len(err) == 1, err
+    assert "privacy.pairwise_ratio and privacy.pairwise_variance" in err[0]
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ConfigError, match=r"pairwise_ratio must be a real number in \[0, inf\)"):
+        PairwiseCancelling(std=1.0, pairwise_ratio=-1.0)
+    with pytest.raises(ConfigError, match="not both"):
+        PairwiseCancelling(std=1.0, pairwise_ratio=1.0, pairwise_std=1.0)
