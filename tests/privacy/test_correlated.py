@@ -6,6 +6,7 @@ the engine's own messages), the algorithm as a plain loop over nodes and rounds,
 Monte-Carlo audit of one round.
 """
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -197,30 +198,42 @@ def test_one_tier_engine_equals_decor_written_as_a_loop():
             assert traj.centroid_msd[t - 1, 0, r] == pytest.approx(expected, rel=1e-9, abs=1e-15)
 
 
+def _ring_only(cfg, labels):
+    """The preset's curves with these labels (the claim's, not the other graphs' or schemes')."""
+    return dataclasses.replace(cfg, curves=tuple(c for c in cfg.curves if c.label in labels))
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
-def test_readme_claim_pairwise_cancelling_near_central_far_above_local(seed, tmp_path):
+def test_readme_claim_pairwise_cancelling_at_its_tuned_point(seed, tmp_path):
     """README: on the ring of 16 at ε = 1 (link eavesdropper; central: a curious server, it
-    leaves its uplinks open), pairwise-cancelling noise is within 6 dB of the central
-    ceiling and at least 10 dB better than local DP."""
+    leaves its uplinks open), at the preset's tuned point (μ = 0.01, T = 18,000,
+    σ_cor/σ = 4) pairwise-cancelling noise is within 7 dB of the central ceiling and at
+    least 6 dB better than local DP on the individual models (within 3 dB and at least
+    9 dB on the centroid); the issue's 6 dB and 10 dB on the individual models do not
+    hold."""
     cfg = load_preset("correlated-noise", quick=True, seed=seed)
+    assert cfg.iterations == 18_000
+    cfg = _ring_only(cfg, ("central", "pairwise_cancelling", "local"))
     by = {c["label"]: c for c in run_experiment(cfg, tmp_path)["curves"]}
-    central, pair, local = (by[k]["centroid_msd_db"] for k in ("central", "pairwise_cancelling",
-                                                               "local"))  # fmt: skip
-    assert pair - central < 6
-    assert local - pair > 10
+    for metric, near, far in (("individual_msd_db", 7, 6), ("centroid_msd_db", 3, 9)):
+        central, pair, local = (by[k][metric] for k in ("central", "pairwise_cancelling",
+                                                          "local"))  # fmt: skip
+        assert pair - central < near, (metric, pair - central)
+        assert local - pair > far, (metric, local - pair)
+    pair = by["pairwise_cancelling"]
+    assert pair["pairwise_variance"] == pytest.approx(16 * pair["noise_variance"], rel=1e-12)
     for k in ("pairwise_cancelling", "local"):
         assert by[k]["epsilon_by_adversary"]["link_eavesdropper"] <= 1 + 1e-9
-        assert "individual_msd_db" in by[k]
     # central: ε = 1 against a curious server; its uplinks are open to an eavesdropper
     assert by["central"]["epsilon_by_adversary"]["other_server"] <= 1 + 1e-9
     assert by["central"]["epsilon_by_adversary"]["link_eavesdropper"] is None
     # the price of per-edge trust: both neighbours of a server leave it its own draw (the
-    # README's 4.38: local DP at the calibrated σ, T = 600 rounds of sensitivity 2μB/N)
-    pair = by["pairwise_cancelling"]
+    # README's 3.13: local DP at the calibrated σ, T rounds of sensitivity 2μB/N)
     sigma = math.sqrt(pair["noise_variance"])
-    alone = epsilon([GaussianRelease(2 * 0.3 * 1.0 / 100, sigma)] * 600, 1e-5, "pld")
+    alone = epsilon([GaussianRelease(2 * 0.01 * 1.0 / 100, sigma)] * 18_000, 1e-5, "pld")
     assert pair["epsilon_by_adversary"]["neighbour_coalition"] == pytest.approx(alone, rel=1e-6)
-    assert round(alone, 2) == 4.38
+    assert round(alone, 2) == 3.13
     for k in ("central", "local"):
         assert by[k]["epsilon_by_adversary"]["neighbour_coalition"] <= 1 + 1e-9
 
