@@ -450,3 +450,26 @@ def test_pairwise_ratio_and_pairwise_variance_both_given_is_one_line_exit_2(tmp_
         PairwiseCancelling(std=1.0, pairwise_ratio=-1.0)
     with pytest.raises(ConfigError, match="not both"):
         PairwiseCancelling(std=1.0, pairwise_ratio=1.0, pairwise_std=1.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1])
+def test_readme_claim_decor_gaps_on_the_individual_models(seed, tmp_path):
+    """README, "DECOR's experiment": ``decor --quick`` (ring of 16, d = 10, client-level,
+    ε = 1, T = 3,500, 8 repetitions): pairwise-cancelling noise within 3 dB of central DP
+    on the individual models, local DP at least 8 dB behind both; the curves name their
+    scheme, topology and target ε."""
+    cfg = load_preset("decor", quick=True, seed=seed)
+    assert (cfg.iterations, cfg.repetitions, len(cfg.curves)) == (3500, 8, 4)
+    curves = run_experiment(cfg, tmp_path)["curves"]
+    by = {c["scheme"]: c for c in curves if c.get("target_epsilon") == 1.0}
+    assert {c["topology"] for c in curves} == {"ring"}
+    ind = {k: c["individual_msd_db"] for k, c in by.items()}
+    assert set(ind) == {"central_dp", "pairwise_cancelling", "client_noise"}
+    assert abs(ind["pairwise_cancelling"] - ind["central_dp"]) < 3
+    assert ind["client_noise"] - max(ind["central_dp"], ind["pairwise_cancelling"]) > 8
+    assert all("centroid_msd_db" in c for c in by.values())
+    assert by["pairwise_cancelling"]["pairwise_variance"] == pytest.approx(
+        64 * by["pairwise_cancelling"]["noise_variance"], rel=1e-12
+    )
+    assert by["pairwise_cancelling"]["neighbours"] == "client"
