@@ -332,6 +332,11 @@ def _laplacian(adj: np.ndarray) -> np.ndarray:
     return np.diag(adj.sum(1)) - adj
 
 
+def _gaussian(std: float) -> RandomNoise:
+    """Independent Gaussian server noise: local DP at σ = std."""
+    return RandomNoise(std=std, distribution="gaussian")
+
+
 GRAPHS = [nx.cycle_graph(8), nx.convert_node_labels_to_integers(nx.grid_2d_graph(3, 3)),
           nx.complete_graph(6)]  # fmt: skip
 
@@ -348,7 +353,7 @@ def test_target_epsilon_calibrates_sigma_with_the_pairwise_part_at_a_fixed_ratio
     mech = PairwiseCancelling(std=1.0, pairwise_ratio=ratio)
     sigma = calibrate(lambda s: mech.with_std(s).view(ctx, "link_eavesdropper"), 1.0, 1e-5)
     g = 1 / math.sqrt(np.linalg.inv(np.eye(P) + ratio**2 * _laplacian(adj)).diagonal().max())
-    local = calibrate(lambda s: RandomNoise(std=s, distribution="gaussian").transcript(ctx), 1.0, 1e-5)
+    local = calibrate(lambda s: _gaussian(s).transcript(ctx), 1.0, 1e-5)
     assert sigma * g == pytest.approx(local, rel=3e-4)
     eps = epsilon([GaussianRelease(2 * 0.5 * 1.0, sigma * g)] * 40, 1e-5, "pld")
     assert 0.995 < eps <= 1 + 1e-9
@@ -377,7 +382,7 @@ def test_ratio_zero_is_local_noise_calibration():
     adj = nx.to_numpy_array(nx.cycle_graph(6), dtype=int)
     ctx = ReleaseContext(mu=0.3, clip=1.0, iterations=60, dim=2, adjacency=adj)
     mech = PairwiseCancelling(std=1.0, pairwise_ratio=0.0)
-    local = calibrate(lambda s: RandomNoise(std=s, distribution="gaussian").transcript(ctx), 2.0, 1e-5)
+    local = calibrate(lambda s: _gaussian(s).transcript(ctx), 2.0, 1e-5)
     for adversary in ("link_eavesdropper", "neighbour_server", "other_server"):
         sigma = calibrate(lambda s, a=adversary: mech.with_std(s).view(ctx, a), 2.0, 1e-5)
         assert sigma == local

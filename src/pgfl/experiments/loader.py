@@ -275,7 +275,8 @@ def _quick_curves(specs: list[Any], keep: tuple[str, ...]) -> list[Any]:
         if name not in labels:
             raise ConfigError(
                 f"quick.curves names {name!r}, which no curve has; labels: "
-                + ", ".join(map(str, labels)) + did_you_mean(name, [str(x) for x in labels])
+                + ", ".join(map(str, labels))
+                + did_you_mean(name, [str(x) for x in labels])
             )
     return [s for s in specs if isinstance(s, Mapping) and s.get("label") in keep]
 
