@@ -292,10 +292,21 @@ def run_experiment_command(
 def run_frontier_command(
     folder: Path, configs: dict[str, Any], *, quick: bool, resume: bool, as_json: bool,
     run_options: dict[str, Any] | None = None, by_adversary: bool = False, force: bool = False,
+    tuning: Any = None, final: Any = None,
 ) -> None:  # fmt: skip
-    """Run the privacy-utility frontier's experiments (``pgfl reproduce frontier``, ...)."""
+    """Run the privacy-utility frontier's experiments (``pgfl reproduce frontier``, ...).
+
+    ``tuning``, ``final``: :class:`pgfl.experiments.frontier.FrontierPlan`'s.
+    """
     prepared = prepare_frontier_command(
-        folder, configs, resume=resume, run_options=run_options, as_json=as_json, force=force
+        folder,
+        configs,
+        resume=resume,
+        run_options=run_options,
+        as_json=as_json,
+        force=force,
+        tuning=tuning,
+        final=final,
     )
     summary = run_frontier_plan(prepared, quick=quick, as_json=as_json, by_adversary=by_adversary)
     report(summary, folder, as_json)
@@ -303,7 +314,7 @@ def run_frontier_command(
 
 def prepare_frontier_command(
     folder: Path, configs: dict[str, Any], *, resume: bool, run_options: dict[str, Any] | None,
-    as_json: bool = False, force: bool = False,
+    as_json: bool = False, force: bool = False, tuning: Any = None, final: Any = None,
 ) -> Any:  # fmt: skip
     """A frontier's configurations with the command's ``[run]`` options, validated."""
     from pgfl.experiments.frontier import prepare_frontier  # lazy: the engine, numba
@@ -316,9 +327,8 @@ def prepare_frontier_command(
             bar.update(task, completed=done, description=_short(f"calibrating {key}"))
 
         try:
-            return prepare_frontier(
-                folder, configs, resume=resume, force=force, progress=calibrating
-            )
+            return prepare_frontier(folder, configs, resume=resume, force=force,
+                                    progress=calibrating, tuning=tuning, final=final)  # fmt: skip
         finally:
             bar.remove_task(task)
 
@@ -330,7 +340,7 @@ def run_frontier_plan(
     from pgfl.experiments.frontier import run_prepared_frontier
 
     with progress_display(as_json) as bar:
-        task = bar.add_task("frontier", total=len(prepared.plans), unit="runs")
+        task = bar.add_task("frontier", total=prepared.runs, unit="runs")
 
         def run(plan: Any) -> dict[str, Any]:
             try:
