@@ -131,7 +131,8 @@ def test_tuning_never_ranks_an_uncovered_scheme_first(tuned):
     by = {c["label"]: c for c in summary["curves"]}
     gh = by["graph_homomorphic_gaussian"]
     assert gh["centroid_msd_db_covered"] is False
-    assert gh["centroid_msd_db_rank"] == [2] and by["random_gaussian"]["centroid_msd_db_rank"] == [1]
+    assert gh["centroid_msd_db_rank"] == [2]
+    assert by["random_gaussian"]["centroid_msd_db_rank"] == [1]
 
 
 def test_proxy_tuning_searches_on_another_seed_then_runs_only_the_chosen_points(tmp_path):
@@ -149,7 +150,7 @@ def test_proxy_tuning_searches_on_another_seed_then_runs_only_the_chosen_points(
         return run_plan(plan)
 
     summary = run_frontier(tmp_path, configs=search, tuning=tuning, run=run,
-                           final=lambda chosen: frontier_configs(**args, chosen=chosen))  # fmt: skip
+                           final=lambda c: frontier_configs(**args, chosen=c))  # fmt: skip
     (first, labels), (second, final) = seen
     assert first == proxy_seed(real) != real  # the search never ran on the real seed
     assert len(labels) == 1 + 2 * 2 * 2 and second == real
