@@ -207,6 +207,7 @@ def test_cli_tunes_and_says_that_tuning_spends_privacy(tmp_path, capsys):
         (["--grid", "training.mu=-1"], "training.mu"),
         (["--tune", "--tune-on", "public"], "--tune-on"),
         (["--adversary", "nobody"], "--adversary"),
+        (["--setup", "regression", "--tune", "--tune-for", "test_error"], "--tune-for"),
     ],
 )
 def test_cli_tuning_options_are_refused_in_one_line(args, what, tmp_path, capsys):

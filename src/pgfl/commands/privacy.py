@@ -552,7 +552,10 @@ def audit_command(
 def frontier_command(
     setup: Annotated[
         list[str] | None,
-        typer.Option("--setup", help="regression | logistic (repeatable; default: both)."),
+        typer.Option(
+            "--setup",
+            help="regression | logistic | regression-record (repeatable; default: all).",
+        ),
     ] = None,
     iterations: Annotated[
         list[int] | None,

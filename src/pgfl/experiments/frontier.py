@@ -404,6 +404,9 @@ def frontier_config(
     training = {**base["training"], **SETUPS[setup].training, **({} if mu is None else {"mu": mu})}
     root = base["seed"] if seed is None else seed
     proxy = tuning is not None and tuning.on == "proxy" and chosen is None
+    if tuning is not None and tuning.metric not in plot:
+        raise ConfigError(f"--tune-for {tuning.metric}: set-up {setup} does not measure it "
+                          f"(it measures {', '.join(plot)})")  # fmt: skip
     if proxy and base["data"]["kind"] not in SYNTHETIC:
         raise ConfigError(f"--tune-on proxy needs synthetic data ({', '.join(SYNTHETIC)}); "
                           f"set-up {setup} has data.kind = {base['data']['kind']!r}")  # fmt: skip
