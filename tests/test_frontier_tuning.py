@@ -214,3 +214,17 @@ def test_cli_tuning_options_are_refused_in_one_line(args, what, tmp_path, capsys
     code, _, err = _main(["privacy", "frontier", "--out", str(tmp_path / "x"), *args], capsys)
     assert code == 2 and what in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_calibration_progress_counts_every_curve_of_every_configuration(tmp_path):
+    from pgfl.experiments.frontier import prepare_frontier
+
+    configs = frontier_configs(setups=(SETUP,), iterations=(2, 3), epsilons=(1.0, 5.0),
+                               repetitions=1, schemes=("random_gaussian", "central"))  # fmt: skip
+    calls = []
+    prepare_frontier(tmp_path, configs, progress=lambda *a: calls.append(a))
+    total = sum(len(c.curves) for c in configs.values())
+    assert total == 2 * (1 + 2 * 2)
+    assert [c[1] for c in calls] == [*range(1, total + 1), total]
+    assert {c[2] for c in calls} == {total} and calls[0][0] == f"{SETUP}-T2"
+    assert not any(tmp_path.iterdir())  # preparing writes nothing

@@ -321,10 +321,12 @@ def prepare_frontier_command(
 
     configs = {k: with_run_options(c, **(run_options or {})) for k, c in configs.items()}
     with progress_display(as_json) as bar:
-        task = bar.add_task("calibrating", total=len(configs), unit="configurations")
+        curves = sum(len(c.curves) for c in configs.values())
+        task = bar.add_task("calibrating", total=curves, unit="curves")
 
         def calibrating(key: str, done: int, total: int) -> None:
-            bar.update(task, completed=done, description=_short(f"calibrating {key}"))
+            bar.update(task, completed=done, total=total,
+                       description=_short(f"calibrating {key}"))  # fmt: skip
 
         try:
             return prepare_frontier(folder, configs, resume=resume, force=force,
@@ -348,8 +350,13 @@ def run_frontier_plan(
             finally:
                 bar.advance(task)
 
+        def calibrating(key: str, done: int, total: int) -> None:  # the proxy's chosen points
+            bar.update(task, description=_short(f"frontier: calibrating {key} {done}/{total}"))
+
         try:
-            return run_prepared_frontier(prepared, quick=quick, run=run, by_adversary=by_adversary)
+            return run_prepared_frontier(
+                prepared, quick=quick, run=run, by_adversary=by_adversary, progress=calibrating
+            )
         finally:
             bar.remove_task(task)
 

@@ -750,16 +750,25 @@ def _prepare(
     out: Path, configs: Mapping[str, ExperimentConfig], resume: bool,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> tuple[dict[str, Plan], dict[str, bool]]:  # fmt: skip
-    """Each configuration prepared into ``out/<key>`` (staged, keeping ``partial/``)."""
+    """Each configuration prepared into ``out/<key>`` (staged, keeping ``partial/``).
+
+    ``progress(key, curves done, curves in all)`` as each curve is calibrated.
+    """
     keep = {key: cfg.run.keep_partial for key, cfg in configs.items()}
     configs = {k: replace(c, run=replace(c.run, keep_partial=True)) for k, c in configs.items()}
     plans = {}
-    for done, (key, cfg) in enumerate(configs.items()):
-        if progress is not None:
-            progress(key, done, len(configs))
-        plans[key] = prepare_experiment(cfg, out / key, resume=resume, work=out / STAGE / key)
+    total, done = sum(len(c.curves) for c in configs.values()), [0]
+    for key, cfg in configs.items():
+
+        def on_curve(key: str = key) -> None:
+            done[0] += 1
+            if progress is not None:
+                progress(key, done[0], total)
+
+        plans[key] = prepare_experiment(cfg, out / key, resume=resume, work=out / STAGE / key,
+                                        on_curve=on_curve)  # fmt: skip
     if progress is not None:
-        progress("", len(configs), len(configs))
+        progress("", total, total)
     return plans, keep
 
 
@@ -779,8 +788,9 @@ def prepare_frontier(
     into ``out/<key>``, then ``out`` is checked (:func:`pgfl.folders.check_output`;
     ``force`` accepts files pgfl did not write, or another frontier's results); any
     problem is one :class:`ConfigError` with ``out`` untouched. ``progress(key, done,
-    total)`` is called before each configuration and at the end (calibrating every scheme
-    to every ε is most of a frontier's preparation). ``tuning``, ``final``: see
+    total)`` is called as each curve is calibrated, counting the curves of every
+    configuration, and at the end (calibrating every scheme to every ε, at every point
+    of a tuning grid, is most of a frontier's preparation). ``tuning``, ``final``: see
     :class:`FrontierPlan` (the final configurations are validated after the search).
     """
     out = Path(out)
@@ -830,8 +840,13 @@ def run_prepared_frontier(
     quick: bool = False,
     run: Callable[[Any], Mapping[str, Any]] | None = None,
     by_adversary: bool = False,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Run a frontier :func:`prepare_frontier` validated (see :func:`run_frontier`)."""
+    """Run a frontier :func:`prepare_frontier` validated (see :func:`run_frontier`).
+
+    ``progress``: as :func:`prepare_frontier`'s, for the chosen points a proxy's search
+    leads to (calibrated once the search ran).
+    """
     plans, keep = dict(prepared.plans), dict(prepared.keep)
     run = run or run_plan
     with staged(prepared.output) as stage:
@@ -840,7 +855,7 @@ def run_prepared_frontier(
         if prepared.final is not None and prepared.tuning is not None:  # the chosen, for real
             search = grid_points(runs)
             configs = prepared.final(choose(search, prepared.tuning.metric))
-            finals, kept = _prepare(prepared.out, configs, prepared.resume)
+            finals, kept = _prepare(prepared.out, configs, prepared.resume, progress)
             plans, keep = plans | finals, keep | kept
             runs = {key: (finals[key].cfg, run(finals[key])) for key in finals}
         summary = frontier_summary(runs, quick=quick, tuning=prepared.tuning, search=search)
