@@ -18,6 +18,15 @@ against the other servers and eavesdroppers, and graph-homomorphic noise does no
 the centroid at all (it cancels there, eq. 46). The frontier is read along a scheme's line
 and across schemes only for the adversary that matters to the user.
 
+The schemes are read from the registry (:data:`SCHEMES`, :func:`registered_schemes`):
+each mechanism class declares its lines (:attr:`pgfl.privacy.mechanisms.Mechanism.frontier`,
+a :class:`~pgfl.privacy.mechanisms.base.FrontierLine` each), so a scheme registered later
+is drawn with no edit here; ``pgfl reproduce frontier`` keeps the papers' nine
+(:data:`PAPER_SCHEMES`). With a :class:`Tuning`, every point of a scheme's knob grid
+(:func:`knob_grid`: the step size and the mechanism's own knobs) is calibrated to the
+same ε and run, and the scheme is reported at its best point (:func:`choose`), searched on
+the private data or on a synthetic proxy of the same shape (:func:`proxy_seed`).
+
 Set-ups (:data:`SETUPS`): ``regression`` (preprint Fig. 2: P = 10, K = 100, L = 11,
 μ = 0.7, B = 2) and ``logistic`` (conference Fig. 2: P = 10, K = 50, L = 10, μ = 0.1,
 B = 5, a test set). Iteration counts: the papers' T = 1000 and T/10 (privacy favours
@@ -299,7 +308,9 @@ TUNING_SPENDS = (
 )
 
 
-def knob_grid(scheme: str, mu: float, grid: Mapping[str, Sequence[Any]] = {}) -> dict[str, tuple]:
+def knob_grid(
+    scheme: str, mu: float, grid: Mapping[str, Sequence[Any]] | None = None
+) -> dict[str, tuple]:
     """The settings tuning searches for ``scheme`` and their values (the product is searched).
 
     The step size ``training.mu`` (:data:`MU_FACTORS` times the set-up's ``mu``) and the
@@ -313,7 +324,7 @@ def knob_grid(scheme: str, mu: float, grid: Mapping[str, Sequence[Any]] = {}) ->
     """
     out: dict[str, tuple] = {"training.mu": tuple(f * mu for f in MU_FACTORS)}
     out.update(SCHEMES[scheme].knobs)
-    for name, values in grid.items():
+    for name, values in (grid or {}).items():
         if name in out or name.startswith("training."):
             out[name] = tuple(values)
     return out
