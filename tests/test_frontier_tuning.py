@@ -207,6 +207,7 @@ def test_cli_tunes_and_says_that_tuning_spends_privacy(tmp_path, capsys):
         (["--grid", "training.mu=-1"], "training.mu"),
         (["--tune", "--tune-on", "public"], "--tune-on"),
         (["--adversary", "nobody"], "--adversary"),
+        (["--scheme", "central", "--grid", "privacy.gossip_steps=1,2"], "privacy.gossip_steps"),
         (["--setup", "regression", "--tune", "--tune-for", "test_error"], "--tune-for"),
     ],
 )

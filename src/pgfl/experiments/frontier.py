@@ -415,12 +415,8 @@ def frontier_config(
     training = {**base["training"], **SETUPS[setup].training, **({} if mu is None else {"mu": mu})}
     root = base["seed"] if seed is None else seed
     proxy = tuning is not None and tuning.on == "proxy" and chosen is None
-    if tuning is not None and tuning.metric not in plot:
-        raise ConfigError(f"--tune-for {tuning.metric}: set-up {setup} does not measure it "
-                          f"(it measures {', '.join(plot)})")  # fmt: skip
-    if proxy and base["data"]["kind"] not in SYNTHETIC:
-        raise ConfigError(f"--tune-on proxy needs synthetic data ({', '.join(SYNTHETIC)}); "
-                          f"set-up {setup} has data.kind = {base['data']['kind']!r}")  # fmt: skip
+    if tuning is not None:
+        _check_tuning(tuning, [known[n] for n in names], setup, plot, base["data"]["kind"])
     curves: list[dict[str, Any]] = [{"label": "none"}]
     for name in names:
         grid = knob_grid(name, training["mu"], tuning.grid) if tuning else {}
@@ -446,6 +442,25 @@ def frontier_config(
         "curves": curves,
     }
     return parse_config(raw)
+
+
+def _check_tuning(
+    tuning: Tuning, schemes: Sequence[Scheme], setup: str, plot: Sequence[str], data: str
+) -> None:
+    """A grid setting some scheme drawn searches, a metric the set-up measures, a proxy."""
+    knobs = sorted({k for s in schemes for k in s.knobs})
+    for name in tuning.grid:
+        if not name.startswith("training.") and name not in knobs:
+            raise ConfigError(
+                f"--grid {name}: not a knob of any scheme drawn (theirs: "
+                f"{', '.join(knobs) or 'none'}; a training.* setting applies to all)"
+            )
+    if tuning.metric not in plot:
+        raise ConfigError(f"--tune-for {tuning.metric}: set-up {setup} does not measure it "
+                          f"(it measures {', '.join(plot)})")  # fmt: skip
+    if tuning.on == "proxy" and data not in SYNTHETIC:
+        raise ConfigError(f"--tune-on proxy needs synthetic data ({', '.join(SYNTHETIC)}); "
+                          f"set-up {setup} has data.kind = {data!r}")  # fmt: skip
 
 
 #: Data kinds drawn from a seed, that a synthetic proxy of the same shape can replace.
