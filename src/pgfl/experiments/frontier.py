@@ -159,7 +159,7 @@ def registered_schemes() -> dict[str, Scheme]:
     >>> s["random_gaussian"].privacy, s["hybrid"].mechanism.__name__
     ({'server_noise': 'random', 'server_distribution': 'gaussian'}, 'GraphHomomorphic')
     >>> s["pairwise_cancelling"].knobs
-    {'privacy.pairwise_variance': (0.0, 0.001, 0.01, 0.1, 1.0)}
+    {'privacy.pairwise_variance': (0.0, 1e-05, 0.0001, 0.001, 0.01, 0.1)}
     """
     out: dict[str, Scheme] = {}
     for table in (mechanisms.CLIENT, mechanisms.SERVER):

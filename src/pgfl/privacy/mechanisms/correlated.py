@@ -182,7 +182,7 @@ class PairwiseCancelling(RandomNoise):
     distribution: str = "gaussian"
     names: ClassVar[tuple[str, ...]] = ("pairwise_cancelling",)
     params: ClassVar[tuple[Param, ...]] = (PAIRWISE_VARIANCE, COALITION_SIZE)
-    frontier: ClassVar[Mapping[str, FrontierLine] | None] = {"pairwise_cancelling": FrontierLine({"privacy.server_noise": "pairwise_cancelling"}, {"privacy.pairwise_variance": (0.0, 0.001, 0.01, 0.1, 1.0)})}  # fmt: skip  # noqa: E501
+    frontier: ClassVar[Mapping[str, FrontierLine] | None] = {"pairwise_cancelling": FrontierLine({"privacy.server_noise": "pairwise_cancelling"}, {"privacy.pairwise_variance": (0.0, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)})}  # fmt: skip  # noqa: E501
     amplified: ClassVar[bool] = True
     protects: ClassVar[tuple[str, ...]] = (*SERVER_SIDE, "unit_client")
     exposes: ClassVar[Mapping[str, str]] = {
