@@ -281,6 +281,12 @@ def _print_knobs(curves: list[dict[str, Any]], tuning: dict[str, Any]) -> None:
     _plain(f"tuned on the {tuning['on']} data: {searched} points searched (grid.csv)")
     for line in textwrap.wrap(tuning["note"], 100):
         _plain(line)
+    edge = tuning.get("at_edge") or []
+    if edge:
+        _plain(f"{len(edge)} chosen value(s) at the end of their grid (the best may lie beyond; "
+               "widen it with --grid), e.g.:")  # fmt: skip
+        for line in edge[:3]:
+            _plain(f"  {line}")
 
 
 def print_scores(summary: dict[str, Any]) -> None:

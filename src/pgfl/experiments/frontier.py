@@ -722,8 +722,37 @@ def _tuning_summary(tuning: Tuning, points: Sequence[Mapping[str, Any]]) -> dict
         "mu_factors": list(MU_FACTORS),
         "spends_privacy": tuning.on == "private",
         "note": TUNING_SPENDS if tuning.on == "private" else PROXY_NOTE,
+        "at_edge": at_edge(points, chosen),
         "points": rows,
     }
+
+
+def at_edge(points: Sequence[Mapping[str, Any]], chosen: Mapping[tuple, Mapping[str, Any]]
+            ) -> list[str]:  # fmt: skip
+    """The chosen numeric knobs at the end of their grid (the best may lie beyond: widen it).
+
+    >>> pts = [{"setup": "s", "iterations": 5, "scheme": "a", "target_epsilon": 1.0,
+    ...         "knobs": {"training.mu": m}} for m in (0.1, 0.2, 0.4)]
+    >>> at_edge(pts, {("s", 5, "a", 1.0): {"training.mu": 0.1}})
+    ['a (s, T=5, ε=1): training.mu = 0.1, the smallest searched']
+    >>> at_edge(pts, {("s", 5, "a", 1.0): {"training.mu": 0.2}})
+    []
+    """
+    values: dict[tuple, dict[str, set]] = {}
+    for p in points:
+        key = (p["setup"], p["iterations"], p["scheme"], p["target_epsilon"])
+        for k, v in p["knobs"].items():
+            values.setdefault(key, {}).setdefault(k, set()).add(v)
+    out = []
+    for key, knobs in chosen.items():
+        for k, v in knobs.items():
+            grid = values[key][k]
+            if len(grid) < 3 or isinstance(v, str) or v not in (min(grid), max(grid)):
+                continue
+            end = "smallest" if v == min(grid) else "largest"
+            out.append(f"{key[2]} ({key[0]}, T={key[1]}, ε={key[3]:g}): {k} = {v:g}, the "
+                       f"{end} searched")  # fmt: skip
+    return out
 
 
 def _csv_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
