@@ -367,9 +367,15 @@ EXPECTED = {
         "my.toml",
         "runs/mine/summary.json",
         "runs/fig3-ray/summary.json",
+        "runs/tuned/grid.csv",
     ],
     "docs/models.md": ["runs/custom/summary.json", "runs/custom/figure.png"],
-    "docs/privacy.md": ["eps.png", "audit.png"],
+    "docs/privacy.md": [
+        "eps.png",
+        "audit.png",
+        "tuned-frontier/grid.csv",
+        "tuned-frontier/regression-record-T20-proxy/summary.json",
+    ],
     "docs/deploy.md": [
         "runs/deploy/summary.json",
         "runs/deploy/figure.png",

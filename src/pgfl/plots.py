@@ -1289,7 +1289,20 @@ def frontier_figure(summary: Mapping[str, Any]) -> Figure:
 
 
 def _frontier_heading(summary: Mapping[str, Any]) -> tuple[str, str]:
-    """The frontier figure's title and caption (against one adversary, or every scheme's own)."""
+    """The frontier figure's title and caption (against one adversary, or every scheme's own).
+
+    A tuned frontier says so in the title: each scheme at its best point for one metric.
+    """
+    title, caption = _frontier_scope(summary)
+    tuning = summary.get("tuning")
+    if tuning:
+        title += (f"; each scheme at its best {tuning['metric']} point "
+                  f"(tuned on the {tuning['on']} data)")  # fmt: skip
+    return title, caption
+
+
+def _frontier_scope(summary: Mapping[str, Any]) -> tuple[str, str]:
+    """The frontier figure's untuned title and caption."""
     adversaries = summary.get("adversaries") or {}
     if len(adversaries) == 1:  # the frontier against one adversary: one guarantee
         ((name, sees),) = adversaries.items()

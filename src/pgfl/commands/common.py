@@ -292,10 +292,21 @@ def run_experiment_command(
 def run_frontier_command(
     folder: Path, configs: dict[str, Any], *, quick: bool, resume: bool, as_json: bool,
     run_options: dict[str, Any] | None = None, by_adversary: bool = False, force: bool = False,
+    tuning: Any = None, final: Any = None,
 ) -> None:  # fmt: skip
-    """Run the privacy-utility frontier's experiments (``pgfl reproduce frontier``, ...)."""
+    """Run the privacy-utility frontier's experiments (``pgfl reproduce frontier``, ...).
+
+    ``tuning``, ``final``: :class:`pgfl.experiments.frontier.FrontierPlan`'s.
+    """
     prepared = prepare_frontier_command(
-        folder, configs, resume=resume, run_options=run_options, as_json=as_json, force=force
+        folder,
+        configs,
+        resume=resume,
+        run_options=run_options,
+        as_json=as_json,
+        force=force,
+        tuning=tuning,
+        final=final,
     )
     summary = run_frontier_plan(prepared, quick=quick, as_json=as_json, by_adversary=by_adversary)
     report(summary, folder, as_json)
@@ -303,22 +314,23 @@ def run_frontier_command(
 
 def prepare_frontier_command(
     folder: Path, configs: dict[str, Any], *, resume: bool, run_options: dict[str, Any] | None,
-    as_json: bool = False, force: bool = False,
+    as_json: bool = False, force: bool = False, tuning: Any = None, final: Any = None,
 ) -> Any:  # fmt: skip
     """A frontier's configurations with the command's ``[run]`` options, validated."""
     from pgfl.experiments.frontier import prepare_frontier  # lazy: the engine, numba
 
     configs = {k: with_run_options(c, **(run_options or {})) for k, c in configs.items()}
     with progress_display(as_json) as bar:
-        task = bar.add_task("calibrating", total=len(configs), unit="configurations")
+        curves = sum(len(c.curves) for c in configs.values())
+        task = bar.add_task("calibrating", total=curves, unit="curves")
 
         def calibrating(key: str, done: int, total: int) -> None:
-            bar.update(task, completed=done, description=_short(f"calibrating {key}"))
+            bar.update(task, completed=done, total=total,
+                       description=_short(f"calibrating {key}"))  # fmt: skip
 
         try:
-            return prepare_frontier(
-                folder, configs, resume=resume, force=force, progress=calibrating
-            )
+            return prepare_frontier(folder, configs, resume=resume, force=force,
+                                    progress=calibrating, tuning=tuning, final=final)  # fmt: skip
         finally:
             bar.remove_task(task)
 
@@ -330,7 +342,7 @@ def run_frontier_plan(
     from pgfl.experiments.frontier import run_prepared_frontier
 
     with progress_display(as_json) as bar:
-        task = bar.add_task("frontier", total=len(prepared.plans), unit="runs")
+        task = bar.add_task("frontier", total=prepared.runs, unit="runs")
 
         def run(plan: Any) -> dict[str, Any]:
             try:
@@ -338,8 +350,13 @@ def run_frontier_plan(
             finally:
                 bar.advance(task)
 
+        def calibrating(key: str, done: int, total: int) -> None:  # the proxy's chosen points
+            bar.update(task, description=_short(f"frontier: calibrating {key} {done}/{total}"))
+
         try:
-            return run_prepared_frontier(prepared, quick=quick, run=run, by_adversary=by_adversary)
+            return run_prepared_frontier(
+                prepared, quick=quick, run=run, by_adversary=by_adversary, progress=calibrating
+            )
         finally:
             bar.remove_task(task)
 

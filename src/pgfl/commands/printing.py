@@ -240,6 +240,9 @@ def print_frontier(summary: dict[str, Any]) -> None:
         f"noise calibrated with the {summary['accountant']} accountant at delta = "
         f"{summary['delta']:g} (— = diverged)"
     )
+    tuning = summary.get("tuning")
+    if tuning:
+        _print_knobs(curves, tuning)
     covers: dict[str, list[str]] = {}
     for c in curves:
         names = covers.setdefault(c.get("epsilon_covers", ""), [])
@@ -257,6 +260,33 @@ def print_frontier(summary: dict[str, Any]) -> None:
     )
     for line in lines:
         _plain(line)
+
+
+def _print_knobs(curves: list[dict[str, Any]], tuning: dict[str, Any]) -> None:
+    """The point each scheme was reported at, per target ε, and what tuning spent."""
+    key = lambda c: (c["setup"], c["iterations"])  # noqa: E731
+    for (setup, T), group in groupby(curves, key=key):
+        group = list(group)
+        table = Table(title=f"{setup}, T={T}: the tuned point (best {tuning['metric']})")
+        table.add_column("scheme")
+        for x in group[0]["x"]:
+            table.add_column(f"ε={x:g}")
+        for c in group:
+            cells = [" ".join(f"{k.rpartition('.')[2]}={v:.3g}" if isinstance(v, float) else
+                              f"{k.rpartition('.')[2]}={v}" for k, v in knobs.items())
+                     for knobs in c["knobs"]]  # fmt: skip
+            table.add_row(escape(c["label"]), *cells)
+        out.print(table)
+    searched = len(tuning["points"])
+    _plain(f"tuned on the {tuning['on']} data: {searched} points searched (grid.csv)")
+    for line in textwrap.wrap(tuning["note"], 100):
+        _plain(line)
+    edge = tuning.get("at_edge") or []
+    if edge:
+        _plain(f"{len(edge)} chosen value(s) at the end of their grid (the best may lie beyond; "
+               "widen it with --grid), e.g.:")  # fmt: skip
+        for line in edge[:3]:
+            _plain(f"  {line}")
 
 
 def print_scores(summary: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ which the ``pgfl`` entry point turns into one line on stderr and exit code 2.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Sequence
@@ -40,7 +41,7 @@ from pgfl.commands.printing import (
 )
 from pgfl.files import FileError, check_output_file, jsonable, writing
 from pgfl.plots import plot_audit_tradeoff, plot_epsilon_curves
-from pgfl.validation import ConfigError, check_choice, check_int
+from pgfl.validation import ConfigError, check_choice, check_int, did_you_mean
 
 app = typer.Typer(
     help="Differential-privacy accounting: epsilon over iterations, noise calibration.",
@@ -551,7 +552,10 @@ def audit_command(
 def frontier_command(
     setup: Annotated[
         list[str] | None,
-        typer.Option("--setup", help="regression | logistic (repeatable; default: both)."),
+        typer.Option(
+            "--setup",
+            help="regression | logistic | regression-record (repeatable; default: all).",
+        ),
     ] = None,
     iterations: Annotated[
         list[int] | None,
@@ -565,7 +569,50 @@ def frontier_command(
     ] = None,
     scheme: Annotated[
         list[str] | None,
-        typer.Option("--scheme", help="Scheme to compare (repeatable; default: all nine)."),
+        typer.Option(
+            "--scheme",
+            help="Scheme to compare (repeatable; default: every registered one, or with "
+            "--adversary those that protect against it).",
+        ),
+    ] = None,
+    adversary: Annotated[
+        str | None,
+        typer.Option(
+            "--adversary",
+            help="Calibrate every scheme to what this adversary observes (privacy.adversary).",
+        ),
+    ] = None,
+    tune: Annotated[
+        bool,
+        typer.Option(
+            "--tune",
+            help="Search each scheme's knobs (mu and its own) at equal epsilon; report its "
+            "best point.",
+        ),
+    ] = False,
+    tune_for: Annotated[
+        str,
+        typer.Option(
+            "--tune-for",
+            help="Metric the tuned point minimises: centroid_msd_db | individual_msd_db | "
+            "test_error.",
+        ),
+    ] = "centroid_msd_db",
+    tune_on: Annotated[
+        str,
+        typer.Option(
+            "--tune-on",
+            help="private (search on the real data: spends privacy) | proxy (synthetic data "
+            "of the same shape, another seed; the chosen points then run on the real data).",
+        ),
+    ] = "private",
+    grid: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--grid",
+            help="SETTING=V1,V2,... replaces a knob's default grid (repeatable; implies "
+            "--tune), e.g. training.mu=0.1,0.3 or privacy.pairwise_variance=0.1,1.",
+        ),
     ] = None,
     mu: Annotated[
         float | None, typer.Option("--mu", help="Step size mu (default: the set-up's).")
@@ -597,10 +644,15 @@ def frontier_command(
     Runs the engine at delta = 1e-5 (pgfl.experiments.frontier) and writes summary.json,
     frontier.csv and frontier.png into --out; ``pgfl reproduce frontier`` is the default.
     """
-    from pgfl.experiments.frontier import SCHEMES, SETUPS, frontier_configs  # lazy
+    from pgfl.experiments.frontier import SCHEMES, SETUPS, frontier_configs, protecting  # lazy
+    from pgfl.privacy import mechanisms  # lazy: the registry, dp_accounting
 
     setups = [check_choice("--setup", s, tuple(SETUPS)) for s in setup or SETUPS]
-    schemes = [check_choice("--scheme", s, tuple(SCHEMES)) for s in scheme or SCHEMES]
+    if adversary is not None:
+        check_choice("--adversary", adversary, tuple(mechanisms.ADVERSARIES))
+    default = protecting(adversary) if adversary is not None else tuple(SCHEMES)
+    schemes = [check_choice("--scheme", s, tuple(SCHEMES)) for s in scheme or default]
+    tuning = frontier_tuning(tune or bool(grid), tune_for, tune_on, grid or ())
     eps = [checked("privacy.target_epsilon", e, "--epsilon") for e in epsilon or ()]
     counts = [checked("iterations", t, "--iterations") for t in iterations or ()]
     for name, values in (("--setup", setups), ("--scheme", schemes), ("--epsilon", eps),
@@ -610,10 +662,47 @@ def frontier_command(
     mu = checked("training.mu", mu, "--mu")
     repetitions = checked("repetitions", repetitions, "--repetitions")
     seed = checked("seed", seed, "--seed")
-    configs = frontier_configs(
-        quick=quick, seed=seed, setups=setups, iterations=counts or None,
+    build = functools.partial(
+        frontier_configs, quick=quick, seed=seed, setups=setups, iterations=counts or None,
         epsilons=sorted(eps) or None, schemes=schemes, repetitions=repetitions, mu=mu,
+        adversary=adversary, tuning=tuning,
     )  # fmt: skip
+    configs = build()
+    proxy = tuning is not None and tuning.on == "proxy"
     folder = out_dir or default_folder(FRONTIER_FOLDER, quick=quick)
     run_frontier_command(folder, configs, quick=quick, resume=resume, as_json=as_json,
-                         force=force)  # fmt: skip
+                         force=force, tuning=tuning,
+                         final=(lambda c: build(chosen=c)) if proxy else None)  # fmt: skip
+
+
+def frontier_tuning(tune: bool, metric: str, on: str, grid: Sequence[str]) -> Any:
+    """The frontier's :class:`~pgfl.experiments.frontier.Tuning` of the options (None: untuned).
+
+    ``grid`` items are ``SETTING=V1,V2,...``; each value is checked against the parameter
+    table (one line naming the option, the setting and the value).
+    """
+    from pgfl.experiments.frontier import Tuning  # lazy: the experiments
+
+    if not tune:
+        return None
+    from pgfl.params import PARAMS  # lazy: the mechanisms' registry, dp_accounting
+
+    values: dict[str, tuple[Any, ...]] = {}
+    for item in grid:
+        name, sep, text = item.partition("=")
+        if not sep or not text or name in values:
+            raise ConfigError(f"--grid takes distinct SETTING=V1,V2,... items; got {item!r}")
+        if name not in PARAMS:
+            raise ConfigError(f"--grid: unknown setting {name!r}" + did_you_mean(name, PARAMS))
+        values[name] = tuple(checked(name, _number(v), "--grid") for v in text.split(","))
+    return Tuning(metric, on, values)
+
+
+def _number(text: str) -> Any:
+    """``text`` as an int, else a float, else itself (a choice)."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text

@@ -12,6 +12,7 @@ staging folder and its results replace the folder's only when it completes
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,6 +134,7 @@ def prepare_experiment(
     resume: bool = False,
     force: bool = False,
     work: str | Path | None = None,
+    on_curve: Callable[[], None] | None = None,
 ) -> Plan:
     """Validate everything a run needs, without writing anything.
 
@@ -150,7 +152,8 @@ def prepare_experiment(
     it runs whole (a curve recomputed with fewer batch mates would differ in rounding), so
     a resumed run gives the bits of an uninterrupted one. ``work`` (a frontier's sub-run)
     is the folder to write in when a larger run holds ``out``: then ``out`` is not
-    checked for ownership here.
+    checked for ownership here. ``on_curve()`` is called as each curve's settings are
+    ready (calibrating a ``target_epsilon`` is most of the work: a frontier's progress).
     """
     out = check_output_folder(out)
     fingerprint = config_fingerprint(cfg)
@@ -175,7 +178,11 @@ def prepare_experiment(
         for i in indices:  # a batch runs whole: the same bits as an uninterrupted run
             loaded.pop(i, None)
         net = build_network(cfg.curves[indices[0]], cfg.seed, outline=outline)
-        settings = [curve_settings(cfg.curves[i], cfg.iterations, net) for i in indices]
+        settings = []
+        for i in indices:
+            settings.append(curve_settings(cfg.curves[i], cfg.iterations, net))
+            if on_curve is not None:
+                on_curve()
         w_opt = None if outline else net.problem.optimum(net.data)  # a singular risk: refused
         batches.append(Batch(tuple(indices), net, CurveBatch.of(settings, net), w_opt))
     output = None

@@ -49,6 +49,7 @@ __all__ = [
     "Aggregate",
     "ClientAggregation",
     "Emitted",
+    "FrontierLine",
     "Mechanism",
     "ReleaseContext",
     "RoundContext",
@@ -226,6 +227,25 @@ class ReleaseContext:
                 object.__setattr__(self, "units", int(np.asarray(graph).shape[0]))
 
 
+class FrontierLine(NamedTuple):
+    """One line of the privacy–utility frontier (:mod:`pgfl.experiments.frontier`).
+
+    Attributes:
+        settings: the line's curve settings by dotted name, the mechanism's own name
+            among them (``{"privacy.server_noise": "random"}``).
+        knobs: settings the frontier searches at equal ε (``--tune``), each with its
+            default grid (the step size ``training.mu`` is searched for every line).
+        legend: its legend entry ("": the line's name).
+        scope: what its ε covers and against whom ("": the mechanism's :attr:`~Mechanism.covers`).
+
+    """
+
+    settings: Mapping[str, Any]
+    knobs: Mapping[str, tuple[Any, ...]] = {}
+    legend: str = ""
+    scope: str = ""
+
+
 class Mechanism:
     """A privacy mechanism (module doc): noise, its release, whom it protects.
 
@@ -250,6 +270,9 @@ class Mechanism:
             the frontier never ranks a scheme first on a metric of such a quantity.
         notes: per protected adversary, what its ε rests on or what it sees that is not
             a DP number (secure aggregation's masked uploads); printed beside the number.
+        frontier: its lines of the privacy–utility frontier by name (:class:`FrontierLine`:
+            settings, knobs tuned at equal ε); ``None`` (default): one line per name,
+            without knobs, if it :attr:`calibrates` a noise level, else none.
 
     The engine combines the servers' messages with :meth:`combination` of the topology's
     matrix (the topology's own by default; a trusted aggregator's average, K gossip
@@ -269,6 +292,7 @@ class Mechanism:
     covers: ClassVar[str] = "the messages it adds noise to, and everything computed from them"
     uncovered: ClassVar[Mapping[str, str]] = {}
     notes: ClassVar[Mapping[str, str]] = {}
+    frontier: ClassVar[Mapping[str, FrontierLine] | None] = None
 
     @property
     def name(self) -> str:

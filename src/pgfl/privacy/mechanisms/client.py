@@ -27,6 +27,7 @@ from pgfl.privacy.mechanisms.base import (
     SERVER_SIDE,
     Aggregate,
     ClientAggregation,
+    FrontierLine,
     Mechanism,
     ReleaseContext,
     status_mixture,
@@ -127,6 +128,17 @@ class ClientNoise(ClientAggregation):
     calibrates: ClassVar[str | None] = "privacy.client_variance"
     protects: ClassVar[tuple[str, ...]] = tuple(ADVERSARIES)
     covers: ClassVar[str] = "what each client sends its server, and everything computed from it"
+    frontier: ClassVar[Mapping[str, FrontierLine] | None] = {
+        f"client_{dist}_{share}": FrontierLine(
+            {"privacy.client_noise": dist}
+            | ({"training.share": share} if share != "models" else {}),
+            legend=f"client {dist.capitalize()} on {share} (vs own server)",
+            scope=f"client level: one client's noisy {share[:-1]} against its own "
+            "(honest-but-curious) server, and by post-processing everyone downstream",
+        )
+        for share in ("models", "updates")
+        for dist in DISTRIBUTIONS
+    }
 
     def __post_init__(self) -> None:
         if self.distribution not in DISTRIBUTIONS:

@@ -49,6 +49,7 @@ from pgfl.privacy.accounting.releases import Transcript
 from pgfl.privacy.mechanisms.base import (
     ADVERSARIES,
     SERVER_SIDE,
+    FrontierLine,
     Mechanism,
     ReleaseContext,
     RoundContext,
@@ -209,6 +210,7 @@ class PairwiseCancelling(RandomNoise):
     distribution: str = "gaussian"
     names: ClassVar[tuple[str, ...]] = ("pairwise_cancelling",)
     params: ClassVar[tuple[Param, ...]] = (PAIRWISE_RATIO, PAIRWISE_VARIANCE, COALITION_SIZE)
+    frontier: ClassVar[Mapping[str, FrontierLine] | None] = {"pairwise_cancelling": FrontierLine({"privacy.server_noise": "pairwise_cancelling"}, {"privacy.pairwise_ratio": (0.0, 1.0, 2.0, 4.0, 8.0)})}  # fmt: skip  # noqa: E501
     amplified: ClassVar[bool] = True
     protects: ClassVar[tuple[str, ...]] = (*SERVER_SIDE, "unit_client")
     exposes: ClassVar[Mapping[str, str]] = {

@@ -72,6 +72,7 @@ from pgfl.privacy.mechanisms.base import (
     ADVERSARIES,
     SERVER_SIDE,
     Emitted,
+    FrontierLine,
     Mechanism,
     ReleaseContext,
     subsampled,
@@ -153,6 +154,11 @@ class Gossip(RandomNoise):
     distribution: str = "gaussian"
     names: ClassVar[tuple[str, ...]] = ("gossip",)
     params: ClassVar[tuple[Param, ...]] = (GOSSIP_STEPS, GOSSIP_KIND)
+    frontier: ClassVar[Mapping[str, FrontierLine] | None] = {
+        "gossip": FrontierLine(
+            {"privacy.server_noise": "gossip"}, {"privacy.gossip_steps": (1, 2, 4)}
+        )
+    }
     amplified: ClassVar[bool] = True
     protects: ClassVar[tuple[str, ...]] = (*SERVER_SIDE, "unit_client")
     exposes: ClassVar[Mapping[str, str]] = {

@@ -36,6 +36,7 @@ from pgfl.privacy.mechanisms.base import (
     SERVER_SIDE,
     UPLOADS,
     Emitted,
+    FrontierLine,
     Mechanism,
     ReleaseContext,
     ServerNoise,
@@ -123,6 +124,20 @@ class RandomNoise(ServerNoise):
         "they are",
     }
     covers: ClassVar[str] = "each server's messages, and everything computed from them"
+    frontier: ClassVar[Mapping[str, FrontierLine] | None] = {
+        "random": FrontierLine(
+            {"privacy.server_noise": "random"},
+            legend="random server noise, Laplace (vs other servers; covers the centroid)",
+            scope="server level: a unit's messages (one noise per server and round) against "
+            "the other servers and eavesdroppers; covers every model and the centroid; not "
+            "the unit's clients against their own server",
+        ),
+        "random_gaussian": FrontierLine(
+            {"privacy.server_noise": "random", "privacy.server_distribution": "gaussian"},
+            legend="random server noise, Gaussian (vs other servers; covers the centroid)",
+            scope="as random, with Gaussian noise",
+        ),
+    }
     #: What the ε covers (the summary's ``epsilon_scope``).
     scope: ClassVar[str] = (
         "covers the messages one server sends over its links (one noise draw per server and "
@@ -230,6 +245,30 @@ class GraphHomomorphic(RandomNoise):
         "they are",
     }
     covers: ClassVar[str] = "each server's messages to the other servers"
+    frontier: ClassVar[Mapping[str, FrontierLine] | None] = {
+        "graph_homomorphic": FrontierLine(
+            {"privacy.server_noise": "graph_homomorphic"},
+            legend="graph-homomorphic, Laplace (vs other servers; NOT the centroid)",
+            scope="server level: a unit's messages against the other servers and "
+            "eavesdroppers; NOT the centroid or the unit's own model, where the noise cancels "
+            "(eq. 46)",
+        ),
+        "hybrid": FrontierLine(
+            {"privacy.client_noise": "secure_aggregation",
+             "privacy.server_noise": "graph_homomorphic"},
+            legend="secure aggregation + graph-homomorphic (server sees only sums; NOT the "
+            "centroid)",
+            scope="server level as graph-homomorphic; in addition a server sees only the sum "
+            "of its clients' models (secure aggregation: no ε against the server, which "
+            "learns the exact sum)",
+        ),
+        "graph_homomorphic_gaussian": FrontierLine(
+            {"privacy.server_noise": "graph_homomorphic",
+             "privacy.server_distribution": "gaussian"},
+            legend="graph-homomorphic, Gaussian (NOT the centroid or a unit's clients)",
+            scope="as graph-homomorphic, with Gaussian noise",
+        ),
+    }  # fmt: skip
     uncovered: ClassVar[Mapping[str, str]] = {
         "centroid": "the network average, where the noise cancels (eq. 46)",
         "models": "a server's own model, where its self-copy cancels its noise (eq. 47)",
@@ -298,6 +337,14 @@ class PerLinkNoise(RandomNoise):
     eq. 52.
     """
 
+    frontier: ClassVar[Mapping[str, FrontierLine] | None] = {
+        "random_per_link": FrontierLine(
+            {"privacy.server_noise": "random_per_link"},
+            legend="per-link noise, Laplace (vs all links of a server)",
+            scope="server level: a unit's messages over all its outgoing links (independent "
+            "noise per link) against an adversary who sees them all",
+        ),
+    }
     names: ClassVar[tuple[str, ...]] = ("random_per_link",)
     amplified: ClassVar[bool] = False
     scope: ClassVar[str] = (
@@ -363,6 +410,14 @@ class CentralNoise(RandomNoise):
     unit's own server (``own_server``) its clients' uploads.
     """
 
+    frontier: ClassVar[Mapping[str, FrontierLine] | None] = {
+        "central": FrontierLine(
+            {"privacy.server_noise": "central", "privacy.server_distribution": "gaussian"},
+            legend="central DP: a trusted aggregator, Gaussian (the ceiling)",
+            scope="a trusted aggregator adds one Gaussian draw to the network average each "
+            "round; protects against everyone but the aggregator and a unit's own server",
+        ),
+    }
     names: ClassVar[tuple[str, ...]] = ("central",)
     amplified: ClassVar[bool] = True
     protects: ClassVar[tuple[str, ...]] = (
