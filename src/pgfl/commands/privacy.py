@@ -611,7 +611,7 @@ def frontier_command(
         typer.Option(
             "--grid",
             help="SETTING=V1,V2,... replaces a knob's default grid (repeatable; implies "
-            "--tune), e.g. training.mu=0.1,0.3 or privacy.pairwise_variance=0.1,1.",
+            "--tune), e.g. training.mu=0.1,0.3 or privacy.pairwise_ratio=2,4.",
         ),
     ] = None,
     mu: Annotated[
