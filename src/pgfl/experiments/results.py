@@ -248,10 +248,15 @@ def write_results(
     }
     if cfg.figure != "iterations":
         summary["figure"] = cfg.figure
+    if cfg.usable_db is not None:
+        summary["usable_db"] = cfg.usable_db
     kinds = {c.topology.kind for c in cfg.curves}
+    sizes = {c.topology.P * c.data.K for c in cfg.curves}
     for entry, c in zip(curves, cfg.curves, strict=True):
         if len(kinds) > 1:  # curves that differ in their graph say which (steady_figure)
             entry["topology"] = c.topology.kind
+        if len(sizes) > 1 or cfg.figure == "population":  # population_figure's x
+            entry["clients"] = c.topology.P * c.data.K
     if engine is not None:
         summary["engine"] = engine
     rows = []
