@@ -1258,7 +1258,7 @@ def population_figure(summary: Mapping[str, Any]) -> Figure:
             label = name + (f" (diverged at P·K = {', '.join(map(str, gone))})" if gone else "")
             (line,) = ax.plot(xs, ys, color=st.color, ls="--" if ref else "-",
                               marker=st.marker or "o", ms=7, markeredgecolor="black",
-                              markeredgewidth=0.5, lw=1.6, label=label, zorder=2 if ref else 3)  # fmt: skip
+                              markeredgewidth=0.5, lw=1.6, zorder=2 if ref else 3)  # fmt: skip
             line.set_gid(name)
             handles.setdefault(label, line)
             if not ref:
