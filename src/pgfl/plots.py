@@ -1212,6 +1212,22 @@ def steady_figure(summary: Mapping[str, Any]) -> Figure:
 # --- figure.png against the population (figure = "population") ------------------------------
 
 
+def _stacked_values(ax: Axes, values: Sequence[tuple[float, float, str]]) -> None:
+    """Each dot's value to its right, the values at one x stacked so that none overlaps."""
+    gap = 10.0  # points between two values' baselines
+    to_points = 72.0 / ax.figure.dpi
+    for x in sorted({v[0] for v in values}):
+        column = sorted((v for v in values if v[0] == x), key=lambda v: -v[1])
+        last = math.inf
+        for _, y, color in column:
+            at = ax.transData.transform((x, y))[1] * to_points  # the dot, in points
+            place = min(at, last - gap)
+            ax.annotate(f"{y:.1f}", (x, y), xytext=(7, place - at), textcoords="offset points",
+                        va="center", fontsize=8, color=color,
+                        bbox={"fc": "white", "ec": "none", "alpha": 0.75, "pad": 0.4})  # fmt: skip
+            last = place
+
+
 @readable
 def population_figure(summary: Mapping[str, Any]) -> Figure:
     """Each scheme's steady state against the number of clients (``figure = "population"``).
@@ -1244,6 +1260,7 @@ def population_figure(summary: Mapping[str, Any]) -> Figure:
     )  # fmt: skip
     handles: dict[str, Any] = {}
     for ax, metric in zip(axes[0], metrics, strict=True):
+        values: list[tuple[float, float, str]] = []
         for name, idx in groups.items():
             idx = sorted(idx, key=lambda i: curves[i]["clients"])
             kept = [i for i in idx if isinstance(curves[i].get(metric), (int, float))
@@ -1262,14 +1279,13 @@ def population_figure(summary: Mapping[str, Any]) -> Figure:
             line.set_gid(name)
             handles.setdefault(label, line)
             if not ref:
-                for x, y in zip(xs, ys, strict=True):
-                    ax.annotate(f"{y:.1f}", (x, y), xytext=(6, 3), textcoords="offset points",
-                                fontsize=8, color=st.color)  # fmt: skip
+                values += [(x, y, st.color) for x, y in zip(xs, ys, strict=True)]
         if isinstance(usable, (int, float)) and metric == metrics[0]:
             line = ax.axhline(usable, color="grey", ls=":", lw=1.4, zorder=1)
             line.set_gid("usable")
             handles.setdefault(f"usable: at most {usable:g} dB", line)
         ax.set_xscale("log")
+        _stacked_values(ax, values)
         ax.set_xlabel("clients P·K")
         ax.set_ylabel(_YLABEL.get(metric, metric))
         ax.set_title(f"{_SHORT.get(metric, metric)} at the steady state")
