@@ -23,9 +23,7 @@ def test_every_population_is_one_batch_of_curves_calibrated_against_other_server
     assert cfg.figure == "population" and cfg.usable_db == -30.0
     by_pop: dict[str, set] = {}
     for c in cfg.curves:
-        by_pop.setdefault(_population(c.label), set()).add(
-            (c.topology.P, c.data.K, c.training.L)
-        )
+        by_pop.setdefault(_population(c.label), set()).add((c.topology.P, c.data.K, c.training.L))
         if c.label.startswith("no privacy"):
             continue
         assert c.privacy.target_epsilon == 1.0
