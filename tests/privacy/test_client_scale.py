@@ -65,6 +65,26 @@ def test_readme_claim_client_level_privacy_is_usable_with_a_hundred_thousand_cli
     for c in by.values():
         assert c["epsilon_by_adversary"]["other_server"] <= 1.0 + 1e-9
         assert c["neighbours"] == "client"
+    assert {c["clients"] for c in big.values()} == {100_000}  # population_figure's x
     assert "aggregator" in big["central"]["trusted_parties"]
     assert big["random"]["epsilon_by_adversary"]["own_server"] is None
     assert big["distributed"]["epsilon_by_adversary"]["own_server"] < 10
+
+
+def test_usable_db_is_drawn_only_by_the_population_figure():
+    import tomllib
+    import warnings
+
+    from pgfl.experiments.catalog import preset_text
+    from pgfl.experiments.loader import parse_config
+    from pgfl.param import SettingWarning
+
+    raw = tomllib.loads(preset_text("client-scale"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SettingWarning)
+        assert parse_config(raw).usable_db == -30.0
+    raw["figure"] = "steady"
+    with pytest.warns(
+        SettingWarning, match='usable_db = -30.0 has no effect: it needs figure = "population"'
+    ):
+        parse_config(raw)
