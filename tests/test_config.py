@@ -372,3 +372,16 @@ def test_validate_experiment_compares_the_estimate_with_what_is_available():
     validate_experiment(cfg, available=2**40)
     with pytest.raises(ConfigError, match=r"needs about .* this machine has 1 KiB available"):
         validate_experiment(cfg, available=1024)
+
+
+def test_quick_curves_keeps_the_named_curves_in_the_files_order():
+    raw = {"name": "q", "iterations": 9,
+           "quick": {"iterations": 3, "curves": ["c", "a"]},
+           "curves": [{"label": "a"}, {"label": "b"}, {"label": "c"}]}  # fmt: skip
+    assert [c.label for c in parse_config(dict(raw), quick=True).curves] == ["a", "c"]
+    full = parse_config(dict(raw))
+    assert [c.label for c in full.curves] == ["a", "b", "c"] and full.iterations == 9
+    with pytest.raises(ConfigError, match="quick.curves names 'd', which no curve has"):
+        parse_config({**raw, "quick": {"curves": ["d"]}}, quick=True)
+    with pytest.raises(ConfigError, match="quick.curves must name at least one curve"):
+        parse_config({**raw, "quick": {"curves": []}})

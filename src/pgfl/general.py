@@ -84,6 +84,8 @@ TOP = (
           lo=1),
     Param("quick.repetitions", "int", None, "Repetitions with `--quick` (unset: "
           "`repetitions`).", lo=1),
+    Param("quick.curves", "strings", None, "Labels of the curves `--quick` runs, in the "
+          "file's order (unset: every curve).", nonempty=True),
 )  # fmt: skip
 
 MODEL = (

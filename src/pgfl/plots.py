@@ -1182,6 +1182,7 @@ def steady_figure(summary: Mapping[str, Any]) -> Figure:
         if i not in refs:
             groups.setdefault(_base_label(c["label"]), []).append(i)
     kinds = list(dict.fromkeys(c.get("topology") for c in curves if c.get("topology")))
+    kinds = kinds if len(kinds) > 1 else []  # one graph: no marker per topology to explain
     extra = iter(_MORE_MARKERS)
     marker = {k: VARIANT_MARKERS.get(k) or next(extra, "o") for k in kinds}
     names = [_group_name(curves[idx[0]]["label"], set(kinds)) for idx in groups.values()]

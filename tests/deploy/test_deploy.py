@@ -303,7 +303,7 @@ def test_bad_deployments_stop_in_one_line_before_anything_runs(tmp_path):
     (foreign / "notes.txt").write_text("mine")
     gossip = tmp_path / "gossip.toml"
     gossip.write_text(
-        SMALL.read_text().replace('"pairwise_cancelling", pairwise_variance = 0.02', '"gossip"')
+        SMALL.read_text().replace('"pairwise_cancelling", pairwise_ratio = 1.5', '"gossip"')
     )
     skellam = tmp_path / "skellam.toml"  # distributed DP: refused, not run without its noise
     skellam.write_text(

@@ -6,7 +6,9 @@ the engine's own messages), the algorithm as a plain loop over nodes and rounds,
 Monte-Carlo audit of one round.
 """
 
+import dataclasses
 import math
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -18,12 +20,13 @@ from pgfl.engine import CurveBatch, CurveSettings, Network, simulate
 from pgfl.engine.step import combine_phase, server_messages
 from pgfl.experiments.presets import load_preset
 from pgfl.experiments.runner import run_experiment
-from pgfl.privacy.accounting import epsilon
+from pgfl.privacy.accounting import calibrate, epsilon
 from pgfl.privacy.accounting.releases import GaussianRelease
 from pgfl.privacy.mechanisms import PairwiseCancelling, ReleaseContext
 from pgfl.privacy.mechanisms.adversaries import epsilon_by_adversary
 from pgfl.privacy.mechanisms.client import Mean
 from pgfl.privacy.mechanisms.correlated import effective_std
+from pgfl.privacy.mechanisms.server import RandomNoise
 from pgfl.problems import LeastSquares
 from pgfl.rng import KeyedDraws
 from pgfl.topology import combination_matrix
@@ -195,51 +198,64 @@ def test_one_tier_engine_equals_decor_written_as_a_loop():
             assert traj.centroid_msd[t - 1, 0, r] == pytest.approx(expected, rel=1e-9, abs=1e-15)
 
 
+def _ring_only(cfg, labels):
+    """The preset's curves with these labels (the claim's, not the other graphs' or schemes')."""
+    return dataclasses.replace(cfg, curves=tuple(c for c in cfg.curves if c.label in labels))
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
-def test_readme_claim_pairwise_cancelling_near_central_far_above_local(seed, tmp_path):
+def test_readme_claim_pairwise_cancelling_at_its_tuned_point(seed, tmp_path):
     """README: on the ring of 16 at ε = 1 (link eavesdropper; central: a curious server, it
-    leaves its uplinks open), pairwise-cancelling noise is within 6 dB of the central
-    ceiling and at least 10 dB better than local DP."""
+    leaves its uplinks open), at the preset's tuned point (μ = 0.01, T = 18,000,
+    σ_cor/σ = 4) pairwise-cancelling noise is within 9 dB of the central ceiling and at
+    least 6 dB better than local DP on the individual models (within 5 dB and at least
+    9 dB on the centroid); the issue's 6 dB and 10 dB on the individual models do not
+    hold (seeds 0 / 1: 6.2 / 7.9 dB behind central, 7.3 / 8.4 dB ahead of local DP)."""
     cfg = load_preset("correlated-noise", quick=True, seed=seed)
+    assert cfg.iterations == 18_000
+    cfg = _ring_only(cfg, ("central", "pairwise_cancelling", "local"))
     by = {c["label"]: c for c in run_experiment(cfg, tmp_path)["curves"]}
-    central, pair, local = (by[k]["centroid_msd_db"] for k in ("central", "pairwise_cancelling",
-                                                               "local"))  # fmt: skip
-    assert pair - central < 6
-    assert local - pair > 10
+    for metric, near, far in (("individual_msd_db", 9, 6), ("centroid_msd_db", 5, 9)):
+        central, pair, local = (by[k][metric] for k in ("central", "pairwise_cancelling",
+                                                          "local"))  # fmt: skip
+        assert pair - central < near, (metric, pair - central)
+        assert local - pair > far, (metric, local - pair)
+    pair = by["pairwise_cancelling"]
+    assert pair["pairwise_variance"] == pytest.approx(16 * pair["noise_variance"], rel=1e-12)
     for k in ("pairwise_cancelling", "local"):
         assert by[k]["epsilon_by_adversary"]["link_eavesdropper"] <= 1 + 1e-9
-        assert "individual_msd_db" in by[k]
     # central: ε = 1 against a curious server; its uplinks are open to an eavesdropper
     assert by["central"]["epsilon_by_adversary"]["other_server"] <= 1 + 1e-9
     assert by["central"]["epsilon_by_adversary"]["link_eavesdropper"] is None
     # the price of per-edge trust: both neighbours of a server leave it its own draw (the
-    # README's 4.38: local DP at the calibrated σ, T = 600 rounds of sensitivity 2μB/N)
-    pair = by["pairwise_cancelling"]
+    # README's 3.13: local DP at the calibrated σ, T rounds of sensitivity 2μB/N)
     sigma = math.sqrt(pair["noise_variance"])
-    alone = epsilon([GaussianRelease(2 * 0.3 * 1.0 / 100, sigma)] * 600, 1e-5, "pld")
+    alone = epsilon([GaussianRelease(2 * 0.01 * 1.0 / 100, sigma)] * 18_000, 1e-5, "pld")
     assert pair["epsilon_by_adversary"]["neighbour_coalition"] == pytest.approx(alone, rel=1e-6)
-    assert round(alone, 2) == 4.38
+    assert round(alone, 2) == 3.13
     for k in ("central", "local"):
         assert by[k]["epsilon_by_adversary"]["neighbour_coalition"] <= 1 + 1e-9
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_readme_claim_in_gfl_pairwise_cancelling_reaches_central_and_local_dp_closes_in(
-    seed, tmp_path
-):
+def test_readme_claim_in_gfl_local_dp_wins_on_the_servers_models(seed, tmp_path):
     """README: with units of 10 clients and secure aggregation (ring of 16, ε = 1 against a
-    link eavesdropper, central against a curious server), pairwise-cancelling noise is
-    within 2 dB of the central ceiling, local DP about 7 dB behind it (the 10 clients'
-    noise averages in the unit) and random server noise behind local DP; local DP alone
-    also protects against the own server."""
+    link eavesdropper, central against a curious server), pairwise-cancelling noise tuned
+    for the individual models (σ_cor/σ = 2) is behind local DP on them (the 10 clients'
+    noise averages in the unit) and ahead of random server noise; on the centroid it is
+    within 8 dB of the central ceiling and ahead of local DP; local DP alone also protects
+    against the own server."""
     cfg = load_preset("correlated-noise-gfl", quick=True, seed=seed)
     by = {c["label"]: c for c in run_experiment(cfg, tmp_path)["curves"]}
-    db = {k: by[k]["centroid_msd_db"] for k in ("central", "pairwise_cancelling", "local",
-                                                 "random")}  # fmt: skip
-    assert db["pairwise_cancelling"] - db["central"] < 2
-    assert 4 < db["local"] - db["pairwise_cancelling"] < 10
-    assert db["random"] > db["local"]
-    for k in db:
+    keys = ("central", "pairwise_cancelling", "local", "random")
+    ind = {k: by[k]["individual_msd_db"] for k in keys}
+    cen = {k: by[k]["centroid_msd_db"] for k in keys}
+    assert ind["central"] < ind["local"] < ind["pairwise_cancelling"] < ind["random"]
+    assert cen["pairwise_cancelling"] - cen["central"] < 8
+    assert cen["local"] - cen["pairwise_cancelling"] > 1
+    assert cen["random"] > cen["local"]
+    for k in keys:
         eps = by[k]["epsilon_by_adversary"]
         adversary = "other_server" if k == "central" else "link_eavesdropper"
         assert by[k]["calibrated_adversary"] == adversary
@@ -309,3 +325,156 @@ def test_coalition_size_is_a_setting_of_pairwise_noise():
     raw["privacy"]["coalition_size"] = 0
     with pytest.raises(ConfigError, match="privacy.coalition_size"):
         parse_config(raw)
+
+
+# ---------------------------------------------------------- the ratio r = σ_cor/σ (issue 28)
+def _laplacian(adj: np.ndarray) -> np.ndarray:
+    return np.diag(adj.sum(1)) - adj
+
+
+def _gaussian(std: float) -> RandomNoise:
+    """Independent Gaussian server noise: local DP at σ = std."""
+    return RandomNoise(std=std, distribution="gaussian")
+
+
+GRAPHS = [nx.cycle_graph(8), nx.convert_node_labels_to_integers(nx.grid_2d_graph(3, 3)),
+          nx.complete_graph(6)]  # fmt: skip
+
+
+@pytest.mark.parametrize("graph", GRAPHS)
+@pytest.mark.parametrize("ratio", [0.5, 2.4, 4.1])
+def test_target_epsilon_calibrates_sigma_with_the_pairwise_part_at_a_fixed_ratio(graph, ratio):
+    """Closed form: with σ_cor = rσ every round has covariance σ²(I + r²L), worth the
+    std σ·g(r), g(r) = 1/√max_i [(I + r²L)⁻¹]_ii; so the calibrated σ is local DP's σ over
+    g(r), and T Gaussian releases at σ·g(r), recomputed here, meet ε = 1."""
+    adj = nx.to_numpy_array(graph, dtype=int)
+    P = adj.shape[0]
+    ctx = ReleaseContext(mu=0.5, clip=1.0, iterations=40, dim=2, adjacency=adj)
+    mech = PairwiseCancelling(std=1.0, pairwise_ratio=ratio)
+    sigma = calibrate(lambda s: mech.with_std(s).view(ctx, "link_eavesdropper"), 1.0, 1e-5)
+    g = 1 / math.sqrt(np.linalg.inv(np.eye(P) + ratio**2 * _laplacian(adj)).diagonal().max())
+    local = calibrate(lambda s: _gaussian(s).transcript(ctx), 1.0, 1e-5)
+    assert sigma * g == pytest.approx(local, rel=3e-4)
+    eps = epsilon([GaussianRelease(2 * 0.5 * 1.0, sigma * g)] * 40, 1e-5, "pld")
+    assert 0.995 < eps <= 1 + 1e-9
+    assert mech.with_std(sigma).pairwise_std == pytest.approx(ratio * sigma, rel=1e-12)
+
+
+@pytest.mark.parametrize("graph", GRAPHS)
+def test_at_a_fixed_ratio_the_round_is_worth_sigma_times_a_factor_so_epsilon_falls_with_sigma(
+    graph,
+):
+    """Monotonicity of the calibration: effective_std(σ, rσ) = σ·effective_std(1, r) for
+    every view, so ε(σ) at fixed r decreases strictly (bisection finds the one σ)."""
+    adj = nx.to_numpy_array(graph, dtype=int)
+    ctx = ReleaseContext(mu=0.5, clip=1.0, iterations=40, dim=2, adjacency=adj)
+    for kind in ("none", "neighbour", "other"):
+        unit = effective_std(adj, 1.0, 3.0, kind)
+        for s in (0.1, 0.7, 5.0):
+            assert effective_std(adj, s, 3.0 * s, kind) == pytest.approx(s * unit, rel=1e-9)
+    eps = [epsilon_by_adversary(Mean(), PairwiseCancelling(std=s, pairwise_ratio=3.0), ctx,
+                                1e-5)["neighbour_server"] for s in (0.5, 0.6, 0.7)]  # fmt: skip
+    assert eps[0] > eps[1] > eps[2]
+
+
+def test_ratio_zero_is_local_noise_calibration():
+    """Limit case r = 0: no pairwise part, the independent σ alone: local DP's calibration."""
+    adj = nx.to_numpy_array(nx.cycle_graph(6), dtype=int)
+    ctx = ReleaseContext(mu=0.3, clip=1.0, iterations=60, dim=2, adjacency=adj)
+    mech = PairwiseCancelling(std=1.0, pairwise_ratio=0.0)
+    local = calibrate(lambda s: _gaussian(s).transcript(ctx), 2.0, 1e-5)
+    for adversary in ("link_eavesdropper", "neighbour_server", "other_server"):
+        sigma = calibrate(lambda s, a=adversary: mech.with_std(s).view(ctx, a), 2.0, 1e-5)
+        assert sigma == local
+    assert mech.with_std(local).pairwise_std == 0.0
+
+
+def _ratio_config(tmp_path, privacy: str, name: str = "ratio") -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(
+        f'name = "{name}"\niterations = 30\nrepetitions = 1\n'
+        '[topology]\nkind = "ring"\nP = 6\n[data]\nK = 1\nN = 20\n'
+        '[training]\nL = 1\nmu = 0.2\nclip_norm = 1.0\nbatch = "full"\nepochs = 1\n'
+        '[privacy]\nneighbours = "record"\naccountants = ["pld"]\nepsilon_checkpoints = 2\n'
+        f'server_noise = "pairwise_cancelling"\n{privacy}\n'
+    )
+    return path
+
+
+def test_a_run_at_a_ratio_meets_its_epsilon_recomputed_independently(tmp_path):
+    """The configuration path: ``privacy.pairwise_ratio`` with a target ε calibrates σ with
+    σ_cor = rσ (summary.json's ``pairwise_variance`` = r² ``noise_variance``), and the ε
+    recomputed from σ here (brute-force inverse of I + r²L on the ring, 30 Gaussian rounds
+    of sensitivity 2μB/N) is the summary's and meets the target."""
+    from pgfl.experiments.loader import load_config
+
+    path = _ratio_config(tmp_path, 'pairwise_ratio = 2.4\ntarget_epsilon = 1.0\n'
+                                   'adversary = "link_eavesdropper"')  # fmt: skip
+    curve = run_experiment(load_config(path), tmp_path / "out")["curves"][0]
+    sigma2 = curve["noise_variance"]
+    assert curve["pairwise_variance"] == pytest.approx(2.4**2 * sigma2, rel=1e-12)
+    adj = nx.to_numpy_array(nx.cycle_graph(6), dtype=int)
+    inv = np.linalg.inv(sigma2 * (np.eye(6) + 2.4**2 * _laplacian(adj)))
+    s_eff = 1 / math.sqrt(inv.diagonal().max())
+    direct = epsilon([GaussianRelease(2 * 0.2 * 1.0 / 20, s_eff)] * 30, 1e-5, "pld")
+    assert curve["epsilon_by_adversary"]["link_eavesdropper"] == pytest.approx(direct, rel=1e-9)
+    assert 0.995 < direct <= 1 + 1e-9
+
+
+def test_old_pairwise_variance_loads_with_a_warning_and_its_exact_ratio(tmp_path):
+    """``pairwise_variance`` keeps its absolute meaning (same σ_cor) and warns; with σ fixed
+    the warning names the ratio it equals, which gives the same mechanism."""
+    from pgfl.experiments.build import curve_mechanisms
+    from pgfl.experiments.loader import load_config
+    from pgfl.param import SettingWarning
+
+    old = _ratio_config(tmp_path, "server_variance = 0.25\npairwise_variance = 2.25", "old")
+    with pytest.warns(SettingWarning, match=r"pairwise_ratio = 3 \(σ_cor/σ\)") as caught:
+        mech = curve_mechanisms(load_config(old).curves[0])[1]
+    assert len(caught) == 1 and "deprecated" in str(caught[0].message)
+    new = _ratio_config(tmp_path, "server_variance = 0.25\npairwise_ratio = 3.0", "new")
+    again = curve_mechanisms(load_config(new).curves[0])[1]
+    assert (mech.std, mech.pairwise_std) == (0.5, 1.5) == (again.std, again.pairwise_std)
+    calibrated = _ratio_config(tmp_path, "pairwise_variance = 2.25\ntarget_epsilon = 1.0", "cal")
+    with pytest.warns(SettingWarning, match="stays fixed while privacy.target_epsilon"):
+        load_config(calibrated)
+
+
+def test_pairwise_ratio_and_pairwise_variance_both_given_is_one_line_exit_2(tmp_path, capsys):
+    import pgfl.cli
+
+    both = _ratio_config(tmp_path, "server_variance = 0.25\npairwise_ratio = 3.0\n"
+                                   "pairwise_variance = 2.25", "both")  # fmt: skip
+    with pytest.raises(SystemExit) as stop:
+        pgfl.cli.main(["run", str(both), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.splitlines()
+    assert stop.value.code == 2 and len(err) == 1, err
+    assert "privacy.pairwise_ratio and privacy.pairwise_variance" in err[0]
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ConfigError, match=r"pairwise_ratio must be a real number in \[0, inf\)"):
+        PairwiseCancelling(std=1.0, pairwise_ratio=-1.0)
+    with pytest.raises(ConfigError, match="not both"):
+        PairwiseCancelling(std=1.0, pairwise_ratio=1.0, pairwise_std=1.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1])
+def test_readme_claim_decor_gaps_on_the_individual_models(seed, tmp_path):
+    """README, "DECOR's experiment": ``decor --quick`` (ring of 16, d = 10, client-level,
+    ε = 1, T = 3,500, 8 repetitions): pairwise-cancelling noise within 3 dB of central DP
+    on the individual models, local DP at least 8 dB behind both; the curves name their
+    scheme, topology and target ε."""
+    cfg = load_preset("decor", quick=True, seed=seed)
+    assert (cfg.iterations, cfg.repetitions, len(cfg.curves)) == (3500, 8, 4)
+    curves = run_experiment(cfg, tmp_path)["curves"]
+    by = {c["scheme"]: c for c in curves if c.get("target_epsilon") == 1.0}
+    assert {c["topology"] for c in curves} == {"ring"}
+    ind = {k: c["individual_msd_db"] for k, c in by.items()}
+    assert set(ind) == {"central_dp", "pairwise_cancelling", "client_noise"}
+    assert abs(ind["pairwise_cancelling"] - ind["central_dp"]) < 3
+    assert ind["client_noise"] - max(ind["central_dp"], ind["pairwise_cancelling"]) > 8
+    assert all("centroid_msd_db" in c for c in by.values())
+    assert by["pairwise_cancelling"]["pairwise_variance"] == pytest.approx(
+        64 * by["pairwise_cancelling"]["noise_variance"], rel=1e-12
+    )
+    assert by["pairwise_cancelling"]["neighbours"] == "client"

@@ -5,6 +5,7 @@ sampling, [Σ⁻¹]_ii and the conditional covariance by brute-force inversion, 
 over DECOR's designs, and a Monte-Carlo audit of one round.
 """
 
+import dataclasses
 import math
 
 import networkx as nx
@@ -225,6 +226,7 @@ def test_a_run_calibrates_it_and_reports_it(tmp_path):
     assert "P > 1" in TopologyOptimized.check_settings({"topology.P": 1})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_preset_claims_topology_optimized_and_gossip_beat_local_dp_at_equal_epsilon(seed, tmp_path):
     """correlated-noise preset (docs/privacy.md §2.1): at ε = 1 against an eavesdropper, on the
@@ -232,6 +234,9 @@ def test_preset_claims_topology_optimized_and_gossip_beat_local_dp_at_equal_epsi
     servers' own models, K = 4 gossip steps > 2 dB better on the servers' models; on the
     complete graph the optimised design is the central ceiling (within the noise of 2 runs)."""
     cfg = load_preset("correlated-noise", quick=True, seed=seed)
+    keep = ("central", "local", "topology_optimized", "gossip (K = 4)",
+            "topology_optimized (grid)", "topology_optimized (complete)")  # fmt: skip
+    cfg = dataclasses.replace(cfg, curves=tuple(c for c in cfg.curves if c.label in keep))
     by = {c["label"]: c for c in run_experiment(cfg, tmp_path)["curves"]}
     local, opt, gossip = by["local"], by["topology_optimized"], by["gossip (K = 4)"]
     assert opt["centroid_msd_db"] < local["centroid_msd_db"] - 1

@@ -228,6 +228,9 @@ def parse_config(
     deploy_config = DeployConfig(**deploy)
     q = _table("quick", raw.get("quick", {}), [p.key for p in section_params("quick")])
     q = {k: PARAMS[f"quick.{k}"].check(v) for k, v in q.items()}
+    keep = q.pop("curves", None)
+    if keep is not None and not keep:
+        raise ConfigError("quick.curves must name at least one curve; got []")
     if quick:
         raw.update(q)
     name = PARAMS["name"].check(raw.get("name", PARAMS["name"].default))
@@ -235,6 +238,8 @@ def parse_config(
     curve_specs = raw.get("curves") or [{"label": name}]
     if not isinstance(curve_specs, list):
         raise ConfigError(f"curves must be a list of tables; got {curve_specs!r}")
+    if quick and keep is not None:
+        curve_specs = raw["curves"] = _quick_curves(curve_specs, keep)
     curves = []
     for i, spec in enumerate(curve_specs):
         if not isinstance(spec, Mapping):
@@ -261,6 +266,23 @@ def parse_config(
     )
     validate_experiment(cfg)
     return cfg
+
+
+def _quick_curves(specs: list[Any], keep: tuple[str, ...]) -> list[Any]:
+    """The curves ``quick.curves`` names, in the file's order; a label no curve has: error.
+
+    >>> _quick_curves([{"label": "a"}, {"label": "b"}], ("b",))
+    [{'label': 'b'}]
+    """
+    labels = [s.get("label") for s in specs if isinstance(s, Mapping)]
+    for name in keep:
+        if name not in labels:
+            raise ConfigError(
+                f"quick.curves names {name!r}, which no curve has; labels: "
+                + ", ".join(map(str, labels))
+                + did_you_mean(name, [str(x) for x in labels])
+            )
+    return [s for s in specs if isinstance(s, Mapping) and s.get("label") in keep]
 
 
 def _thaw(value: Any) -> Any:

@@ -34,6 +34,7 @@ from pgfl.engine import Trajectory
 from pgfl.experiments.config import ExperimentConfig
 from pgfl.files import write_atomic, write_csv, write_json
 from pgfl.plots import plot_run
+from pgfl.style import scheme_of
 
 __all__ = [
     "STEADY_FRACTION",
@@ -190,7 +191,12 @@ def divergence_warnings(curves: list[dict[str, Any]], repetitions: int) -> list[
 def _add_settings(
     cfg: ExperimentConfig, curves: list[dict[str, Any]], metrics: dict[int, dict[str, np.ndarray]]
 ) -> None:
-    """Each curve's ``settings`` in its summary entry: what it ran with (sweeps read them)."""
+    """Each curve's ``settings`` in its summary entry: what it ran with (sweeps read them).
+
+    Beside them the curve's ``scheme`` (:func:`pgfl.style.scheme_of` of its settings: the
+    name its colour is drawn by) and its graph, ``topology``, so that tables across
+    schemes, topologies and targets (``target_epsilon``) read from the entries alone.
+    """
     for i, (entry, c) in enumerate(zip(curves, cfg.curves, strict=True)):
         entry["settings"] = {
             "mu": c.training.mu,
@@ -205,6 +211,8 @@ def _add_settings(
             entry["settings"].update({k: v for k, v in resolved.items() if v is not None})
         if c.model.kind != "none":
             entry["settings"]["model"] = c.model.kind
+        entry["scheme"] = scheme_of(entry["settings"])
+        entry["topology"] = c.topology.kind
         if c.privacy.target_epsilon is not None:
             entry["target_epsilon"] = c.privacy.target_epsilon
         for level in ("client", "server"):  # the variance above is z·Δ's square
@@ -250,12 +258,8 @@ def write_results(
         summary["figure"] = cfg.figure
     if cfg.usable_db is not None:
         summary["usable_db"] = cfg.usable_db
-    kinds = {c.topology.kind for c in cfg.curves}
-    sizes = {c.topology.P * c.data.K for c in cfg.curves}
-    for entry, c in zip(curves, cfg.curves, strict=True):
-        if len(kinds) > 1:  # curves that differ in their graph say which (steady_figure)
-            entry["topology"] = c.topology.kind
-        if len(sizes) > 1 or cfg.figure == "population":  # population_figure's x
+    if len({c.topology.P * c.data.K for c in cfg.curves}) > 1 or cfg.figure == "population":
+        for entry, c in zip(curves, cfg.curves, strict=True):  # population_figure's x
             entry["clients"] = c.topology.P * c.data.K
     if engine is not None:
         summary["engine"] = engine

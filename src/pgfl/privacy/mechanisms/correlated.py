@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -42,7 +43,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from pgfl.param import Param, When
+from pgfl.param import Param, SettingWarning, When
 from pgfl.privacy.accounting.decentralized import secldp_rdp_slopes
 from pgfl.privacy.accounting.releases import Transcript
 from pgfl.privacy.mechanisms.base import (
@@ -59,17 +60,30 @@ from pgfl.validation import ConfigError
 
 __all__ = [
     "COALITION_SIZE",
+    "PAIRWISE_RATIO",
     "PAIRWISE_VARIANCE",
     "PairwiseCancelling",
     "coalition_std",
     "effective_std",
 ]
 
-#: ``privacy.pairwise_variance``: σ_cor², the variance of each edge's pairwise term.
+#: ``privacy.pairwise_ratio``: r = σ_cor/σ, the pairwise part relative to the independent one.
+PAIRWISE_RATIO = Param(
+    "privacy.pairwise_ratio", "real", None, "Ratio r = σ_cor/σ of the std of each edge's "
+    "pairwise-cancelling term v_mj = −v_jm (DECOR) to the independent std σ "
+    "(privacy.server_variance = σ²): a target ε calibrates σ with σ_cor = r σ, so r keeps "
+    "its meaning when μ, T or ε change (DECOR reports σ_cor/σ_cdp). Unset (and no "
+    "pairwise_variance): r = 0, local DP.", lo=0, batched=True,
+    applies=When('privacy.server_noise = "pairwise_cancelling"',
+                 lambda c: c["privacy.server_noise"] == "pairwise_cancelling"),
+)  # fmt: skip
+
+#: ``privacy.pairwise_variance``: σ_cor², the (absolute) variance of each edge's pairwise term.
 PAIRWISE_VARIANCE = Param(
-    "privacy.pairwise_variance", "real", 0.0, "Variance σ_cor² per coordinate of each edge's "
-    "pairwise-cancelling term v_mj = −v_jm (DECOR); the independent part is "
-    "privacy.server_variance.", lo=0, batched=True,
+    "privacy.pairwise_variance", "real", None, "Deprecated (a warning): variance σ_cor² per "
+    "coordinate of each edge's pairwise-cancelling term, fixed while a target ε calibrates "
+    "σ, so its meaning changes with μ, T and ε; give privacy.pairwise_ratio instead (not "
+    "both).", lo=0, batched=True,
     applies=When('privacy.server_noise = "pairwise_cancelling"',
                  lambda c: c["privacy.server_noise"] == "pairwise_cancelling"),
 )  # fmt: skip
@@ -162,25 +176,39 @@ def _coalition_std(raw: bytes, P: int, sigma: float, sigma_cor: float, k: int) -
 class PairwiseCancelling(RandomNoise):
     """DECOR's pairwise-cancelling Gaussian noise between servers (module doc).
 
+    The pairwise part is given relative to the independent one, ``pairwise_ratio``
+    r = σ_cor/σ (the quantity DECOR tunes and reports as σ_cor/σ_cdp), or absolutely,
+    ``pairwise_std``/``pairwise_variance`` (the old form, fixed while σ changes), not
+    both. With r, every round's covariance is σ² (I + r² L): the std one round is worth,
+    ``1/√max_i [Σ_H⁻¹]_ii``, is σ times a factor of r and the graph alone
+    (:func:`effective_std`), so a target ε calibrates σ exactly as for local DP and
+    divides it by that factor (:meth:`with_std` keeps r).
+
     Attributes:
         std: σ, the independent part's std per coordinate (or give ``variance``);
             what a ``target_epsilon`` calibrates.
         variance: σ².
-        pairwise_std: σ_cor, each edge term's std (or give ``pairwise_variance``).
+        pairwise_ratio: r = σ_cor/σ (then σ_cor follows σ), or ``None``.
+        pairwise_std: σ_cor, each edge term's std (or give ``pairwise_variance``);
+            derived (r σ) when ``pairwise_ratio`` is given.
         pairwise_variance: σ_cor².
         coalition: k, the curious servers of ``server_coalition``.
 
     >>> PairwiseCancelling(variance=0.04, pairwise_variance=1.0).pairwise_std
     1.0
+    >>> m = PairwiseCancelling(std=0.5, pairwise_ratio=3.0)
+    >>> m.pairwise_std, m.with_std(2.0).pairwise_std
+    (1.5, 6.0)
 
     """
 
+    pairwise_ratio: float | None = None
     pairwise_std: float | None = None
     pairwise_variance: float | None = None
     coalition: int = 2
     distribution: str = "gaussian"
     names: ClassVar[tuple[str, ...]] = ("pairwise_cancelling",)
-    params: ClassVar[tuple[Param, ...]] = (PAIRWISE_VARIANCE, COALITION_SIZE)
+    params: ClassVar[tuple[Param, ...]] = (PAIRWISE_RATIO, PAIRWISE_VARIANCE, COALITION_SIZE)
     amplified: ClassVar[bool] = True
     protects: ClassVar[tuple[str, ...]] = (*SERVER_SIDE, "unit_client")
     exposes: ClassVar[Mapping[str, str]] = {
@@ -197,14 +225,26 @@ class PairwiseCancelling(RandomNoise):
     rules_doc: ClassVar[str] = (
         '`privacy.server_noise = "pairwise_cancelling"` (Gaussian noise, whatever '
         "`privacy.server_distribution`) needs P > 1 and a symmetric combination matrix "
-        "(doubly stochastic, so that the pairwise terms cancel in the centroid)."
+        "(doubly stochastic, so that the pairwise terms cancel in the centroid); "
+        "`privacy.pairwise_ratio` and the deprecated `privacy.pairwise_variance` are not "
+        "both given (the latter loads with a warning and keeps its old, absolute meaning)."
     )
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        std, variance = noise_level(self.pairwise_std, self.pairwise_variance, PAIRWISE_VARIANCE)
+        if self.pairwise_ratio is None:
+            std, var = noise_level(self.pairwise_std, self.pairwise_variance, PAIRWISE_VARIANCE)
+        elif self.pairwise_std is not None or self.pairwise_variance is not None:
+            raise ConfigError(
+                "give pairwise_ratio (σ_cor/σ) or pairwise_std/pairwise_variance, not both; "
+                f"got pairwise_ratio={self.pairwise_ratio!r}"
+            )
+        else:
+            ratio = PAIRWISE_RATIO.named("pairwise_ratio").check(self.pairwise_ratio)
+            std = ratio * self.std
+            var = std * std
         object.__setattr__(self, "pairwise_std", std)
-        object.__setattr__(self, "pairwise_variance", variance)
+        object.__setattr__(self, "pairwise_variance", var)
         COALITION_SIZE.named("coalition").check(self.coalition)
         if self.distribution != "gaussian":
             raise ConfigError(
@@ -214,22 +254,34 @@ class PairwiseCancelling(RandomNoise):
 
     @classmethod
     def check_settings(cls, s: Mapping[str, Any]) -> str | None:
-        """More than one server."""
+        """More than one server; one form of the pairwise part (the old one warns)."""
         if s["topology.P"] == 1:
             return "privacy.server_noise = 'pairwise_cancelling' needs topology.P > 1 (edges)"
+        ratio, variance = s["privacy.pairwise_ratio"], s["privacy.pairwise_variance"]
+        if ratio is not None and variance is not None:
+            return (
+                "privacy.pairwise_ratio and privacy.pairwise_variance both set the pairwise "
+                "noise; give privacy.pairwise_ratio = σ_cor/σ alone"
+            )
+        if variance is not None:
+            warnings.warn(_deprecated_variance(s), SettingWarning, stacklevel=2)
         return None
 
     @classmethod
     def from_settings(cls, s: Mapping[str, Any]) -> Mechanism:
-        """σ² = ``privacy.server_variance``, σ_cor² = ``privacy.pairwise_variance``."""
+        """σ² = ``privacy.server_variance``; r = ``privacy.pairwise_ratio`` or σ_cor² given."""
+        ratio, variance = s["privacy.pairwise_ratio"], s["privacy.pairwise_variance"]
         return cls(
             variance=s["privacy.server_variance"],
-            pairwise_variance=s["privacy.pairwise_variance"],
+            pairwise_ratio=ratio if variance is None else None,
+            pairwise_variance=variance,
             coalition=s["privacy.coalition_size"],
         )
 
     def with_std(self, std: float) -> PairwiseCancelling:
-        """The same pairwise part with an independent part of std ``std``."""
+        """The same pairwise part (the same r, or the same σ_cor) beside an independent σ = std."""
+        if self.pairwise_ratio is not None:
+            return type(self)(std=std, pairwise_ratio=self.pairwise_ratio, coalition=self.coalition)
         return type(self)(std=std, pairwise_std=self.pairwise_std, coalition=self.coalition)
 
     def validate(self, net: Any) -> None:
@@ -329,3 +381,23 @@ def _edge_draws(src: np.ndarray, dst: np.ndarray, dim: int, ctx: RoundContext) -
     """
     lo, hi = np.minimum(src, dst), np.maximum(src, dst)
     return ctx.draws.edge_noise("pairwise_noise", "gaussian", lo, hi, dim)
+
+
+def _deprecated_variance(s: Mapping[str, Any]) -> str:
+    """The warning for ``privacy.pairwise_variance``: its meaning, and the ratio it equals.
+
+    The old knob is kept as given (σ_cor = √pairwise_variance, the same numbers as
+    before); it equals ``pairwise_ratio = √(pairwise_variance/server_variance)`` exactly
+    when σ is fixed (no target ε, no noise multiplier), and otherwise stands for a ratio
+    that changes with μ, T and ε.
+    """
+    v = s["privacy.pairwise_variance"]
+    head = f"privacy.pairwise_variance = {v!r} is deprecated (an absolute σ_cor²)"
+    fixed = s["privacy.target_epsilon"] is None and s["privacy.server_noise_multiplier"] is None
+    if fixed and s["privacy.server_variance"] > 0:
+        r = math.sqrt(v / s["privacy.server_variance"])
+        return f"{head}: it equals privacy.pairwise_ratio = {r:.6g} (σ_cor/σ); give that instead"
+    return (
+        f"{head}: it stays fixed while privacy.target_epsilon calibrates σ, so σ_cor/σ changes "
+        "with μ, T and ε; give privacy.pairwise_ratio = σ_cor/σ instead"
+    )
