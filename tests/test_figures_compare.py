@@ -200,3 +200,32 @@ def test_a_single_units_disagreement_column_stays_out():
                                           (-260.0, "exact"), (None, "—")])  # fmt: skip
 def test_db_cells(value, shown):
     assert printing._fmt_db(value) == shown
+
+
+def test_population_figure_is_a_line_per_scheme_against_the_clients_with_the_usable_level():
+    pops = (1000, 10_000, 100_000)
+    curves = []
+    for k, n in enumerate(pops):
+        curves.append(curve(f"none ({n})", -50.0 - k, -49.0) | {"clients": n})
+        curves.append(curve(f"central ({n})", -30.0 - 7 * k, -29.0, server_noise="central")
+                      | {"clients": n})  # fmt: skip
+        curves.append(curve(f"random ({n})", -10.0 - 9 * k, -9.0, server_noise="random",
+                            server_variance=0.1) | {"clients": n})  # fmt: skip
+    curves[-1] |= {"diverged": True, "centroid_msd_db": None}
+    s = {"experiment": "p", "title": "t", "plot": ["centroid_msd_db"], "figure": "population",
+         "usable_db": -30.0, "repetitions": 2, "curves": curves[::-1]}  # fmt: skip
+    fig = plots.population_figure(s)
+    (ax,) = fig.axes
+    assert ax.get_xscale() == "log"
+    lines = {ln.get_gid(): ln for ln in ax.get_lines()}
+    # sorted by population whatever the curves' order; the diverged point is left out
+    assert list(lines["central"].get_xdata()) == list(pops)
+    assert list(lines["central"].get_ydata()) == [-30.0, -37.0, -44.0]
+    assert list(lines["random"].get_xdata()) == [1000, 10_000]
+    assert lines["none"].get_linestyle() == "--" and to_rgb(lines["none"].get_color()) == (0, 0, 0)
+    assert to_rgb(lines["random"].get_color()) != to_rgb(lines["central"].get_color())
+    assert list(lines["usable"].get_ydata()) == [-30.0, -30.0]
+    assert {"-30.0", "-37.0", "-44.0", "-19.0"} <= {t.get_text() for t in ax.texts}
+    labels = [" ".join(t.get_text().split()) for lg in fig.legends for t in lg.get_texts()]
+    assert any("diverged at P·K = 100000" in t for t in labels)
+    assert any(t.startswith("usable") for t in labels) and not ax.get_legend()

@@ -48,8 +48,9 @@ TEST_METRICS = (
     "server_test_loss_mean",
 )
 METRICS = ("centroid_msd_db", "individual_msd_db", "disagreement_db", *TEST_METRICS)
-#: What ``figure.png`` shows (``figure``): the curves per iteration, or their steady states.
-FIGURES = ("iterations", "steady")
+#: What ``figure.png`` shows (``figure``): the curves per iteration, their steady states, or
+#: their steady states against the population P·K.
+FIGURES = ("iterations", "steady", "population")
 BACKENDS = ("local", "ray")
 RAY_MODES = ("tasks", "actors")
 
@@ -71,7 +72,13 @@ TOP = (
     Param("figure", "choice", "iterations", "What `figure.png` shows: `iterations`, each "
           "metric per iteration, a line per curve; `steady`, every curve's steady state as a "
           "dot, curves grouped by scheme side by side with their values (the per-iteration "
-          "curves then in `iterations.png`).", choices=FIGURES),
+          "curves then in `iterations.png`); `population`, every curve's steady state against "
+          "its number of clients P·K, a line per scheme (curves differ in `topology.P` or "
+          "`data.K`; the per-iteration curves in `iterations.png`).", choices=FIGURES),
+    Param("usable_db", "real", None, "The level (dB) of the first plotted metric at or below "
+          "which a model counts as usable: a dotted line in `figure = \"population\"`'s "
+          "figure, and `usable_db` in `summary.json`.", applies=When('figure = "population"',
+          lambda c: c["figure"] == "population")),
     # [quick]: the --quick variant
     Param("quick.iterations", "int", None, "Iterations with `--quick` (unset: `iterations`).",
           lo=1),

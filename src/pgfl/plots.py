@@ -1065,8 +1065,8 @@ def plot_run(out: str | Path, filename: str = "figure.png") -> list[Path]:
     Both are drawn from ``out/summary.json`` and ``out/curves.csv`` only
     (:func:`iteration_figure`, :func:`sweep_figure`). A ``sweep.png`` left from an earlier
     run into the same folder is removed when this run has no sweep. With
-    ``figure = "steady"`` the figure is :func:`steady_figure` and the per-iteration curves
-    go to ``iterations.png``.
+    ``figure = "steady"`` the figure is :func:`steady_figure` (``"population"``:
+    :func:`population_figure`) and the per-iteration curves go to ``iterations.png``.
 
     Returns:
         The paths written, the per-iteration figure first.
@@ -1076,9 +1076,12 @@ def plot_run(out: str | Path, filename: str = "figure.png") -> list[Path]:
     summary = read_json(out / "summary.json")
     rows = read_csv(out / "curves.csv")
     sweeps = find_sweeps(summary["curves"])
-    if summary.get("figure") == "steady":  # the answer first; the curves beside it
+    answer = {"steady": steady_figure, "population": population_figure}.get(
+        summary.get("figure", "iterations")
+    )
+    if answer is not None:  # the answer first; the curves beside it
         figures = {
-            filename: steady_figure(summary),
+            filename: answer(summary),
             "iterations.png": iteration_figure(summary, rows),
         }
     else:
@@ -1199,6 +1202,98 @@ def steady_figure(summary: Mapping[str, Any]) -> Figure:
         handles.append(Line2D([], [], ls="none", marker="x", color="black", label="diverged"))
     if handles:
         fig.legend(handles=handles, loc="outside right center", title="topology" if kinds else None)
+    reps = summary.get("repetitions")
+    note = f"{summary.get('steady_state', 'steady state')}" + (
+        f", {reps} repetitions" if reps else ""
+    )
+    _suptitle(fig, summary.get("title") or summary.get("experiment", ""), note)
+    return fig
+
+
+# --- figure.png against the population (figure = "population") ------------------------------
+
+
+def _stacked_values(ax: Axes, values: Sequence[tuple[float, float, str]]) -> None:
+    """Each dot's value to its right, the values at one x stacked so that none overlaps."""
+    gap = 10.0  # points between two values' baselines
+    to_points = 72.0 / ax.figure.dpi
+    for x in sorted({v[0] for v in values}):
+        column = sorted((v for v in values if v[0] == x), key=lambda v: -v[1])
+        last = math.inf
+        for _, y, color in column:
+            at = ax.transData.transform((x, y))[1] * to_points  # the dot, in points
+            place = min(at, last - gap)
+            ax.annotate(f"{y:.1f}", (x, y), xytext=(7, place - at), textcoords="offset points",
+                        va="center", fontsize=8, color=color,
+                        bbox={"fc": "white", "ec": "none", "alpha": 0.75, "pad": 0.4})  # fmt: skip
+            last = place
+
+
+@readable
+def population_figure(summary: Mapping[str, Any]) -> Figure:
+    """Each scheme's steady state against the number of clients (``figure = "population"``).
+
+    One panel per metric of ``summary["plot"]``; x is the population P·K of each curve
+    (``summary.json``'s ``clients``) on a log axis. Curves are grouped into lines by their
+    label before any parenthesis (``random (10^5)`` is a point of ``random``), in the
+    scheme's style (:mod:`pgfl.style`), each dot with its value; the noise-free curves
+    (``none``) are the black dashed reference. ``summary["usable_db"]``, where given, is a
+    dotted line: a model at or below it counts as usable. Diverged points are left out
+    and named in the legend. The legend sits outside the axes.
+    """
+    plt = _plt()
+
+    curves = summary["curves"]
+    metrics = [
+        m
+        for m in summary.get("plot") or ["centroid_msd_db"]
+        if any(isinstance(c.get(m), (int, float)) for c in curves)
+    ] or ["centroid_msd_db"]
+    styles = _styles(curves)
+    groups: dict[str, list[int]] = {}
+    for i, c in enumerate(curves):
+        if isinstance(c.get("clients"), int):
+            groups.setdefault(_base_label(c["label"]), []).append(i)
+    usable = summary.get("usable_db")
+    fig, axes = plt.subplots(
+        1, len(metrics), figsize=(6.4 * len(metrics) + 3.2, 5.0), squeeze=False,
+        layout="constrained",
+    )  # fmt: skip
+    handles: dict[str, Any] = {}
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        values: list[tuple[float, float, str]] = []
+        for name, idx in groups.items():
+            idx = sorted(idx, key=lambda i: curves[i]["clients"])
+            kept = [i for i in idx if isinstance(curves[i].get(metric), (int, float))
+                    and math.isfinite(curves[i][metric])]  # fmt: skip
+            if not kept:
+                continue
+            st = styles[idx[0]]
+            ref = st.scheme == "none"
+            xs = [curves[i]["clients"] for i in kept]
+            ys = [curves[i][metric] for i in kept]
+            gone = [curves[i]["clients"] for i in idx if i not in kept]
+            label = name + (f" (diverged at P·K = {', '.join(map(str, gone))})" if gone else "")
+            (line,) = ax.plot(xs, ys, color=st.color, ls="--" if ref else "-",
+                              marker=st.marker or "o", ms=7, markeredgecolor="black",
+                              markeredgewidth=0.5, lw=1.6, zorder=2 if ref else 3)  # fmt: skip
+            line.set_gid(name)
+            handles.setdefault(label, line)
+            if not ref:
+                values += [(x, y, st.color) for x, y in zip(xs, ys, strict=True)]
+        if isinstance(usable, (int, float)) and metric == metrics[0]:
+            line = ax.axhline(usable, color="grey", ls=":", lw=1.4, zorder=1)
+            line.set_gid("usable")
+            handles.setdefault(f"usable: at most {usable:g} dB", line)
+        ax.set_xscale("log")
+        _stacked_values(ax, values)
+        ax.set_xlabel("clients P·K")
+        ax.set_ylabel(_YLABEL.get(metric, metric))
+        ax.set_title(f"{_SHORT.get(metric, metric)} at the steady state")
+        ax.grid(True, which="both", alpha=0.3)
+    if handles:
+        fig.legend(list(handles.values()), [_wrap(k, 30) for k in handles],
+                   loc="outside right center")  # fmt: skip
     reps = summary.get("repetitions")
     note = f"{summary.get('steady_state', 'steady state')}" + (
         f", {reps} repetitions" if reps else ""

@@ -41,7 +41,8 @@ __all__ = [
 #: papers (the journal's Figs. 2-7, the conference paper's Fig. 2, the book's diffusion
 #: chapter). Left out: the frontier and graph-learning presets (long, and of other
 #: papers), the accounting-only ``muffliato``, and the GFL presets that are not a
-#: figure of the papers (``correlated-noise``, ``decor``, ``digits-cnn``, ``digits-mlp``,
+#: figure of the papers (``client-scale``, ``correlated-noise``,
+#: ``decor``, ``digits-cnn``, ``digits-mlp``,
 #: ``useful-privacy``, ...).
 ALL = ("fig2", "fig3", "fig4", "fig5", "fig6", "fig7", "hybrid", "diffusion")
 

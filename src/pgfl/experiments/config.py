@@ -511,6 +511,7 @@ class ExperimentConfig:
     plot: tuple[str, ...] = _default("plot")
     title: str = _default("title")
     figure: str = _default("figure")
+    usable_db: float | None = _default("usable_db")
     source: dict = field(default_factory=dict, compare=False, repr=False)
     run: RunConfig = field(default_factory=lambda: RunConfig(), compare=False)
     deploy: DeployConfig = field(default_factory=lambda: DeployConfig(), compare=False)

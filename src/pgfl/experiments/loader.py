@@ -90,6 +90,10 @@ def _warn_settings_without_effect(
     the run goes on without it.
     """
     ctxs = [c.values() for c in curves]
+    top = {p.name: raw.get(p.name, p.default) for p in section_params("")}
+    for p in section_params(""):
+        if p.name in raw:
+            p.warn_without_effect(raw[p.name], [top], who="it needs")
     for s, section in base.items():
         for key in raw.get(s, {}):
             PARAMS[f"{s}.{key}"].warn_without_effect(getattr(section, key), ctxs)

@@ -256,6 +256,11 @@ def write_results(
     }
     if cfg.figure != "iterations":
         summary["figure"] = cfg.figure
+    if cfg.usable_db is not None:
+        summary["usable_db"] = cfg.usable_db
+    if len({c.topology.P * c.data.K for c in cfg.curves}) > 1 or cfg.figure == "population":
+        for entry, c in zip(curves, cfg.curves, strict=True):  # population_figure's x
+            entry["clients"] = c.topology.P * c.data.K
     if engine is not None:
         summary["engine"] = engine
     rows = []
