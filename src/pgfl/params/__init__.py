@@ -210,8 +210,12 @@ _DEPLOY = (
 )  # fmt: skip
 
 
-def _table() -> ParamTable:
-    """The settings in reference order; mechanism settings not listed above come last."""
+def _table() -> list[Param]:
+    """The settings in reference order; mechanism settings not listed above come last.
+
+    Read again whenever the mechanism registry changes (:func:`pgfl.privacy.mechanisms.version`),
+    so a registered mechanism's own settings are part of the table.
+    """
     ordered = [
         *TOP,
         *TOPOLOGY_PARAMS,
@@ -222,11 +226,12 @@ def _table() -> ParamTable:
     ]
     listed = {p.name for p in ordered}
     ordered += [p for p in mechanisms.params() if p.name not in listed]
-    return ParamTable([*ordered, *RUN, *_DEPLOY])
+    return [*ordered, *RUN, *_DEPLOY]
 
 
-#: The table: dotted name → :class:`~pgfl.param.Param`, in the order of the reference.
-PARAMS: ParamTable = _table()
+#: The table: dotted name → :class:`~pgfl.param.Param`, in the order of the reference
+#: (it follows the mechanism registry).
+PARAMS: ParamTable = ParamTable(_table, version=mechanisms.version)
 
 
 def section_params(section: str) -> list[Param]:

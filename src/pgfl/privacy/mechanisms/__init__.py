@@ -82,6 +82,8 @@ __all__ = [
     "names",
     "params",
     "register",
+    "unregister",
+    "version",
 ]
 
 #: ``privacy.client_noise`` name → mechanism class.
@@ -90,17 +92,46 @@ CLIENT: dict[str, type[ClientAggregation]] = {}
 SERVER: dict[str, type[ServerNoise]] = {}
 
 
+_CHANGES = [0]  # how many times the registry changed (the parameter table follows it)
+
+
 def register(cls: type[Mechanism]) -> type[Mechanism]:
     """Add a mechanism class under each of its ``names`` at its ``level``; return it.
 
-    Usable as a class decorator. A name already taken by another class is an error.
+    Usable as a class decorator. A name already taken by another class is an error. The
+    settings the class declares (``params``) join the parameter table
+    (:data:`pgfl.params.PARAMS`) at once: the loader accepts them, the reference lists them.
     """
     table: dict[str, Any] = CLIENT if cls.level == "client" else SERVER
     for name in cls.names:
         if table.get(name, cls) is not cls:
             raise ValueError(f"{cls.level} mechanism {name!r} is already {table[name].__name__}")
+    for name in cls.names:
         table[name] = cls
+    _CHANGES[0] += 1
     return cls
+
+
+def unregister(cls: type[Mechanism]) -> None:
+    """Remove a class :func:`register` added (its names and settings); a test's own scheme.
+
+    >>> class Mine(RandomNoise):
+    ...     names = ("mine",)
+    >>> _ = register(Mine); "mine" in names("server")
+    True
+    >>> unregister(Mine); "mine" in names("server")
+    False
+    """
+    table: dict[str, Any] = CLIENT if cls.level == "client" else SERVER
+    for name in cls.names:
+        if table.get(name) is cls:
+            del table[name]
+    _CHANGES[0] += 1
+
+
+def version() -> int:
+    """A number that changes whenever a mechanism is registered or removed."""
+    return _CHANGES[0]
 
 
 for _cls in (Mean, ClientNoise, SecureAggregationScheme, DistributedNoise):
