@@ -143,7 +143,7 @@ def own_mechanisms():
         mechanisms.register(cls)
     yield
     for cls in (OwnGaussian, Understated):
-        del mechanisms.SERVER[cls.names[0]]
+        mechanisms.unregister(cls)
 
 
 def test_a_mechanism_defined_in_a_test_file_is_audited_and_a_false_claim_refuted(

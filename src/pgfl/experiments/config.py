@@ -45,7 +45,7 @@ from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any, ClassVar
 
 from pgfl.param import Rule, check_changed_first
-from pgfl.params import DP_NOISE, PARAMS, dp_link, section_params
+from pgfl.params import PARAMS, dp_client, dp_link, section_params
 from pgfl.privacy import mechanisms
 from pgfl.validation import ConfigError
 
@@ -348,30 +348,33 @@ def _target_needs_a_noisy_bounded_link(c: CurveConfig) -> str | None:
     return None
 
 
+def _calibrated(priv: PrivacyConfig) -> tuple[str, type[mechanisms.Mechanism]]:
+    """The level a target ε calibrates (server level if noisy, else client) and its class."""
+    level = "server" if priv.server_noise != "none" else "client"
+    return level, mechanisms.REGISTRY[level][getattr(priv, f"{level}_noise")]
+
+
 def _adversary_is_protected(c: CurveConfig) -> str | None:
     """A ``privacy.adversary`` must be one the calibrated (primary) mechanism protects against."""
     priv = c.privacy
     if priv.adversary is None or priv.target_epsilon is None:
         return None
-    level = "server" if priv.server_noise != "none" else "client"
-    name = getattr(priv, f"{level}_noise")
-    cls = (mechanisms.SERVER if level == "server" else mechanisms.CLIENT)[name]
-    if priv.adversary in cls.protects:
+    level, cls = _calibrated(priv)
+    protects = mechanisms.protected(cls)
+    if priv.adversary in protects:
         return None
     why = cls.exposes.get(priv.adversary, "it is not in its threat model")
     return (
-        f"privacy.adversary = {priv.adversary!r}: privacy.{level}_noise = {name!r} does not "
-        f"protect against it ({why}); choose one of {', '.join(cls.protects)}"
+        f"privacy.adversary = {priv.adversary!r}: privacy.{level}_noise = "
+        f"{getattr(priv, f'{level}_noise')!r} does not protect against it ({why}); choose one "
+        f"of {', '.join(protects)}"
     )
 
 
 def _noise_given_once(c: CurveConfig) -> str | None:
     """A noise multiplier sets its level's noise: not beside a target ε for that level."""
     priv = c.privacy
-    noisy = {
-        "client": priv.client_noise in DP_NOISE,
-        "server": priv.server_noise != "none",
-    }
+    noisy = {"client": dp_client(c.values()), "server": priv.server_noise != "none"}
     for level in ("client", "server"):
         z = getattr(priv, f"{level}_noise_multiplier")
         if z is None or not noisy[level]:  # no noise at that level: ignored (a warning)
@@ -391,27 +394,24 @@ def _noise_given_once(c: CurveConfig) -> str | None:
 
 
 def _noisy_link_needs_noise(c: CurveConfig) -> str | None:
+    """A scheme with a noise level (its ``calibrates`` setting) needs it > 0, or a calibration."""
     priv = c.privacy
-    calibrated = priv.target_epsilon is not None or priv.server_noise_multiplier is not None
-    if priv.server_noise != "none" and priv.server_variance == 0 and not calibrated:
+    given = {
+        "server": priv.target_epsilon is not None or priv.server_noise_multiplier is not None,
+        "client": priv.target_epsilon is not None
+        and priv.server_noise == "none"
+        or priv.client_noise_multiplier is not None,
+    }
+    values = c.values()
+    for level in ("server", "client"):
+        name = values[f"privacy.{level}_noise"]
+        setting = mechanisms.REGISTRY[level][name].calibrates
+        if setting is None or values[setting] != 0 or given[level]:
+            continue
+        short = setting.partition(".")[2]
         return (
-            f"privacy.server_noise = {priv.server_noise!r} needs privacy.server_variance > 0 or "
-            "privacy.target_epsilon; got server_variance = 0 (no noise)"
-        )
-    client_calibrated = (
-        priv.target_epsilon is not None and priv.server_noise == "none"
-    ) or priv.client_noise_multiplier is not None
-    dp_client = priv.client_noise in ("laplace", "gaussian")
-    if dp_client and priv.client_variance == 0 and not client_calibrated:
-        return (
-            f"privacy.client_noise = {priv.client_noise!r} needs privacy.client_variance > 0 or "
-            "privacy.target_epsilon; got client_variance = 0 (no noise)"
-        )
-    ddp = priv.client_noise in ("distributed_gaussian", "skellam")
-    if ddp and priv.ddp_variance == 0 and not client_calibrated:
-        return (
-            f"privacy.client_noise = {priv.client_noise!r} needs privacy.ddp_variance > 0 or "
-            "privacy.target_epsilon; got ddp_variance = 0 (no noise)"
+            f"privacy.{level}_noise = {name!r} needs {setting} > 0 or privacy.target_epsilon; "
+            f"got {short} = 0 (no noise)"
         )
     return None
 
@@ -436,11 +436,11 @@ CURVE_RULES = (
          "`[model]` (a unique optimum w°).", _unique_optimum),
     Rule("`privacy.target_epsilon` needs a privatized link in every curve it reaches and a "
          "finite `training.clip_norm`.", _target_needs_a_noisy_bounded_link),
-    Rule('A noisy link needs noise: `privacy.server_noise` other than `"none"` needs '
-         "`privacy.server_variance > 0` (or a noise multiplier, or `privacy.target_epsilon`), "
-         'and likewise `privacy.client_noise = "laplace"/"gaussian"` needs '
-         '`privacy.client_variance > 0` (`"distributed_gaussian"/"skellam"`: '
-         "`privacy.ddp_variance > 0`).", _noisy_link_needs_noise),
+    Rule("A noisy link needs noise: a scheme with a noise level needs the setting it is "
+         "calibrated by > 0 (or a noise multiplier, or `privacy.target_epsilon`): "
+         "`privacy.server_variance` for server noise, `privacy.client_variance` for "
+         '`privacy.client_noise = "laplace"/"gaussian"`, `privacy.ddp_variance` for distributed '
+         "DP.", _noisy_link_needs_noise),
     Rule("A noise multiplier (`privacy.client_noise_multiplier`, "
          "`privacy.server_noise_multiplier`; σ = z·Δ) replaces its level's variance, needs a "
          "finite `training.clip_norm`, and is not given beside a `privacy.target_epsilon` "

@@ -180,6 +180,7 @@ class PairwiseCancelling(RandomNoise):
     coalition: int = 2
     distribution: str = "gaussian"
     names: ClassVar[tuple[str, ...]] = ("pairwise_cancelling",)
+    distributions: ClassVar[tuple[str, ...]] = ("gaussian",)
     params: ClassVar[tuple[Param, ...]] = (PAIRWISE_VARIANCE, COALITION_SIZE)
     amplified: ClassVar[bool] = True
     protects: ClassVar[tuple[str, ...]] = (*SERVER_SIDE, "unit_client")

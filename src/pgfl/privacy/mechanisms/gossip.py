@@ -152,6 +152,7 @@ class Gossip(RandomNoise):
     kind: str = "plain"
     distribution: str = "gaussian"
     names: ClassVar[tuple[str, ...]] = ("gossip",)
+    distributions: ClassVar[tuple[str, ...]] = ("gaussian",)
     params: ClassVar[tuple[Param, ...]] = (GOSSIP_STEPS, GOSSIP_KIND)
     amplified: ClassVar[bool] = True
     protects: ClassVar[tuple[str, ...]] = (*SERVER_SIDE, "unit_client")
