@@ -75,7 +75,7 @@ def audit_contract(level: str, name: str, **privacy) -> dict:
     """Every adversary ``name`` protects: its audit, calibrated to ε = 2 against it."""
     table = mechanisms.SERVER if level == "server" else mechanisms.CLIENT
     out = {}
-    for a in table[name].protects:
+    for a in mechanisms.protected(table[name]):
         cfg = contract_config(level, name, a, **privacy)
         out[a] = audit(cfg, "c", adversary=a, trials=TRIALS, accountants=["pld"])
     return out

@@ -19,6 +19,7 @@ from tests.privacy.test_audit_contract import audit_contract, check_contract
 from tests.test_engine import registered_server_curves, run_both, small_network
 
 from pgfl.commands.config_reference import reference
+from pgfl.experiments.build import build_network, curve_settings
 from pgfl.experiments.loader import parse_config
 from pgfl.param import Param, When
 from pgfl.params import PARAMS
@@ -220,3 +221,38 @@ def test_every_registered_scheme_runs_and_is_accounted_and_styled(scheme, tmp_pa
         assert style.scheme and style.color, label
     new, plain = (curves[f"server:{n}"]["epsilon"]["pld"] for n in ("scaled_random", "random"))
     assert 0 < new < plain  # twice the std of plain random noise: a smaller ε
+
+
+# ----------------------------------------------------------- a new adversary, in one place
+@pytest.fixture
+def tap():
+    """An adversary added for one test: it sees no more than a neighbouring server."""
+    mechanisms.add_adversary("one_link_tap", "reads one server's messages to one neighbour",
+                             like="neighbour_server")  # fmt: skip
+    try:
+        yield "one_link_tap"
+    finally:
+        mechanisms.remove_adversary("one_link_tap")
+
+
+def test_a_new_adversary_is_protected_calibrated_against_and_audited(scheme, tap):
+    for table in (mechanisms.CLIENT, mechanisms.SERVER):
+        for name, cls in table.items():  # no mechanism edited: protected where its like is
+            like = "neighbour_server" in mechanisms.protected(cls)
+            assert (tap in mechanisms.protected(cls)) == like, name
+    raw = config({"server_noise": "scaled_random", "server_distribution": "gaussian",
+                  "target_epsilon": 2.0, "adversary": tap})  # fmt: skip
+    cfg = parse_config(raw)  # the configuration accepts it
+    raw["curves"][0]["privacy"]["adversary"] = "neighbour_server"
+    like = parse_config(raw)
+    stds = []
+    for c in (cfg, like):
+        net = build_network(c.curves[0], c.seed)
+        stds.append(curve_settings(c.curves[0], c.iterations, net).server.std)
+    assert stds[0] == stds[1] > 0  # calibrated to what it sees: its like's view
+    results = audit_contract("server", "scaled_random")
+    assert tap in results
+    check_contract(results)
+    with pytest.raises(ConfigError, match=r"does not protect against it"):
+        parse_config(config({"server_noise": "scaled_random", "server_distribution": "gaussian",
+                             "target_epsilon": 2.0, "adversary": "own_server"}))  # fmt: skip

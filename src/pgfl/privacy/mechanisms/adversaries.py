@@ -207,6 +207,7 @@ def adversary_view(
     :meth:`~pgfl.privacy.mechanisms.base.Mechanism.observe`. A unit's client also learns
     the sample where the client level reveals it (secure aggregation's keys).
     """
+    adversary = LIKE.get(adversary, adversary)  # an added adversary: what it is like sees
     owner: Any = client if adversary in UPLOADS else server
     view = owner.observe(adversary, seen)
     if adversary == "unit_client" and getattr(client, "reveals_sample", False):

@@ -126,6 +126,7 @@ def present(adversary: str, units: int, adjacency: np.ndarray | None = None) -> 
     >>> present("other_server", 3, np.ones((3, 3)) - np.eye(3))   # complete graph
     False
     """
+    adversary = LIKE.get(adversary, adversary)
     if adversary not in SERVER_SIDE:
         return True
     if units < 2:
