@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from pgfl.engine.network import Links
+from pgfl.privacy.mechanisms import RoundContext
 from pgfl.rng import KeyedDraws
 
 
@@ -43,6 +45,22 @@ def sampled_clients(draws, K, L):
         return sorted(chosen)
     keys = draws.uniform("sampling", (K,))[0, 0]
     return sorted(int(k) for k in np.argsort(keys)[:L])
+
+
+#: Server schemes written out above; any other is asked for its noise one link at a time.
+BUILT_IN = ("none", "random", "graph_homomorphic", "random_per_link")
+
+
+def link_alone(server, A, m, p, M, draws, iteration):
+    """The noise a scheme puts on the one link m → p, the sender alone in its block.
+
+    The scheme's own ``link_noise`` on a block of one unit, one repetition and one link:
+    the engine, which asks it for whole blocks of units and links of every curve at once,
+    must give each link what it gives that link alone.
+    """
+    links = Links(np.array([m]), np.array([p]), np.array([A[p, m]]), np.array([A[m, m]]))
+    ctx = RoundContext(draws, m, iteration)
+    return type(server).link_noise([server], links, M, ctx)[0, 0, 0]
 
 
 def reference_round(W, net, settings, seed, iteration, reps=None):
@@ -118,6 +136,8 @@ def reference_round(W, net, settings, seed, iteration, reps=None):
                         counters = p * M + np.arange(M)
                         z = sender.noise_at("link_noise", dist, np.array([0]), counters[None])
                         g_pm = std * z[0, 0]
+                    elif not server.silent and server.name not in BUILT_IN:
+                        g_pm = link_alone(server, A, m, p, M, sender, iteration)
                     acc += A[p, m] * (psi[m] + g_pm)
                 new[c, r, p] = acc
     return new

@@ -17,7 +17,16 @@ from pgfl.engine import (
     simulate,
 )
 from pgfl.engine.step import combine_phase, server_messages
-from pgfl.privacy.mechanisms import SERVER, ClientNoise, GraphHomomorphic, PerLinkNoise, RandomNoise
+from pgfl.params import PARAMS
+from pgfl.privacy import mechanisms
+from pgfl.privacy.mechanisms import (
+    SERVER,
+    ClientNoise,
+    GraphHomomorphic,
+    Mechanism,
+    PerLinkNoise,
+    RandomNoise,
+)
 from pgfl.problems import LeastSquares, Logistic
 from pgfl.rng import KeyedDraws
 from pgfl.topology import combination_matrix
@@ -62,6 +71,34 @@ ALL_SCHEMES = [
 @pytest.mark.parametrize("problem", ["ls", "logistic"])
 def test_engine_equals_loop_reference_every_scheme(problem):
     run_both(small_network(problem=problem), ALL_SCHEMES)
+
+
+def registered_server_curves(variance=0.09, distribution="gaussian"):
+    """A curve for every registered server scheme of the reference loop's model, from the registry.
+
+    The model: messages on the topology's own links (no combination of its own), noise
+    independent of what other servers hold (no shared secrets), the same on any network.
+    The others (a trusted aggregator, gossip, correlated noise) have references of their own.
+    """
+    defaults = {name: p.default for name, p in PARAMS.items()}
+    settings = {**defaults, "privacy.server_variance": variance,
+                "privacy.server_distribution": distribution}  # fmt: skip
+    out = {}
+    for name, cls in mechanisms.SERVER.items():
+        above = cls.__mro__[: cls.__mro__.index(Mechanism)]  # the scheme's own classes
+        own = [hook for hook in ("combination", "secrets", "on_network") for k in above
+               if hook in vars(k)]  # fmt: skip
+        if cls.silent or any(own):
+            continue
+        server = mechanisms.build("server", {**settings, "privacy.server_noise": name})
+        out[name] = CurveSettings(mu=0.3, clip_norm=1.0, server=server)
+    return out
+
+
+def test_engine_equals_loop_reference_for_every_registered_scheme():
+    curves = registered_server_curves()
+    assert {"random", "graph_homomorphic", "random_per_link"} <= set(curves)
+    run_both(small_network(), list(curves.values()), rounds=2)
 
 
 def test_engine_equals_loop_reference_full_batch_full_participation_one_epoch():

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -521,35 +521,81 @@ def _same(value: Any, default: Any) -> bool:
 class ParamTable(Mapping[str, Param]):
     """The settings of one kind of configuration file, by dotted name, in reference order.
 
+    ``params`` is a list of settings, or a function that lists them together with
+    ``version``, a function whose value changes whenever that list may have (a registry
+    of mechanisms that declare their own settings): the table then follows the registry,
+    so a setting a mechanism declares is accepted and documented wherever the table is read.
+
     >>> t = ParamTable([Param("seed", "int", 0, "Root seed.", lo=0)])
     >>> t.check("seed", 3), t.section("")[0].name
     (3, 'seed')
+    >>> extra = []
+    >>> live = ParamTable(lambda: [*t.values(), *extra], version=lambda: len(extra))
+    >>> extra.append(Param("privacy.mine", "real", 1.0, "A new scheme's setting.", lo=0))
+    >>> [p.name for p in live.section("privacy")]
+    ['privacy.mine']
     """
 
-    def __init__(self, params: Iterable[Param]) -> None:
+    def __init__(
+        self,
+        params: Iterable[Param] | Callable[[], Iterable[Param]],
+        version: Callable[[], Hashable] | None = None,
+    ) -> None:
+        self._source = params if callable(params) else tuple(params)
+        self._version = version
+        self._seen: Hashable = object()
         self._params: dict[str, Param] = {}
         self._by_key: dict[str, list[str]] = {}
-        for p in params:
-            if p.name in self._params:
+        self._sections: dict[str, list[Param]] = {}
+        self._sync()
+
+    def _sync(self) -> None:
+        """Rebuild the table when its source changed (a mechanism registered or removed)."""
+        now = None if self._version is None else self._version()
+        if now == self._seen:
+            return
+        self._seen = now
+        params: dict[str, Param] = {}
+        by_key: dict[str, list[str]] = {}
+        sections: dict[str, list[Param]] = {}
+        for p in self._source() if callable(self._source) else self._source:
+            if p.name in params:
                 raise ValueError(f"setting {p.name} is declared twice")
-            self._params[p.name] = p
-            self._by_key.setdefault(p.key, []).append(p.name)
+            params[p.name] = p
+            by_key.setdefault(p.key, []).append(p.name)
+            sections.setdefault(p.section, []).append(p)
+        self._params, self._by_key, self._sections = params, by_key, sections
+
+    @property
+    def version(self) -> Hashable:
+        """What the table is built from (it changes when a declaring registry changes)."""
+        self._sync()
+        return self._seen
 
     def __getitem__(self, name: str) -> Param:
+        self._sync()
         return self._params[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._params)
+        self._sync()
+        return iter(tuple(self._params))
 
     def __len__(self) -> int:
+        self._sync()
         return len(self._params)
+
+    def __contains__(self, name: object) -> bool:
+        self._sync()
+        return name in self._params
 
     def section(self, section: str) -> list[Param]:
         """The settings of one table (``""``: the top level), in reference order."""
-        return [p for p in self._params.values() if p.section == section]
+        self._sync()
+        return list(self._sections.get(section, ()))
 
     def dotted(self, context: Mapping[str, Any]) -> dict[str, Any]:
         """``context`` with short names (``K``) replaced by dotted ones (``data.K``)."""
+        self._sync()
         out = {}
         for key, value in context.items():
             if key in self._params:
@@ -565,6 +611,7 @@ class ParamTable(Mapping[str, Param]):
 
     def _elsewhere(self, key: str, section: str) -> str:
         """`` (did you mean privacy.KEY?)`` when ``key`` is a setting of another table."""
+        self._sync()
         others = [n for n in self._by_key.get(key, []) if self._params[n].section != section]
         return f" (did you mean {others[0]}?)" if len(others) == 1 else ""
 

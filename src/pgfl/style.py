@@ -63,10 +63,12 @@ __all__ = [
     "SCHEMES",
     "CurveStyle",
     "SchemeStyle",
+    "add_style",
     "coincidence_style",
     "curve_style",
     "fallback_color",
     "method_style",
+    "remove_style",
     "scheme_of",
     "variant_of",
 ]
@@ -229,7 +231,9 @@ def scheme_of(settings: Mapping[str, Any] | None = None, label: str | None = Non
     server noise names the scheme (client noise added to server noise counts as the server
     scheme). A setting (``scheme``, ``server_noise``, ``client_noise``) equal to a reserved
     name (``central_dp``, ``local_dp``, ``pairwise_cancelling``, ``gossip``,
-    ``topology_optimized``) gives that scheme. ``""``: unknown.
+    ``topology_optimized``) gives that scheme; any other scheme name is its own key (a
+    registered mechanism's declared ``style``, else a colour of its own from its name,
+    :func:`curve_style`). ``""``: unknown.
 
     Example:
         >>> scheme_of({"client_noise": "secure_aggregation", "server_noise": "graph_homomorphic"})
@@ -238,6 +242,8 @@ def scheme_of(settings: Mapping[str, Any] | None = None, label: str | None = Non
         'random'
         >>> scheme_of(label="noisy_updates"), scheme_of(label="fig3 thing")
         ('client_noise', '')
+        >>> scheme_of({"server_noise": "staircase"})   # a new scheme: its own colour
+        'staircase'
 
     """
     if not settings:
@@ -253,15 +259,15 @@ def scheme_of(settings: Mapping[str, Any] | None = None, label: str | None = Non
         return "secure_aggregation" if server == "none" else "hybrid"
     if server == "central":  # privacy.server_noise = "central": the trusted aggregator
         return "central_dp"
-    if server != "none":
-        return server if server in SCHEMES else _scheme_from_label(str(server))
+    if server != "none":  # a registered scheme's name is its style's key
+        return str(server)
     if client in ("laplace", "gaussian"):
         return "client_noise"
     if client == "distributed_gaussian":
         return "distributed_dp"
     if client == "skellam":
         return "skellam"
-    return "none" if client == "none" else _scheme_from_label(str(client))
+    return str(client)
 
 
 def variant_of(settings: Mapping[str, Any] | None = None, label: str | None = None) -> dict:
@@ -289,6 +295,24 @@ def variant_of(settings: Mapping[str, Any] | None = None, label: str | None = No
         if dist is None:
             dist = "gaussian" if "gaussian" in text else "laplace"
     return {"share": share, "distribution": dist}
+
+
+def add_style(style: SchemeStyle) -> None:
+    """Give scheme ``style.name`` its style (a mechanism's declared ``style``, at registration).
+
+    >>> add_style(SchemeStyle("mine", "my scheme", "#123456", "o")); SCHEMES["mine"].color
+    '#123456'
+    >>> remove_style("mine"); "mine" in SCHEMES
+    False
+    """
+    if SCHEMES.get(style.name, style) != style:
+        raise ValueError(f"scheme {style.name!r} has a style already")
+    SCHEMES[style.name] = style
+
+
+def remove_style(name: str) -> None:
+    """Remove a style :func:`add_style` gave."""
+    SCHEMES.pop(name, None)
 
 
 def fallback_color(label: str, taken: Iterable[str] = ()) -> str:
@@ -335,9 +359,13 @@ def curve_style(
     var = variant_of(settings, label)
     ls = _LINESTYLE.get((var["share"], var["distribution"]), "-")
     hollow = var["distribution"] == "gaussian"
-    if scheme:
+    if scheme in SCHEMES:
         base = SCHEMES[scheme]
         color, marker, phase = base.color, base.marker, list(SCHEMES).index(scheme)
+    elif scheme:  # a scheme without a declared style: a colour of its own, from its name
+        color = fallback_color(scheme)
+        phase = FALLBACK_COLORS.index(color)
+        marker = _FALLBACK_MARKERS[phase % len(_FALLBACK_MARKERS)]
     else:
         color = fallback_color(label or "", taken)
         phase = FALLBACK_COLORS.index(color)

@@ -75,7 +75,7 @@ def audit_contract(level: str, name: str, **privacy) -> dict:
     """Every adversary ``name`` protects: its audit, calibrated to ε = 2 against it."""
     table = mechanisms.SERVER if level == "server" else mechanisms.CLIENT
     out = {}
-    for a in table[name].protects:
+    for a in mechanisms.protected(table[name]):
         cfg = contract_config(level, name, a, **privacy)
         out[a] = audit(cfg, "c", adversary=a, trials=TRIALS, accountants=["pld"])
     return out
@@ -143,7 +143,7 @@ def own_mechanisms():
         mechanisms.register(cls)
     yield
     for cls in (OwnGaussian, Understated):
-        del mechanisms.SERVER[cls.names[0]]
+        mechanisms.unregister(cls)
 
 
 def test_a_mechanism_defined_in_a_test_file_is_audited_and_a_false_claim_refuted(

@@ -30,10 +30,6 @@ from pgfl.engine.settings import CurveSettings
 
 __all__ = ["centroid_bias", "deviation_variance"]
 
-#: Client-level schemes that add no noise to what a server averages (secure aggregation
-#: only rounds to its fixed point): the centroid's only perturbation is the server noise's.
-NOISELESS_CLIENTS = ("none", "secure_aggregation")
-
 
 def deviation_variance(A: np.ndarray, variance: float) -> np.ndarray:
     """Stationary variance per coordinate of ``w_p − w_c`` from graph-homomorphic noise, ``[P]``.
@@ -73,7 +69,7 @@ def centroid_bias(net: Network, settings: CurveSettings, w_opt: np.ndarray | Non
     smoothed = getattr(net.problem, "smoothed_optimum", None)
     if (
         settings.server.name != "graph_homomorphic"
-        or settings.client.name not in NOISELESS_CLIENTS
+        or settings.client.calibrates is not None  # client noise: not only the server's
         or smoothed is None
         or w_opt is None
         or not isinstance(net.data, FederatedData)

@@ -92,16 +92,16 @@ from pgfl.files import FileError, read_json, write_json
 from pgfl.folders import check_output, digest_of, staged
 from pgfl.privacy.accounting import epsilon_curve
 from pgfl.privacy.accounting.mechanisms import tradeoff_curve
-from pgfl.privacy.mechanisms import (
-    ADVERSARIES,
-    NEIGHBOURS,
-    ClientNoise,
-    DistributedNoise,
-    NoServerNoise,
-    RoundContext,
-)
+from pgfl.privacy.mechanisms import ADVERSARIES, NEIGHBOURS, RoundContext
 from pgfl.privacy.mechanisms.adversaries import adversary_view, trusted_parties
-from pgfl.privacy.mechanisms.base import SERVER_SIDE, UPLOADS, Emitted, Mechanism
+from pgfl.privacy.mechanisms.base import (
+    SERVER_SIDE,
+    UPLOADS,
+    Emitted,
+    Mechanism,
+    NoiseLaw,
+    protected,
+)
 from pgfl.rng import KeyedDraws
 from pgfl.validation import ConfigError, check_choice, check_int, check_real, did_you_mean
 
@@ -515,39 +515,29 @@ class AuditResult:
 
 def _level(view: str, settings: CurveSettings) -> str | None:
     """The privatized link whose ε covers ``view`` (None: the view is not protected)."""
-    noisy = isinstance(settings.client, (ClientNoise, DistributedNoise))
-    client = noisy and settings.client.std > 0
-    server = not isinstance(settings.server, NoServerNoise) and settings.server.std > 0
+    client = bool(settings.client.std)  # the mechanisms' declared noise levels
+    server = bool(settings.server.std)
     if view == "client-update":
         return "client" if client else None
     if view == "centroid" and "centroid" in settings.server.uncovered:
         server = False  # e.g. graph-homomorphic noise cancels in the centroid (eq. 46)
-    if view == "message" and "link_eavesdropper" not in settings.server.protects:
+    if view == "message" and "link_eavesdropper" not in protected(settings.server):
         server = False  # a trusted aggregator's uplink carries the aggregate in the clear
     if server:
         return "server"
     return "client" if client else None
 
 
-def _density(view: str, settings: CurveSettings) -> tuple[str, float] | None:
-    """(distribution, per-coordinate std) of the one noise in a view, if it has a density."""
+def _density(view: str, settings: CurveSettings) -> NoiseLaw | None:
+    """The law of the one noise in a view, where it has a density (the mechanisms' ``law``)."""
     client = settings.client
     if view == "message" and _level(view, settings) == "server":
-        if isinstance(client, ClientNoise) and client.std > 0:
+        if client.law() is not None:
             return None  # server noise + averaged client noise: no closed form used
-        return settings.server.distribution, settings.server.std
-    if view == "client-update" and isinstance(client, ClientNoise) and client.std > 0:
-        scale = settings.mu if settings.share == "updates" else 1.0
-        return client.distribution, client.std * scale
+        return settings.server.law()
+    if view == "client-update":
+        return client.law(settings.mu if settings.share == "updates" else 1.0)
     return None
-
-
-def _llr(y: np.ndarray, c0: np.ndarray, c1: np.ndarray, density: tuple[str, float]) -> np.ndarray:
-    dist, std = density
-    if dist == "laplace":
-        b = std / math.sqrt(2.0)
-        return (np.abs(y - c0).sum(-1) - np.abs(y - c1).sum(-1)) / b
-    return (((y - c0) ** 2).sum(-1) - ((y - c1) ** 2).sum(-1)) / (2.0 * std * std)
 
 
 def _audited_curve(
@@ -610,7 +600,7 @@ def _scores(
             return _likelihood_ratio(y0, y1, c0, c1, _distribution(settings), view.single)
         density = _density(view, settings)
         if density is not None:
-            s0, s1 = _llr(y0, c0[:n], c1[:n], density), _llr(y1, c0[n:], c1[n:], density)
+            s0, s1 = density.llr(y0, c0[:n], c1[:n]), density.llr(y1, c0[n:], c1[n:])
         else:
             d = c1 - c0
             s0 = ((y0 - c0[:n]) * d[:n]).sum(-1)
@@ -628,9 +618,9 @@ def _scores(
 def _distribution(settings: CurveSettings) -> str:
     """The distribution of the noise the audited curve adds (its server level's if noisy)."""
     server = settings.server
-    if not isinstance(server, NoServerNoise) and getattr(server, "std", 0) > 0:
-        return getattr(server, "distribution", "gaussian")
-    return getattr(settings.client, "distribution", "gaussian")
+    if server.std:
+        return server.distribution or "gaussian"
+    return settings.client.distribution or "gaussian"
 
 
 def _likelihood_ratio(
@@ -916,7 +906,7 @@ def _claimed(
     level = _level(view, settings)
     if level is None:
         why = f"the {view} view carries no differentially private noise in this scheme"
-        if view == "message" and not isinstance(settings.server, NoServerNoise):
+        if view == "message" and not settings.server.silent:
             why = settings.server.exposes.get("link_eavesdropper", why)
         return None, {}, why
     ctx = settings.release_context(net, last)

@@ -27,7 +27,9 @@ An experiment has shared sections and a list of curves that override them::
 
 Every setting's type, range, default and the condition under which it has an effect
 are in one table, :data:`pgfl.params.PARAMS` (rendered as ``docs/config.md``); the
-dataclasses below take their defaults and checks from it. Unknown keys, wrong types,
+section dataclasses are made from it (:func:`section_class`: a field a setting, with its
+default and check), so a setting a registered mechanism declares is accepted with no other
+file touched. Unknown keys, wrong types,
 out-of-range values and sizes that cannot fit in memory raise :class:`ConfigError` naming
 the key (``training.L must be an integer in [1, data.K=100]; got 120``); a setting given
 where it has no effect is a :class:`~pgfl.param.SettingWarning`. Noise is given by its
@@ -39,17 +41,16 @@ engine runs in :mod:`pgfl.experiments.build`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any, ClassVar
 
 from pgfl.param import Rule, check_changed_first
-from pgfl.params import DP_NOISE, PARAMS, dp_link, section_params
+from pgfl.params import PARAMS, dp_client, dp_link, section_params
 from pgfl.privacy import mechanisms
 from pgfl.validation import ConfigError
 
 __all__ = [
     "CURVE_RULES",
-    "PER_CURVE",
     "SECTIONS",
     "CurveConfig",
     "DataConfig",
@@ -60,6 +61,8 @@ __all__ = [
     "RunConfig",
     "TopologyConfig",
     "TrainingConfig",
+    "per_curve",
+    "section_class",
 ]
 
 
@@ -69,25 +72,27 @@ def _default(name: str) -> Any:
 
 
 class _Section:
-    """A table of settings; every field is checked against :data:`pgfl.params.PARAMS`.
+    """A table of settings; its fields are the table's settings of :attr:`SECTION`.
 
-    Bounds that refer to settings of the same table are applied here (each changed
-    setting against those left at their defaults first, :func:`~pgfl.param.check_changed_first`,
-    then in table order); bounds that refer to other tables are applied by
-    :class:`CurveConfig`.
+    The classes are made from :data:`pgfl.params.PARAMS` (:func:`section_class`), which
+    follows the mechanism registry: a setting a mechanism declares is a field of its
+    section with nothing else to edit. Bounds that refer to settings of the same table
+    are applied here (each changed setting against those left at their defaults first,
+    :func:`~pgfl.param.check_changed_first`, then in table order); bounds that refer to
+    other tables are applied by :class:`CurveConfig`.
     """
 
     SECTION: ClassVar[str]
 
     def __post_init__(self) -> None:
-        params = section_params(self.SECTION)
+        params = [PARAMS[f"{self.SECTION}.{f.name}"] for f in fields(self)]
         check_changed_first(params, {p.name: getattr(self, p.key) for p in params})
         checked: dict[str, Any] = {}
         for p in params:
             value = p.check(getattr(self, p.key), checked)
             object.__setattr__(self, p.key, value)
             checked[p.name] = value
-        for p in section_params(self.SECTION):
+        for p in params:
             if p.required and checked[p.name] is None and p.applies.test(checked):
                 raise ConfigError(f"{p.name} is required when {p.applies.text}")
 
@@ -95,20 +100,19 @@ class _Section:
         """The settings by dotted name (``{"training.L": 11, ...}``)."""
         return {f"{self.SECTION}.{f.name}": getattr(self, f.name) for f in fields(self)}
 
+    def __reduce__(self) -> tuple:
+        """Pickled by section and values: the class is remade from the table where it lands."""
+        return (_remake, (self.SECTION, {f.name: getattr(self, f.name) for f in fields(self)}))
 
-@dataclass(frozen=True)
-class TopologyConfig(_Section):
+
+def _remake(section: str, values: dict[str, Any]) -> _Section:
+    return section_class(section)(**values)
+
+
+class _Topology(_Section):
     """The graph of servers: a named topology with a weight rule, an edge list or a matrix."""
 
     SECTION: ClassVar[str] = "topology"
-    kind: str = _default("topology.kind")
-    P: int = _default("topology.P")
-    weights: str = _default("topology.weights")
-    probability: float = _default("topology.probability")
-    radius: float = _default("topology.radius")
-    rows: int | None = _default("topology.rows")
-    edges: tuple | None = _default("topology.edges")
-    matrix: tuple | None = _default("topology.matrix")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -116,8 +120,7 @@ class TopologyConfig(_Section):
             raise ConfigError(f"topology.rows must divide topology.P={self.P}; got {self.rows}")
 
 
-@dataclass(frozen=True)
-class DataConfig(_Section):
+class _Data(_Section):
     """The federated data set.
 
     ``kind``: ``regression`` (preprint §V-A, synthetic), ``logistic`` (conference §V,
@@ -129,26 +132,9 @@ class DataConfig(_Section):
     """
 
     SECTION: ClassVar[str] = "data"
-    kind: str = _default("data.kind")
-    K: int = _default("data.K")
-    N: int | tuple = _default("data.N")
-    M: int = _default("data.M")
-    eigenvalues: tuple = _default("data.eigenvalues")
-    noise_variance: tuple = _default("data.noise_variance")
-    feature_variance: tuple = _default("data.feature_variance")
-    test_size: int | None = _default("data.test_size")
-    source: str = _default("data.source")
-    rows: int | None = _default("data.rows")
-    drop: tuple = _default("data.drop")
-    categorical: tuple = _default("data.categorical")
-    hash_dim: int | None = _default("data.hash_dim")
-    feature_noise: float | tuple = _default("data.feature_noise")
-    label_skew: float | None = _default("data.label_skew")
-    size_skew: float = _default("data.size_skew")
 
 
-@dataclass(frozen=True)
-class ModelConfig(_Section):
+class _Model(_Section):
     """A built-in multi-class model (``softmax``, ``mlp``, ``cnn``; see ``docs/models.md``).
 
     ``kind = "none"`` keeps the closed-form loss of the data kind (least squares or
@@ -158,30 +144,15 @@ class ModelConfig(_Section):
     """
 
     SECTION: ClassVar[str] = "model"
-    kind: str = _default("model.kind")
-    source: str | None = _default("model.source")
-    hidden: tuple = _default("model.hidden")
-    activation: str = _default("model.activation")
-    channels: int = _default("model.channels")
-    timeout: float = _default("model.timeout")
 
 
-@dataclass(frozen=True)
-class TrainingConfig(_Section):
+class _Training(_Section):
     """Local training and aggregation: ``rho``, ``mu``, ``L``, ``E_pk``, ``B_pk``, sharing mode."""
 
     SECTION: ClassVar[str] = "training"
-    rho: float = _default("training.rho")
-    mu: float = _default("training.mu")
-    L: int = _default("training.L")
-    epochs: int | tuple = _default("training.epochs")
-    batch: int | tuple | str = _default("training.batch")
-    share: str = _default("training.share")
-    clip_norm: float = _default("training.clip_norm")
 
 
-@dataclass(frozen=True)
-class PrivacyConfig(_Section):
+class _Privacy(_Section):
     """Noise at the client→server and server→server links, and its accounting.
 
     Noise is given by its variance (the papers' ``sigma_g^2``), by a noise multiplier
@@ -190,37 +161,10 @@ class PrivacyConfig(_Section):
     variance of the privatized link (server level if any, else client level) is
     calibrated; the last two need a gradient bound, ``training.clip_norm``.
     ``accountants`` are the ε reported for every privatized curve (see ``docs/privacy.md``).
+    The settings a registered mechanism declares are fields too.
     """
 
     SECTION: ClassVar[str] = "privacy"
-    client_noise: str = _default("privacy.client_noise")
-    client_variance: float = _default("privacy.client_variance")
-    server_noise: str = _default("privacy.server_noise")
-    server_variance: float = _default("privacy.server_variance")
-    server_distribution: str = _default("privacy.server_distribution")
-    client_noise_multiplier: float | None = _default("privacy.client_noise_multiplier")
-    server_noise_multiplier: float | None = _default("privacy.server_noise_multiplier")
-    pairwise_ratio: float | None = _default("privacy.pairwise_ratio")
-    pairwise_variance: float | None = _default("privacy.pairwise_variance")
-    coalition_size: int = _default("privacy.coalition_size")
-    gossip_steps: int = _default("privacy.gossip_steps")
-    gossip_kind: str = _default("privacy.gossip_kind")
-    target_epsilon: float | None = _default("privacy.target_epsilon")
-    delta: float = _default("privacy.delta")
-    neighbours: str = _default("privacy.neighbours")
-    adversary: str | None = _default("privacy.adversary")
-    accountants: tuple = _default("privacy.accountants")
-    epsilon_checkpoints: int = _default("privacy.epsilon_checkpoints")
-    dropout: float = _default("privacy.dropout")
-    secagg_protocol: str = _default("privacy.secagg_protocol")
-    secagg_modulus_bits: int = _default("privacy.secagg_modulus_bits")
-    secagg_frac_bits: int = _default("privacy.secagg_frac_bits")
-    secagg_clip: float = _default("privacy.secagg_clip")
-    secagg_threshold: int | None = _default("privacy.secagg_threshold")
-    secagg_neighbours: int | None = _default("privacy.secagg_neighbours")
-    ddp_variance: float = _default("privacy.ddp_variance")
-    ddp_bits: int = _default("privacy.ddp_bits")
-    ddp_beta: float | None = _default("privacy.ddp_beta")
 
     @property
     def noisy(self) -> bool:
@@ -228,8 +172,7 @@ class PrivacyConfig(_Section):
         return dp_link(self.values())
 
 
-@dataclass(frozen=True)
-class RunConfig(_Section):
+class _Run(_Section):
     """Where the simulation runs: ``[run]`` (the CLI's ``--backend`` etc. override it).
 
     Not part of the results: every backend gives the same bits, so the table is left out
@@ -242,13 +185,6 @@ class RunConfig(_Section):
     """
 
     SECTION: ClassVar[str] = "run"
-    backend: str = _default("run.backend")
-    address: str | None = _default("run.address")
-    workers: int | None = _default("run.workers")
-    mode: str = _default("run.mode")
-    actors: int | None = _default("run.actors")
-    checkpoint_every: int = _default("run.checkpoint_every")
-    keep_partial: bool = _default("run.keep_partial")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -257,8 +193,7 @@ class RunConfig(_Section):
             p.warn_without_effect(ctx[p.name], [ctx], who="it needs")
 
 
-@dataclass(frozen=True)
-class DeployConfig(_Section):
+class _Deploy(_Section):
     """How ``pgfl deploy`` runs the parties: ``[deploy]`` (docs/deploy.md).
 
     Not part of the results' fingerprint, like ``[run]``: a deployed run in simulation
@@ -269,27 +204,53 @@ class DeployConfig(_Section):
     """
 
     SECTION: ClassVar[str] = "deploy"
-    mode: str = _default("deploy.mode")
-    servers: tuple[str, ...] | None = _default("deploy.servers")
-    aggregator: str | None = _default("deploy.aggregator")
-    dealer: str | None = _default("deploy.dealer")
-    certs: str | None = _default("deploy.certs")
-    client_timeout: float = _default("deploy.client_timeout")
-    round_timeout: float = _default("deploy.round_timeout")
-    connect_timeout: float = _default("deploy.connect_timeout")
-    max_message_bytes: int = _default("deploy.max_message_bytes")
-    record: bool = _default("deploy.record")
 
 
-SECTIONS: dict[str, type] = {
-    "topology": TopologyConfig,
-    "data": DataConfig,
-    "model": ModelConfig,
-    "training": TrainingConfig,
-    "privacy": PrivacyConfig,
+_BASES: dict[str, type[_Section]] = {
+    b.SECTION: b for b in (_Topology, _Data, _Model, _Training, _Privacy, _Run, _Deploy)
 }
-#: Keys that may differ between curves batched in one simulation (all else is structural).
-PER_CURVE = {s: {p.key for p in section_params(s) if p.batched} for s in SECTIONS}
+_CLASSES: dict[tuple, type] = {}
+
+
+def section_class(section: str) -> type:
+    """The frozen dataclass of one table, its fields the table's settings now.
+
+    Made from :data:`pgfl.params.PARAMS` (a field a setting, with its default) and kept
+    while the table's settings of that section stay the same, so that configurations
+    made under one registry compare equal.
+
+    >>> [f.name for f in fields(section_class("training"))][:3]
+    ['rho', 'mu', 'L']
+    """
+    params = section_params(section)
+    key = (section, tuple((p.key, p.default) for p in params))
+    cls = _CLASSES.get(key)
+    if cls is None:
+        base = _BASES[section]
+        specs = [(p.key, Any, field(default=p.default)) for p in params]
+        cls = make_dataclass(
+            f"{section.capitalize()}Config", specs, bases=(base,), frozen=True,
+            namespace={"__doc__": base.__doc__, "__module__": __name__},
+        )  # fmt: skip
+        _CLASSES[key] = cls
+    return cls
+
+
+TopologyConfig = section_class("topology")
+DataConfig = section_class("data")
+ModelConfig = section_class("model")
+TrainingConfig = section_class("training")
+PrivacyConfig = section_class("privacy")
+RunConfig = section_class("run")
+DeployConfig = section_class("deploy")
+
+#: The tables a curve has, in the order of the reference.
+SECTIONS: tuple[str, ...] = ("topology", "data", "model", "training", "privacy")
+
+
+def per_curve(section: str) -> set[str]:
+    """Keys that may differ between curves batched in one simulation (all else is structural)."""
+    return {p.key for p in section_params(section) if p.batched}
 
 
 def _cross_section(p: Any) -> bool:
@@ -297,8 +258,9 @@ def _cross_section(p: Any) -> bool:
     return any(n.rpartition(".")[0] != p.section for r in refs for n in r.needs)
 
 
-#: Settings whose bounds refer to other tables: checked once a curve is complete.
-_CROSS = [p for p in PARAMS.values() if p.section in SECTIONS and _cross_section(p)]
+def _cross() -> list:
+    """Settings whose bounds refer to other tables: checked once a curve is complete."""
+    return [p for p in PARAMS.values() if p.section in SECTIONS and _cross_section(p)]
 
 
 @dataclass(frozen=True)
@@ -314,11 +276,11 @@ class CurveConfig:
     data: DataConfig
     training: TrainingConfig
     privacy: PrivacyConfig
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: ModelConfig = field(default_factory=lambda: section_class("model")())
 
     def __post_init__(self) -> None:
         ctx = self.values()
-        cross = [p for p in _CROSS if p.applies is None or p.applies.test(ctx)]
+        cross = [p for p in _cross() if p.applies is None or p.applies.test(ctx)]
         for section in SECTIONS:  # a conflict with a default of its table names the change
             group = [p for p in cross if p.section == section]
             others = {k: v for k, v in ctx.items() if k not in {p.name for p in group}}
@@ -336,11 +298,11 @@ class CurveConfig:
 
     def structure(self) -> tuple:
         """Hashable key of everything that must be shared to batch curves together."""
-        per_curve = PER_CURVE["training"]
+        batched = per_curve("training")
         training = tuple(
             (f.name, getattr(self.training, f.name))
-            for f in fields(TrainingConfig)
-            if f.name not in per_curve
+            for f in fields(self.training)
+            if f.name not in batched
         )
         server = mechanisms.SERVER[self.privacy.server_noise]
         combination = server.combination_key(self.values())  # an aggregator, gossip steps
@@ -386,30 +348,33 @@ def _target_needs_a_noisy_bounded_link(c: CurveConfig) -> str | None:
     return None
 
 
+def _calibrated(priv: PrivacyConfig) -> tuple[str, type[mechanisms.Mechanism]]:
+    """The level a target ε calibrates (server level if noisy, else client) and its class."""
+    level = "server" if priv.server_noise != "none" else "client"
+    return level, mechanisms.REGISTRY[level][getattr(priv, f"{level}_noise")]
+
+
 def _adversary_is_protected(c: CurveConfig) -> str | None:
     """A ``privacy.adversary`` must be one the calibrated (primary) mechanism protects against."""
     priv = c.privacy
     if priv.adversary is None or priv.target_epsilon is None:
         return None
-    level = "server" if priv.server_noise != "none" else "client"
-    name = getattr(priv, f"{level}_noise")
-    cls = (mechanisms.SERVER if level == "server" else mechanisms.CLIENT)[name]
-    if priv.adversary in cls.protects:
+    level, cls = _calibrated(priv)
+    protects = mechanisms.protected(cls)
+    if priv.adversary in protects:
         return None
     why = cls.exposes.get(priv.adversary, "it is not in its threat model")
     return (
-        f"privacy.adversary = {priv.adversary!r}: privacy.{level}_noise = {name!r} does not "
-        f"protect against it ({why}); choose one of {', '.join(cls.protects)}"
+        f"privacy.adversary = {priv.adversary!r}: privacy.{level}_noise = "
+        f"{getattr(priv, f'{level}_noise')!r} does not protect against it ({why}); choose one "
+        f"of {', '.join(protects)}"
     )
 
 
 def _noise_given_once(c: CurveConfig) -> str | None:
     """A noise multiplier sets its level's noise: not beside a target ε for that level."""
     priv = c.privacy
-    noisy = {
-        "client": priv.client_noise in DP_NOISE,
-        "server": priv.server_noise != "none",
-    }
+    noisy = {"client": dp_client(c.values()), "server": priv.server_noise != "none"}
     for level in ("client", "server"):
         z = getattr(priv, f"{level}_noise_multiplier")
         if z is None or not noisy[level]:  # no noise at that level: ignored (a warning)
@@ -429,27 +394,24 @@ def _noise_given_once(c: CurveConfig) -> str | None:
 
 
 def _noisy_link_needs_noise(c: CurveConfig) -> str | None:
+    """A scheme with a noise level (its ``calibrates`` setting) needs it > 0, or a calibration."""
     priv = c.privacy
-    calibrated = priv.target_epsilon is not None or priv.server_noise_multiplier is not None
-    if priv.server_noise != "none" and priv.server_variance == 0 and not calibrated:
+    given = {
+        "server": priv.target_epsilon is not None or priv.server_noise_multiplier is not None,
+        "client": priv.target_epsilon is not None
+        and priv.server_noise == "none"
+        or priv.client_noise_multiplier is not None,
+    }
+    values = c.values()
+    for level in ("server", "client"):
+        name = values[f"privacy.{level}_noise"]
+        setting = mechanisms.REGISTRY[level][name].calibrates
+        if setting is None or values[setting] != 0 or given[level]:
+            continue
+        short = setting.partition(".")[2]
         return (
-            f"privacy.server_noise = {priv.server_noise!r} needs privacy.server_variance > 0 or "
-            "privacy.target_epsilon; got server_variance = 0 (no noise)"
-        )
-    client_calibrated = (
-        priv.target_epsilon is not None and priv.server_noise == "none"
-    ) or priv.client_noise_multiplier is not None
-    dp_client = priv.client_noise in ("laplace", "gaussian")
-    if dp_client and priv.client_variance == 0 and not client_calibrated:
-        return (
-            f"privacy.client_noise = {priv.client_noise!r} needs privacy.client_variance > 0 or "
-            "privacy.target_epsilon; got client_variance = 0 (no noise)"
-        )
-    ddp = priv.client_noise in ("distributed_gaussian", "skellam")
-    if ddp and priv.ddp_variance == 0 and not client_calibrated:
-        return (
-            f"privacy.client_noise = {priv.client_noise!r} needs privacy.ddp_variance > 0 or "
-            "privacy.target_epsilon; got ddp_variance = 0 (no noise)"
+            f"privacy.{level}_noise = {name!r} needs {setting} > 0 or privacy.target_epsilon; "
+            f"got {short} = 0 (no noise)"
         )
     return None
 
@@ -474,11 +436,11 @@ CURVE_RULES = (
          "`[model]` (a unique optimum w°).", _unique_optimum),
     Rule("`privacy.target_epsilon` needs a privatized link in every curve it reaches and a "
          "finite `training.clip_norm`.", _target_needs_a_noisy_bounded_link),
-    Rule('A noisy link needs noise: `privacy.server_noise` other than `"none"` needs '
-         "`privacy.server_variance > 0` (or a noise multiplier, or `privacy.target_epsilon`), "
-         'and likewise `privacy.client_noise = "laplace"/"gaussian"` needs '
-         '`privacy.client_variance > 0` (`"distributed_gaussian"/"skellam"`: '
-         "`privacy.ddp_variance > 0`).", _noisy_link_needs_noise),
+    Rule("A noisy link needs noise: a scheme with a noise level needs the setting it is "
+         "calibrated by > 0 (or a noise multiplier, or `privacy.target_epsilon`): "
+         "`privacy.server_variance` for server noise, `privacy.client_variance` for "
+         '`privacy.client_noise = "laplace"/"gaussian"`, `privacy.ddp_variance` for distributed '
+         "DP.", _noisy_link_needs_noise),
     Rule("A noise multiplier (`privacy.client_noise_multiplier`, "
          "`privacy.server_noise_multiplier`; σ = z·Δ) replaces its level's variance, needs a "
          "finite `training.clip_norm`, and is not given beside a `privacy.target_epsilon` "

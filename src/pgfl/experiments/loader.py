@@ -25,9 +25,8 @@ from pgfl.data.datasets import absolute_source
 from pgfl.experiments.config import (
     SECTIONS,
     CurveConfig,
-    DeployConfig,
     ExperimentConfig,
-    RunConfig,
+    section_class,
 )
 from pgfl.experiments.memory import check_experiment_fits
 from pgfl.files import read_toml, resolve_path
@@ -58,7 +57,7 @@ def _table(name: str, values: Any, allowed: set[str] | list[str]) -> Mapping[str
 
 
 def _section(name: str, values: Any, base: Any = None) -> Any:
-    cls = SECTIONS[name]
+    cls = section_class(name)
     values = _table(name, values, {f.name for f in fields(cls)})
     # lists are checked as given (so messages show them) and stored as tuples
     return replace(base, **values) if base is not None else cls(**values)
@@ -223,9 +222,9 @@ def parse_config(
         )
     raw = resolve_paths(raw, "." if base is None else base)
     run = _table("run", raw.pop("run", {}), [p.key for p in section_params("run")])
-    run_config = RunConfig(**run)
+    run_config = section_class("run")(**run)
     deploy = _table("deploy", raw.pop("deploy", {}), [p.key for p in section_params("deploy")])
-    deploy_config = DeployConfig(**deploy)
+    deploy_config = section_class("deploy")(**deploy)
     q = _table("quick", raw.get("quick", {}), [p.key for p in section_params("quick")])
     q = {k: PARAMS[f"quick.{k}"].check(v) for k, v in q.items()}
     keep = q.pop("curves", None)

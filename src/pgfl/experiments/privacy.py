@@ -23,7 +23,7 @@ import numpy as np
 
 from pgfl.engine import CurveSettings, Network, Trajectory
 from pgfl.privacy.accounting import calibrate, epsilon_curve
-from pgfl.privacy.mechanisms import ClientAggregation, DistributedNoise, Mechanism
+from pgfl.privacy.mechanisms import ClientAggregation, DistributedNoise, Mechanism, view_of
 from pgfl.privacy.mechanisms.adversaries import adversary_epsilons, trusted_parties
 from pgfl.validation import ConfigError
 
@@ -131,7 +131,7 @@ def calibrated(
     if adversary is None:
         seen = lambda s: mechanism.with_std(s).transcript(ctx)  # noqa: E731
     else:
-        seen = lambda s: mechanism.with_std(s).view(ctx, adversary)  # noqa: E731
+        seen = lambda s: view_of(mechanism.with_std(s), ctx, adversary)  # noqa: E731
     sigma = calibrate(seen, target, delta)
     return replace(settings, **{level: mechanism.with_std(sigma)})
 

@@ -34,6 +34,7 @@ from pgfl.engine import Trajectory
 from pgfl.experiments.config import ExperimentConfig
 from pgfl.files import write_atomic, write_csv, write_json
 from pgfl.plots import plot_run
+from pgfl.privacy import mechanisms
 from pgfl.style import scheme_of
 
 __all__ = [
@@ -217,10 +218,8 @@ def _add_settings(
             entry["target_epsilon"] = c.privacy.target_epsilon
         for level in ("client", "server"):  # the variance above is z·Δ's square
             z = getattr(c.privacy, f"{level}_noise_multiplier")
-            if z is not None and entry["settings"][f"{level}_noise"] not in (
-                "none",
-                "secure_aggregation",
-            ):
+            scheme = mechanisms.REGISTRY[level][entry["settings"][f"{level}_noise"]]
+            if z is not None and scheme.calibrates is not None:  # a scheme with a noise level
                 entry["settings"][f"{level}_noise_multiplier"] = z
 
 

@@ -47,7 +47,7 @@ from pgfl.general import (
 from pgfl.param import Param, ParamTable, When
 from pgfl.privacy import mechanisms
 from pgfl.privacy.accounting.accountants import ACCOUNTANTS
-from pgfl.privacy.mechanisms.base import ADVERSARIES, NEIGHBOURS
+from pgfl.privacy.mechanisms.base import ADVERSARIES, NEIGHBOURS, declared
 from pgfl.privacy.mechanisms.client import CLIENT_VARIANCE, DISTRIBUTIONS
 from pgfl.privacy.mechanisms.server import SERVER_DISTRIBUTION, SERVER_VARIANCE
 from pgfl.privacy.secagg import PARAMS as SECAGG_PARAMS
@@ -63,7 +63,7 @@ __all__ = [
     "GENERAL_RULES",
     "DATA_KINDS",
     "DISTRIBUTIONS",
-    "DP_NOISE",
+    "DP_CLIENT",
     "METRICS",
     "MODEL_KINDS",
     "PARAMS",
@@ -74,26 +74,40 @@ __all__ = [
     "TOPOLOGIES",
     "WEIGHT_RULES",
     "check",
+    "dp_client",
     "dp_link",
     "markdown",
     "section_params",
 ]
 
-#: Client noise that is differentially private (the client-level mechanisms with an ε).
-DP_NOISE = (*DISTRIBUTIONS, "distributed_gaussian", "skellam")
 #: Sections of a configuration, in the order of the reference; "" is the top level.
 SECTIONS = ("", "quick", "topology", "data", "model", "training", "privacy", "run", "deploy")
 
 
+def dp_client(c: Mapping[str, Any]) -> bool:
+    """Whether a curve's client scheme adds DP noise: it declares a noise level (``calibrates``).
+
+    >>> dp_client({"privacy.client_noise": "skellam"}), dp_client({"privacy.client_noise": "none"})
+    (True, False)
+    """
+    cls = declared("client", c)
+    return cls is not None and cls.calibrates is not None
+
+
 def dp_link(c: Mapping[str, Any]) -> bool:
     """Whether a curve's settings (dotted names) put DP noise on some link (an ε to report)."""
-    return c["privacy.server_noise"] != "none" or c["privacy.client_noise"] in DP_NOISE
+    return c["privacy.server_noise"] != "none" or dp_client(c)
 
 
+#: Where client noise settings have an effect: the client scheme has a noise level.
+DP_CLIENT = When(
+    "privacy.client_noise a scheme with a noise level (`laplace`, `gaussian`, distributed DP)",
+    dp_client,
+)
 #: Where the accounting settings have an effect: some link carries DP noise.
 DP_LINK = When(
-    'privacy.server_noise other than "none" or privacy.client_noise = "laplace"/"gaussian"/'
-    '"distributed_gaussian"/"skellam"',
+    'privacy.server_noise other than "none" or privacy.client_noise a scheme with a noise '
+    "level (`laplace`, `gaussian`, distributed DP)",
     dp_link,
 )
 _T = {p.name: p for p in (RHO, *TRAINING[:2], *SCHEDULE_PARAMS, *TRAINING[2:])}
@@ -119,8 +133,7 @@ _PRIVACY = (
           "(2μB for a model, 2B for an update; divided by the records with "
           "`privacy.neighbours = \"record\"`; distributed noise: in real units, before its "
           "integer encoding). Needs training.clip_norm.", lo=0, lo_open=True, batched=True,
-          applies=When('privacy.client_noise = "laplace"/"gaussian"/"distributed_gaussian"/'
-                       '"skellam"', lambda c: c["privacy.client_noise"] in DP_NOISE)),
+          applies=DP_CLIENT),
     Param("privacy.server_noise_multiplier", "real", None, "Server noise as a noise "
           "multiplier z = σ/Δ₁ instead of `privacy.server_variance`: σ = z·Δ₁, Δ₁ the L2 "
           "sensitivity of a server's first message (later messages' grow with the "
@@ -140,7 +153,7 @@ _PRIVACY = (
     Param("privacy.adversary", "choice", None, "The adversary a `target_epsilon` is "
           "calibrated against, with amplification by client sampling where it holds (unset: "
           "the privatized link's own ε, as the papers). See docs/privacy.md.",
-          choices=tuple(ADVERSARIES), batched=True,
+          choices=lambda: tuple(ADVERSARIES), batched=True,
           applies=When("privacy.target_epsilon is set",
                        lambda c: c["privacy.target_epsilon"] is not None)),
     Param("privacy.accountants", "choices", ("pld", "paper"), "ε reported per curve: `pld` "
@@ -210,8 +223,12 @@ _DEPLOY = (
 )  # fmt: skip
 
 
-def _table() -> ParamTable:
-    """The settings in reference order; mechanism settings not listed above come last."""
+def _table() -> list[Param]:
+    """The settings in reference order; mechanism settings not listed above come last.
+
+    Read again whenever the mechanism registry changes (:func:`pgfl.privacy.mechanisms.version`),
+    so a registered mechanism's own settings are part of the table.
+    """
     ordered = [
         *TOP,
         *TOPOLOGY_PARAMS,
@@ -222,11 +239,12 @@ def _table() -> ParamTable:
     ]
     listed = {p.name for p in ordered}
     ordered += [p for p in mechanisms.params() if p.name not in listed]
-    return ParamTable([*ordered, *RUN, *_DEPLOY])
+    return [*ordered, *RUN, *_DEPLOY]
 
 
-#: The table: dotted name → :class:`~pgfl.param.Param`, in the order of the reference.
-PARAMS: ParamTable = _table()
+#: The table: dotted name → :class:`~pgfl.param.Param`, in the order of the reference
+#: (it follows the mechanism registry).
+PARAMS: ParamTable = ParamTable(_table, version=mechanisms.version)
 
 
 def section_params(section: str) -> list[Param]:

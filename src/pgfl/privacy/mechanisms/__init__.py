@@ -34,12 +34,19 @@ from pgfl.param import Param
 from pgfl.privacy.mechanisms.base import (
     ADVERSARIES,
     NEIGHBOURS,
+    REGISTRY,
     Aggregate,
     ClientAggregation,
     Mechanism,
+    NoiseLaw,
     ReleaseContext,
     RoundContext,
     ServerNoise,
+    add_adversary,
+    declared,
+    protected,
+    remove_adversary,
+    view_of,
 )
 from pgfl.privacy.mechanisms.client import ClientNoise, Mean
 from pgfl.privacy.mechanisms.correlated import PairwiseCancelling
@@ -54,11 +61,13 @@ from pgfl.privacy.mechanisms.server import (
     PerLinkNoise,
     RandomNoise,
 )
+from pgfl.style import add_style, remove_style
 
 __all__ = [
     "ADVERSARIES",
     "CLIENT",
     "NEIGHBOURS",
+    "REGISTRY",
     "SERVER",
     "Aggregate",
     "ClientAggregation",
@@ -70,6 +79,7 @@ __all__ = [
     "Mean",
     "Mechanism",
     "NoServerNoise",
+    "NoiseLaw",
     "PairwiseCancelling",
     "PerLinkNoise",
     "RandomNoise",
@@ -78,29 +88,69 @@ __all__ = [
     "SecureAggregationScheme",
     "ServerNoise",
     "TopologyOptimized",
+    "add_adversary",
     "build",
+    "declared",
     "names",
     "params",
+    "protected",
     "register",
+    "remove_adversary",
+    "unregister",
+    "version",
+    "view_of",
 ]
 
 #: ``privacy.client_noise`` name → mechanism class.
-CLIENT: dict[str, type[ClientAggregation]] = {}
+CLIENT: dict[str, type[ClientAggregation]] = REGISTRY["client"]  # type: ignore[assignment]
 #: ``privacy.server_noise`` name → mechanism class.
-SERVER: dict[str, type[ServerNoise]] = {}
+SERVER: dict[str, type[ServerNoise]] = REGISTRY["server"]  # type: ignore[assignment]
+
+
+_CHANGES = [0]  # how many times the registry changed (the parameter table follows it)
 
 
 def register(cls: type[Mechanism]) -> type[Mechanism]:
     """Add a mechanism class under each of its ``names`` at its ``level``; return it.
 
-    Usable as a class decorator. A name already taken by another class is an error.
+    Usable as a class decorator. A name already taken by another class is an error. The
+    settings the class declares (``params``) join the parameter table
+    (:data:`pgfl.params.PARAMS`) at once: the loader accepts them, the reference lists them.
     """
     table: dict[str, Any] = CLIENT if cls.level == "client" else SERVER
     for name in cls.names:
         if table.get(name, cls) is not cls:
             raise ValueError(f"{cls.level} mechanism {name!r} is already {table[name].__name__}")
+    for name in cls.names:
         table[name] = cls
+    if cls.style is not None:
+        add_style(cls.style)
+    _CHANGES[0] += 1
     return cls
+
+
+def unregister(cls: type[Mechanism]) -> None:
+    """Remove a class :func:`register` added (its names and settings); a test's own scheme.
+
+    >>> class Mine(RandomNoise):
+    ...     names = ("mine",)
+    >>> _ = register(Mine); "mine" in names("server")
+    True
+    >>> unregister(Mine); "mine" in names("server")
+    False
+    """
+    table: dict[str, Any] = CLIENT if cls.level == "client" else SERVER
+    for name in cls.names:
+        if table.get(name) is cls:
+            del table[name]
+    if cls.style is not None:
+        remove_style(cls.style.name)
+    _CHANGES[0] += 1
+
+
+def version() -> int:
+    """A number that changes whenever a mechanism is registered or removed."""
+    return _CHANGES[0]
 
 
 for _cls in (Mean, ClientNoise, SecureAggregationScheme, DistributedNoise):

@@ -25,11 +25,13 @@ from pgfl.privacy.accounting import epsilon_curve
 from pgfl.privacy.accounting.releases import Transcript
 from pgfl.privacy.mechanisms.base import (
     ADVERSARIES,
+    LIKE,
     UPLOADS,
     Emitted,
     Mechanism,
     ReleaseContext,
     present,
+    protected,
 )
 
 __all__ = [
@@ -64,9 +66,22 @@ class AdversaryEpsilon(NamedTuple):
 def adversary_views(
     client: Mechanism, server: Mechanism, ctx: ReleaseContext
 ) -> dict[str, list[Transcript]]:
-    """Per adversary, the transcripts of the levels that protect against it (maybe none)."""
-    levels = (client.views(ctx), server.views(ctx))
-    return {a: [v[a] for v in levels if v[a] is not None] for a in ADVERSARIES}
+    """Per adversary, the transcripts of the levels that protect against it (maybe none).
+
+    An adversary added with :func:`~pgfl.privacy.mechanisms.base.add_adversary` sees, of
+    each level that protects against it, what the adversary it is like sees.
+    """
+    out: dict[str, list[Transcript]] = {}
+    for m, views in ((client, client.views(ctx)), (server, server.views(ctx))):
+        for a in ADVERSARIES:
+            if a in LIKE:
+                seen = views.get(LIKE[a]) if a in protected(m) else None
+            else:
+                seen = views[a]
+            out.setdefault(a, [])
+            if seen is not None:
+                out[a].append(seen)
+    return out
 
 
 def transcript_epsilon(
@@ -192,6 +207,7 @@ def adversary_view(
     :meth:`~pgfl.privacy.mechanisms.base.Mechanism.observe`. A unit's client also learns
     the sample where the client level reveals it (secure aggregation's keys).
     """
+    adversary = LIKE.get(adversary, adversary)  # an added adversary: what it is like sees
     owner: Any = client if adversary in UPLOADS else server
     view = owner.observe(adversary, seen)
     if adversary == "unit_client" and getattr(client, "reveals_sample", False):

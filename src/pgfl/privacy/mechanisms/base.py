@@ -39,11 +39,14 @@ import numpy as np
 from pgfl.param import Param
 from pgfl.privacy.accounting.releases import Transcript
 from pgfl.rng import KeyedDraws
+from pgfl.style import SchemeStyle
 
 __all__ = [
     "ADVERSARIES",
+    "LIKE",
     "NEIGHBOURS",
     "QUANTITIES",
+    "REGISTRY",
     "SERVER_SIDE",
     "UPLOADS",
     "Aggregate",
@@ -53,8 +56,15 @@ __all__ = [
     "Mechanism",
     "ReleaseContext",
     "RoundContext",
+    "NoiseLaw",
     "ServerNoise",
+    "add_adversary",
+    "declared",
     "present",
+    "protected",
+    "remove_adversary",
+    "server_side",
+    "view_of",
     "status_mixture",
     "subsampled",
 ]
@@ -117,6 +127,7 @@ def present(adversary: str, units: int, adjacency: np.ndarray | None = None) -> 
     >>> present("other_server", 3, np.ones((3, 3)) - np.eye(3))   # complete graph
     False
     """
+    adversary = LIKE.get(adversary, adversary)
     if adversary not in SERVER_SIDE:
         return True
     if units < 2:
@@ -125,6 +136,103 @@ def present(adversary: str, units: int, adjacency: np.ndarray | None = None) -> 
         a = np.asarray(adjacency) != 0
         return bool((~a & ~np.eye(a.shape[0], dtype=bool)).any())
     return True
+
+
+#: The registry: ``privacy.client_noise`` / ``privacy.server_noise`` name → mechanism class,
+#: by level (filled by :func:`pgfl.privacy.mechanisms.register`). It lives here so that a
+#: setting's condition can ask the scheme a curve names what it declares
+#: (:func:`declared`), with no list of names anywhere else.
+REGISTRY: dict[str, dict[str, type[Mechanism]]] = {"client": {}, "server": {}}
+
+
+def declared(level: str, settings: Mapping[str, Any]) -> type[Mechanism] | None:
+    """The class of the scheme a curve's settings name at ``level`` (``None``: unknown name)."""
+    return REGISTRY[level].get(settings[f"privacy.{level}_noise"])
+
+
+#: Adversaries added after the built-in ones: name → the built-in adversary whose
+#: protection it inherits (it sees no more than that one). A mechanism protects it where
+#: it protects that one, unless it names it in its ``exposes`` (:func:`protected`).
+LIKE: dict[str, str] = {}
+
+
+def add_adversary(name: str, sees: str, like: str) -> None:
+    """Declare a new adversary in one place: what it sees, and whom it sees no more than.
+
+    Every mechanism that protects against ``like`` then protects against it, with the
+    view of ``like``; a mechanism that does not lists it in its ``exposes``.
+
+    >>> add_adversary("tap", "an eavesdropper on one link", like="link_eavesdropper")
+    >>> "tap" in protected(type("M", (Mechanism,), {"protects": ("link_eavesdropper",)}))
+    True
+    >>> remove_adversary("tap")
+    """
+    if name in ADVERSARIES or like not in ADVERSARIES:
+        raise ValueError(f"adversary {name!r} exists already, or {like!r} does not")
+    ADVERSARIES[name] = sees
+    LIKE[name] = like
+    if like in SERVER_SIDE:
+        _EXTRA_SERVER_SIDE.append(name)
+
+
+def remove_adversary(name: str) -> None:
+    """Undo :func:`add_adversary` (a test's own adversary)."""
+    ADVERSARIES.pop(name, None)
+    LIKE.pop(name, None)
+    if name in _EXTRA_SERVER_SIDE:
+        _EXTRA_SERVER_SIDE.remove(name)
+
+
+_EXTRA_SERVER_SIDE: list[str] = []
+
+
+def protected(cls: type[Mechanism] | Mechanism) -> tuple[str, ...]:
+    """The adversaries a mechanism's ε covers: its ``protects`` and the added ones like them."""
+    extra = (a for a, like in LIKE.items() if like in cls.protects and a not in cls.exposes)
+    return (*cls.protects, *(a for a in extra if a not in cls.protects))
+
+
+def view_of(m: Mechanism, ctx: ReleaseContext, adversary: str) -> Transcript | None:
+    """What ``adversary`` observes of ``m`` (an added adversary: what its ``like`` does)."""
+    if adversary in LIKE:
+        return m.view(ctx, LIKE[adversary]) if adversary in protected(m) else None
+    return m.view(ctx, adversary)
+
+
+def server_side(adversary: str) -> bool:
+    """Whether ``adversary`` is on the servers' side (:data:`SERVER_SIDE`, or like one)."""
+    return adversary in SERVER_SIDE or adversary in _EXTRA_SERVER_SIDE
+
+
+class NoiseLaw(NamedTuple):
+    """The law of additive noise, per coordinate: what the audit samples and attacks.
+
+    ``distribution``: ``"laplace"`` or ``"gaussian"``; ``std``: per-coordinate std.
+    :meth:`llr` is the log-likelihood ratio of an observation between two centres
+    (summed over the last axis); :meth:`sample` draws it.
+
+    >>> law = NoiseLaw("gaussian", 1.0)
+    >>> float(law.llr(np.zeros(2), np.zeros(2), np.ones(2)))   # (0 − 2) / 2
+    -1.0
+    >>> float(NoiseLaw("laplace", math.sqrt(2.0)).llr(np.zeros(1), np.zeros(1), np.ones(1)))
+    -1.0
+    """
+
+    distribution: str
+    std: float
+
+    def llr(self, y: np.ndarray, c0: np.ndarray, c1: np.ndarray) -> np.ndarray:
+        """``log p(y − c1) − log p(y − c0)`` (evidence for ``c1``), summed over the last axis."""
+        if self.distribution == "laplace":
+            b = self.std / math.sqrt(2.0)
+            return (np.abs(y - c0).sum(-1) - np.abs(y - c1).sum(-1)) / b
+        return (((y - c0) ** 2).sum(-1) - ((y - c1) ** 2).sum(-1)) / (2.0 * self.std * self.std)
+
+    def sample(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        """Draws of the noise, ``shape``."""
+        if self.distribution == "laplace":
+            return rng.laplace(0.0, self.std / math.sqrt(2.0), shape)
+        return rng.normal(0.0, self.std, shape)
 
 
 class RoundContext(NamedTuple):
@@ -293,6 +401,25 @@ class Mechanism:
     uncovered: ClassVar[Mapping[str, str]] = {}
     notes: ClassVar[Mapping[str, str]] = {}
     frontier: ClassVar[Mapping[str, FrontierLine] | None] = None
+    #: The distributions its noise may have (more than one: ``privacy.server_distribution``
+    #: chooses; one: it is fixed).
+    distributions: ClassVar[tuple[str, ...]] = ()
+    #: Its figure style (colour, marker, words); ``None``: one derived from its name.
+    style: ClassVar[SchemeStyle | None] = None
+    #: Per-coordinate std of its noise (its noise level; 0: none). Noisy mechanisms hold it.
+    std: float | None = 0.0
+    #: The distribution of its noise (``None``: no noise of its own).
+    distribution: str | None = None
+
+    def law(self, scale: float = 1.0) -> NoiseLaw | None:
+        """The law of the noise on one message, its std times ``scale`` (the audit's density).
+
+        ``None`` where the mechanism adds no noise with a density the audit can use.
+        Default: :attr:`distribution` with std :attr:`std`.
+        """
+        if self.distribution is None or not self.std:
+            return None
+        return NoiseLaw(self.distribution, self.std * scale)
 
     @property
     def name(self) -> str:
@@ -359,7 +486,7 @@ class Mechanism:
         """
         t = self.transcript(ctx)
         out: dict[str, Transcript | None] = dict.fromkeys(ADVERSARIES)
-        for a in self.protects:
+        for a in protected(self):
             if t is not None:
                 out[a] = subsampled(t, ctx, a) if self.amplified else t
         return out
@@ -451,7 +578,7 @@ def subsampled(t: Transcript, ctx: ReleaseContext, adversary: str) -> Transcript
     """
     if not t.sensitivities or not 0 < ctx.sampled < ctx.clients:
         return t
-    if adversary in SERVER_SIDE:
+    if server_side(adversary):
         return dataclasses.replace(t, sampling=(ctx.clients, ctx.sampled))
     if adversary == "unit_client" and not ctx.sample_revealed:
         return status_mixture(t, ctx)

@@ -124,6 +124,7 @@ class ClientNoise(ClientAggregation):
     std: float | None = None
     variance: float | None = None
     names: ClassVar[tuple[str, ...]] = DISTRIBUTIONS
+    distributions: ClassVar[tuple[str, ...]] = DISTRIBUTIONS
     params: ClassVar[tuple[Param, ...]] = (CLIENT_VARIANCE,)
     calibrates: ClassVar[str | None] = "privacy.client_variance"
     protects: ClassVar[tuple[str, ...]] = tuple(ADVERSARIES)

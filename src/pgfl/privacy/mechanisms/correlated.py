@@ -209,6 +209,7 @@ class PairwiseCancelling(RandomNoise):
     coalition: int = 2
     distribution: str = "gaussian"
     names: ClassVar[tuple[str, ...]] = ("pairwise_cancelling",)
+    distributions: ClassVar[tuple[str, ...]] = ("gaussian",)
     params: ClassVar[tuple[Param, ...]] = (PAIRWISE_RATIO, PAIRWISE_VARIANCE, COALITION_SIZE)
     frontier: ClassVar[Mapping[str, FrontierLine] | None] = {"pairwise_cancelling": FrontierLine({"privacy.server_noise": "pairwise_cancelling"}, {"privacy.pairwise_ratio": (0.0, 1.0, 2.0, 4.0, 8.0)})}  # fmt: skip  # noqa: E501
     amplified: ClassVar[bool] = True

@@ -153,6 +153,7 @@ class Gossip(RandomNoise):
     kind: str = "plain"
     distribution: str = "gaussian"
     names: ClassVar[tuple[str, ...]] = ("gossip",)
+    distributions: ClassVar[tuple[str, ...]] = ("gaussian",)
     params: ClassVar[tuple[Param, ...]] = (GOSSIP_STEPS, GOSSIP_KIND)
     frontier: ClassVar[Mapping[str, FrontierLine] | None] = {
         "gossip": FrontierLine(

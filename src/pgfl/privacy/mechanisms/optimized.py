@@ -108,6 +108,7 @@ class TopologyOptimized(RandomNoise):
     covariance: np.ndarray | None = field(default=None, compare=False, repr=False)
     root: np.ndarray | None = field(default=None, compare=False, repr=False)
     names: ClassVar[tuple[str, ...]] = ("topology_optimized",)
+    distributions: ClassVar[tuple[str, ...]] = ("gaussian",)
     params: ClassVar[tuple[Param, ...]] = ()
     amplified: ClassVar[bool] = True
     protects: ClassVar[tuple[str, ...]] = (*SERVER_SIDE, "unit_client")

@@ -40,6 +40,7 @@ from pgfl.privacy.mechanisms.base import (
     Mechanism,
     ReleaseContext,
     ServerNoise,
+    declared,
 )
 from pgfl.privacy.mechanisms.client import DISTRIBUTIONS, no_noise_reason, noise_level
 from pgfl.topology import check_combination_matrix
@@ -66,16 +67,21 @@ SERVER_VARIANCE = Param(
                  and c["privacy.target_epsilon"] is None
                  and c.get("privacy.server_noise_multiplier") is None),
 )  # fmt: skip
-#: Server schemes whose noise is Gaussian whatever ``privacy.server_distribution`` (their
-#: accounting is a Gaussian mechanism's, with correlated or gossiped noise).
-GAUSSIAN_ONLY = ("pairwise_cancelling", "gossip", "topology_optimized")
+
+
+def _chooses_distribution(c: Mapping[str, Any]) -> bool:
+    """Whether the curve's server scheme offers a choice of distribution (its declaration)."""
+    cls = declared("server", c)
+    return cls is not None and len(cls.distributions) > 1
+
+
 #: ``privacy.server_distribution``: Laplace (the papers) or Gaussian server noise.
 SERVER_DISTRIBUTION = Param(
     "privacy.server_distribution", "choice", "laplace", "Distribution of the server noise.",
     choices=DISTRIBUTIONS, batched=True,
-    applies=When('privacy.server_noise other than "none" and the Gaussian-only schemes '
-                 '("pairwise_cancelling", "gossip", "topology_optimized")',
-                 lambda c: c["privacy.server_noise"] not in ("none", *GAUSSIAN_ONLY)),
+    applies=When("privacy.server_noise a scheme whose noise may be Laplace or Gaussian (not "
+                 "one whose noise is Gaussian only: its `distributions`)",
+                 _chooses_distribution),
 )  # fmt: skip
 
 
@@ -115,6 +121,7 @@ class RandomNoise(ServerNoise):
     distribution: str = "laplace"
     names: ClassVar[tuple[str, ...]] = ("random",)
     params: ClassVar[tuple[Param, ...]] = (SERVER_VARIANCE, SERVER_DISTRIBUTION)
+    distributions: ClassVar[tuple[str, ...]] = DISTRIBUTIONS
     calibrates: ClassVar[str | None] = "privacy.server_variance"
     amplified: ClassVar[bool] = True
     protects: ClassVar[tuple[str, ...]] = (*SERVER_SIDE, "unit_client")

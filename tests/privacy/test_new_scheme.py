@@ -1,0 +1,258 @@
+"""A scheme defined here, with a setting of its own, is taken up by every part of pgfl.
+
+The contract a contributor relies on: one class plus one :func:`register` call, nothing
+else edited. The class lives in this file and is registered only inside the tests that
+use it (the ``scheme`` fixture removes it again), so no other test sees it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from tests.privacy.test_audit_contract import audit_contract, check_contract
+from tests.test_engine import registered_server_curves, run_both, small_network
+
+from pgfl.commands.config_reference import reference
+from pgfl.experiments.build import build_network, curve_settings
+from pgfl.experiments.loader import parse_config
+from pgfl.param import Param, When
+from pgfl.params import PARAMS
+from pgfl.privacy import mechanisms
+from pgfl.privacy.mechanisms import RandomNoise
+from pgfl.style import SCHEMES, SchemeStyle, curve_style
+from pgfl.validation import ConfigError
+
+#: The new scheme's own setting, declared beside it and nowhere else.
+FACTOR = Param(
+    "privacy.scaled_random_factor", "real", 1.0, "Test scheme: its noise std is this factor "
+    "times the square root of `privacy.server_variance`.", lo=0, lo_open=True, batched=True,
+    applies=When('privacy.server_noise = "scaled_random"',
+                 lambda c: c["privacy.server_noise"] == "scaled_random"),
+)  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScaledRandom(RandomNoise):
+    """Random server noise whose std is ``privacy.scaled_random_factor`` times ``σ_g``."""
+
+    names: ClassVar[tuple[str, ...]] = ("scaled_random",)
+    params: ClassVar[tuple[Param, ...]] = (*RandomNoise.params, FACTOR)
+
+    @classmethod
+    def from_settings(cls, s: Mapping[str, Any]) -> ScaledRandom:
+        """Variance ``factor² · privacy.server_variance``."""
+        variance = s["privacy.server_variance"] * s["privacy.scaled_random_factor"] ** 2
+        return cls(variance=variance, distribution=s["privacy.server_distribution"])
+
+
+@pytest.fixture
+def scheme():
+    """``ScaledRandom`` registered for one test, removed after it (no leak to other tests)."""
+    mechanisms.register(ScaledRandom)
+    try:
+        yield ScaledRandom
+    finally:
+        mechanisms.unregister(ScaledRandom)
+
+
+def config(privacy: Mapping[str, Any], **top: Any) -> dict[str, Any]:
+    """A small experiment with one curve of the given privacy settings."""
+    return {
+        "name": "new_scheme", "iterations": 3, "repetitions": 1, "seed": 0,
+        "topology": {"kind": "ring", "P": 4},
+        "data": {"kind": "regression", "K": 4, "N": 5, "M": 2},
+        "training": {"L": 2, "clip_norm": 1.0},
+        "curves": [{"label": "new", "privacy": dict(privacy)}], **top,
+    }  # fmt: skip
+
+
+def test_a_registered_schemes_own_setting_is_read_checked_and_documented(scheme):
+    cfg = parse_config(config({"server_noise": "scaled_random", "server_variance": 0.04,
+                               "scaled_random_factor": 3.0}))  # fmt: skip
+    curve = cfg.curves[0]
+    assert curve.privacy.scaled_random_factor == 3.0
+    built = mechanisms.build("server", curve.values())
+    assert type(built) is ScaledRandom
+    assert math.isclose(built.std, 3.0 * 0.2, rel_tol=1e-12)
+    # its range is checked in one line naming it
+    with pytest.raises(ConfigError, match=r"privacy\.scaled_random_factor must be .*; got -1"):
+        parse_config(config({"server_noise": "scaled_random", "server_variance": 0.04,
+                             "scaled_random_factor": -1}))  # fmt: skip
+    # configurations that never use it still load, with its default
+    plain = parse_config(config({"server_noise": "random", "server_variance": 0.04}))
+    assert plain.curves[0].privacy.scaled_random_factor == FACTOR.default
+    # the reference documents it, in the privacy table, once
+    rows = [r for r in reference().splitlines() if r.startswith("| `privacy.scaled_random_f")]
+    assert len(rows) == 1 and "Test scheme" in rows[0]
+
+
+def test_a_removed_scheme_takes_its_setting_with_it(scheme):
+    assert FACTOR.name in PARAMS
+    mechanisms.unregister(scheme)
+    try:
+        assert FACTOR.name not in PARAMS
+        with pytest.raises(ConfigError, match=r"unknown setting privacy\.scaled_random_factor"):
+            parse_config(config({"server_noise": "random", "scaled_random_factor": 2.0}))
+        assert "scaled_random" not in reference()
+    finally:
+        mechanisms.register(scheme)  # the fixture removes it again
+
+
+# ------------------------------------------------ every registered scheme, through every surface
+#: Settings a scheme needs beyond its defaults to be worth running (a new one runs as it is).
+EXTRA = {"pairwise_cancelling": {"pairwise_variance": 1.0}, "gossip": {"gossip_steps": 2},
+         "scaled_random": {"scaled_random_factor": 2.0}}  # fmt: skip
+
+
+def every_scheme() -> dict[str, Any]:
+    """One curve per registered scheme (both levels, read from the registry at run time)."""
+    curves = []
+    for level in ("client", "server"):
+        table = mechanisms.CLIENT if level == "client" else mechanisms.SERVER
+        for name, cls in table.items():
+            noise = (cls.calibrates or "privacy.none").removeprefix("privacy.")
+            priv = {f"{level}_noise": name, **EXTRA.get(name, {})}
+            if cls.calibrates is not None:
+                priv[noise] = 0.25
+            curves.append({"label": f"{level}:{name}", "privacy": priv})
+    raw = config({})
+    raw["curves"] = curves
+    return raw
+
+
+def toml_of(raw: Mapping[str, Any]) -> str:
+    """``raw`` as a TOML file (tables and an array of curve tables)."""
+
+    def value(v: Any) -> str:
+        if isinstance(v, str):
+            return f'"{v}"'
+        return str(v).lower() if isinstance(v, bool) else repr(v)
+
+    lines = [f"{k} = {value(v)}" for k, v in raw.items() if not isinstance(v, (dict, list))]
+    for k, v in raw.items():
+        if isinstance(v, dict):
+            lines += [f"[{k}]", *(f"{a} = {value(b)}" for a, b in v.items())]
+    for curve in raw["curves"]:
+        lines += ["[[curves]]", f'label = "{curve["label"]}"', "[curves.privacy]"]
+        lines += [f"{a} = {value(b)}" for a, b in curve["privacy"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def run_and_report(raw: Mapping[str, Any], tmp_path: Path, capsys) -> tuple[dict, dict]:
+    """``pgfl run FILE --json`` and ``pgfl privacy config FILE --json``: curves by label."""
+    from pgfl.cli import main  # lazy: the whole command line, for two tests
+
+    path = tmp_path / "experiment.toml"
+    path.write_text(toml_of(raw), encoding="utf-8")
+    capsys.readouterr()
+    main(["run", str(path), "--out", str(tmp_path / "out"), "--json"])
+    summary = json.loads(capsys.readouterr().out)
+    main(["privacy", "config", str(path), "--json"])
+    report = json.loads(capsys.readouterr().out)["curves"]
+    return {c["label"]: c for c in summary["curves"]}, report
+
+
+def test_a_new_scheme_runs_is_calibrated_accounted_and_styled(scheme, tmp_path, capsys):
+    raw = config({})
+    raw["curves"] = [
+        {"label": "plain", "privacy": {"server_noise": "random", "server_variance": 0.25,
+                                       "server_distribution": "gaussian"}},
+        {"label": "scaled", "privacy": {"server_noise": "scaled_random", "server_variance": 0.25,
+                                        "server_distribution": "gaussian",
+                                        "scaled_random_factor": 2.0}},
+        {"label": "calibrated", "privacy": {"server_noise": "scaled_random",
+                                            "server_distribution": "gaussian",
+                                            "target_epsilon": 2.0}},
+    ]  # fmt: skip
+    curves, report = run_and_report(raw, tmp_path, capsys)
+    eps = {k: c["epsilon"]["pld"] for k, c in curves.items()}
+    # twice the std of the same Gaussian release: ε is that of noise multiplier 2z
+    assert 0 < eps["scaled"] < eps["plain"]
+    assert eps["calibrated"] == pytest.approx(2.0, rel=1e-2)
+    assert curves["calibrated"]["settings"]["server_variance"] > 0
+    for label in curves:  # pgfl privacy config tells the same ε without running
+        assert report[label]["epsilon"]["pld"] == pytest.approx(eps[label], rel=1e-9), label
+    # the figures give the new scheme one colour of its own, not random noise's
+    styles = {k: curve_style(c["settings"], k) for k, c in curves.items()}
+    assert styles["scaled"].scheme == styles["calibrated"].scheme == "scaled_random"
+    assert styles["scaled"].color == styles["calibrated"].color != styles["plain"].color
+    assert styles["scaled"].color not in {s.color for s in SCHEMES.values()}
+
+
+def test_a_declared_style_is_the_schemes_in_every_figure(scheme):
+    mine = SchemeStyle("declared_noise", "a declared style", "#123456", "o")
+    cls = type("Declared", (ScaledRandom,), {"names": ("declared_noise",), "style": mine})
+    mechanisms.register(cls)
+    try:
+        style = curve_style({"server_noise": "declared_noise"}, "any label")
+        assert (style.color, style.marker) == ("#123456", "o")
+    finally:
+        mechanisms.unregister(cls)
+    assert "declared_noise" not in SCHEMES
+
+
+def test_the_engine_equals_the_loop_reference_for_a_new_scheme(scheme):
+    curves = registered_server_curves()
+    assert "scaled_random" in curves  # read from the registry: nothing edited for it
+    run_both(small_network(), [curves["random"], curves["scaled_random"]], rounds=2)
+
+
+def test_a_new_scheme_is_audited_below_its_epsilon(scheme):
+    check_contract(audit_contract("server", "scaled_random"))
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::pgfl.param.SettingWarning")
+def test_every_registered_scheme_runs_and_is_accounted_and_styled(scheme, tmp_path, capsys):
+    raw = every_scheme()
+    labels = [c["label"] for c in raw["curves"]]
+    assert "server:scaled_random" in labels  # the registry, read now, has the new scheme
+    curves, report = run_and_report(raw, tmp_path, capsys)
+    assert set(curves) == set(labels) == set(report)
+    for label, c in curves.items():
+        assert math.isfinite(c["centroid_msd_db"]), label
+        style = curve_style(c.get("settings"), label)
+        assert style.scheme and style.color, label
+    new, plain = (curves[f"server:{n}"]["epsilon"]["pld"] for n in ("scaled_random", "random"))
+    assert 0 < new < plain  # twice the std of plain random noise: a smaller ε
+
+
+# ----------------------------------------------------------- a new adversary, in one place
+@pytest.fixture
+def tap():
+    """An adversary added for one test: it sees no more than a neighbouring server."""
+    mechanisms.add_adversary("one_link_tap", "reads one server's messages to one neighbour",
+                             like="neighbour_server")  # fmt: skip
+    try:
+        yield "one_link_tap"
+    finally:
+        mechanisms.remove_adversary("one_link_tap")
+
+
+def test_a_new_adversary_is_protected_calibrated_against_and_audited(scheme, tap):
+    for table in (mechanisms.CLIENT, mechanisms.SERVER):
+        for name, cls in table.items():  # no mechanism edited: protected where its like is
+            like = "neighbour_server" in mechanisms.protected(cls)
+            assert (tap in mechanisms.protected(cls)) == like, name
+    raw = config({"server_noise": "scaled_random", "server_distribution": "gaussian",
+                  "target_epsilon": 2.0, "adversary": tap})  # fmt: skip
+    cfg = parse_config(raw)  # the configuration accepts it
+    raw["curves"][0]["privacy"]["adversary"] = "neighbour_server"
+    like = parse_config(raw)
+    stds = []
+    for c in (cfg, like):
+        net = build_network(c.curves[0], c.seed)
+        stds.append(curve_settings(c.curves[0], c.iterations, net).server.std)
+    assert stds[0] == stds[1] > 0  # calibrated to what it sees: its like's view
+    results = audit_contract("server", "scaled_random")
+    assert tap in results
+    check_contract(results)
+    with pytest.raises(ConfigError, match=r"does not protect against it"):
+        parse_config(config({"server_noise": "scaled_random", "server_distribution": "gaussian",
+                             "target_epsilon": 2.0, "adversary": "own_server"}))  # fmt: skip
