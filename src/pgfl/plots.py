@@ -1155,6 +1155,16 @@ def _steady_panel(
 
 
 @readable
+def _drawn_metrics(summary: Mapping[str, Any]) -> list[str]:
+    """The ``plot`` metrics some curve of ``summary`` has a number for (default: centroid MSD)."""
+    curves = summary["curves"]
+    return [
+        m
+        for m in summary.get("plot") or ["centroid_msd_db"]
+        if any(isinstance(c.get(m), (int, float)) for c in curves)
+    ] or ["centroid_msd_db"]
+
+
 def steady_figure(summary: Mapping[str, Any]) -> Figure:
     """The steady state of every curve as a dot, one panel per metric (``figure = "steady"``).
 
@@ -1170,11 +1180,7 @@ def steady_figure(summary: Mapping[str, Any]) -> Figure:
     from matplotlib.lines import Line2D
 
     curves = summary["curves"]
-    metrics = [
-        m
-        for m in summary.get("plot") or ["centroid_msd_db"]
-        if any(isinstance(c.get(m), (int, float)) for c in curves)
-    ] or ["centroid_msd_db"]
+    metrics = _drawn_metrics(summary)
     styles = _styles(curves)
     refs = [i for i, s in enumerate(styles) if s.scheme == "none"]
     groups: dict[str, list[int]] = {}
@@ -1244,11 +1250,7 @@ def population_figure(summary: Mapping[str, Any]) -> Figure:
     plt = _plt()
 
     curves = summary["curves"]
-    metrics = [
-        m
-        for m in summary.get("plot") or ["centroid_msd_db"]
-        if any(isinstance(c.get(m), (int, float)) for c in curves)
-    ] or ["centroid_msd_db"]
+    metrics = _drawn_metrics(summary)
     styles = _styles(curves)
     groups: dict[str, list[int]] = {}
     for i, c in enumerate(curves):
