@@ -153,14 +153,16 @@ class CompiledRounds:
         Xy, epochs, bsize, counts, rho, loss, full, e_max, b_max, per_client = (
             compiled._block_arrays(block)
         )
-        threads = compiled._threads()
-        work = C * R * P * L * per_client * M
-        parallel = threads > 1 and work >= compiled._threshold(compiled.PARALLEL_WORK)
-        self.workers = threads if parallel else 1
         links, units = net.links, np.ascontiguousarray(block.units, dtype=np.int64)
         kinds, noise = _codes(batch, links, units, L, M)
         per_round = sum(n.values.nbytes for n in noise) * R * 4  # values and numpy's temporaries
         self.T = T = int(min(ROUNDS_PER_CALL, max(1, NOISE_BYTES // max(per_round, 1))))
+        # one parallel region per call of T rounds (its workers wait for each phase spinning,
+        # then yielding, never sleeping): waking the workers is paid once per T rounds
+        threads = compiled._threads()
+        work = C * R * P * L * per_client * M * T
+        parallel = threads > 1 and work >= compiled._threshold(compiled.PARALLEL_WORK)
+        self.workers = threads if parallel else 1
         for n in noise:
             n.values = np.zeros((len(n.dists), T, R, *n.values.shape[3:]))
         self.noise = noise
