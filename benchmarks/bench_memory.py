@@ -1,7 +1,7 @@
 """Peak memory of a `pgfl bench` case against its data and results, in a fresh process.
 
 Builds the case (data, network, ``w°``) and simulates it with ``tracemalloc`` on, after the
-imports and the compiled kernels are loaded (a tiny run first), and prints the data's
+imports and the compiled kernels are loaded (a short run first, on one thread and on all), and prints the data's
 bytes (``Xy[P, K, N, M+1]``: the samples, stored once), the results' (the Trajectory's
 arrays), the traced peaks (numpy's allocations: every array; numba's own scratch, a few
 kilobytes per thread, is not traced) of the set-up (data, network, ``w°``) and of the run
@@ -22,6 +22,7 @@ import numpy as np
 
 from pgfl.bench import CASES, bench_network
 from pgfl.engine import simulate
+from pgfl.engine.rounds import ROUNDS_PER_CALL
 
 
 def _rss_kib() -> int:
@@ -39,7 +40,10 @@ def _rss_kib() -> int:
 def measure(case: str, iterations: int) -> dict:
     """Bytes of the data, the results and the peaks of one run of ``case``."""
     tiny, curves, R, w_opt = bench_network("paper")
-    simulate(tiny, curves, iterations=2, repetitions=1, w_opt=w_opt)  # load the kernels
+    # load the kernels: three calls of whole rounds, so that both the one-thread and the
+    # all-thread kernel run once (pgfl.engine.rounds._Pace tries each); numba's first use
+    # of a kernel in a process costs about 1 MiB, once
+    simulate(tiny, curves, iterations=3 * ROUNDS_PER_CALL, repetitions=1, w_opt=w_opt)
     del tiny
     before = _rss_kib()
     tracemalloc.start()

@@ -50,6 +50,31 @@ def test_least_squares_optimum_equals_normal_equations_of_eq_54():
     assert np.linalg.norm(LeastSquares(rho).full_gradient(w, data)) < 1e-12
 
 
+@pytest.mark.parametrize(
+    "shape", [(10, 100, 100, 2), (3, 7, 13, 3), (1, 50, 40, 20), (4, 5, 6, 1), (6, 9, 30, 1)]
+)
+@pytest.mark.parametrize("uneven", [False, True])
+def test_least_squares_optimum_terms_keep_the_bits_of_a_full_weight_array(shape, uneven):
+    # the terms of w° (preprint eq. 55) without a [P, K, N] weight array when every client
+    # is full: the same bits as the explicit einsum over mask / N_pk (the form before it),
+    # so every noise-free curve keeps its bits; and equal to a per-client loop to 1e-12
+    P, K, N, M = shape
+    sizes = (max(1, N // 3), N) if uneven else N
+    data = regression_data(np.random.default_rng(P * K + M), P=P, K=K, N=sizes, M=M)
+    R, r = LeastSquares(0.1).optimum_terms(data, None, P * K)
+    weight = data.mask / data.counts[..., None]
+    assert np.array_equal(R, np.einsum("pkn,pkni,pknj->ij", weight, data.X, data.X))
+    assert np.array_equal(r, np.einsum("pkn,pkn,pkni->i", weight, data.y, data.X))
+    R_loop, r_loop = np.zeros((M, M)), np.zeros(M)
+    for p in range(P):
+        for k in range(K):
+            U, d = data.X[p, k, : data.counts[p, k]], data.y[p, k, : data.counts[p, k]]
+            R_loop += U.T @ U / len(d)
+            r_loop += U.T @ d / len(d)
+    np.testing.assert_allclose(R, R_loop, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(r, r_loop, rtol=1e-12, atol=1e-12)
+
+
 def test_logistic_optimum_matches_scikit_learn_with_matching_penalty():
     data = logistic_data(np.random.default_rng(2), P=2, K=3, N=40, M=3)
     rho = 0.05

@@ -246,8 +246,19 @@ class LeastSquares(_Problem):
     def optimum_terms(
         self, data: FederatedData, w: np.ndarray | None, clients: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """``(Σ_pk (1/N_pk) Σ_n u uᵀ, Σ_pk (1/N_pk) Σ_n d u)`` over the block's clients."""
-        weight = data.mask / data.counts[..., None]
+        """``(Σ_pk (1/N_pk) Σ_n u uᵀ, Σ_pk (1/N_pk) Σ_n d u)`` over the block's clients.
+
+        The weight ``1/N_pk`` of every row is a broadcast view, not a ``[P, K, N]`` array
+        (a third of the papers' data), when every client holds ``N_max`` samples and
+        ``M > 1``: numpy's einsum then sums in the same order as over a full array (the
+        same bits; ``tests/test_problems.py`` checks it). With ``M = 1`` a stride-0 weight
+        changes the order of the ``d u`` sum, and padded rows need the mask.
+        """
+        P, K, N, M = data.shape
+        if M > 1 and bool((data.counts == N).all()):
+            weight = np.broadcast_to(1.0 / data.counts[..., None], (P, K, N))
+        else:
+            weight = data.mask / data.counts[..., None]
         R = np.einsum("pkn,pkni,pknj->ij", weight, data.X, data.X)
         r = np.einsum("pkn,pkn,pkni->i", weight, data.y, data.X)
         return R, r
