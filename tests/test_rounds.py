@@ -157,6 +157,26 @@ def test_the_parallel_kernel_gives_the_serial_bits_on_any_thread_count(monkeypat
     assert len(calls) == 5 and threads in calls
 
 
+def test_a_call_goes_to_the_threads_when_its_rounds_together_carry_the_work(monkeypatch):
+    """Waking the workers is paid once per call of T rounds: the threshold weighs T rounds."""
+    if compiled.max_threads() < 2:
+        pytest.skip("numba's pool has one thread")
+    net = small_network(P=5, K=20, L=12, M=2)
+    batch = CurveBatch.of(CURVES, net)
+    per_round = rounds.CompiledRounds(net, batch, 1, np.arange(1))
+    per_client = compiled._block_arrays(net.block())[-1]
+    work = len(CURVES) * 5 * 12 * per_client * 2  # C R P L E(B+2) M of one round
+    monkeypatch.setattr(compiled, "spinning", lambda: False)  # the sleeping workers' threshold
+    old = compiled.set_threads(2)
+    try:
+        monkeypatch.setattr(compiled, "PARALLEL_WORK", work * per_round.T)
+        assert rounds.CompiledRounds(net, batch, 1, np.arange(1)).workers == 2
+        monkeypatch.setattr(compiled, "PARALLEL_WORK", work * per_round.T + 1)
+        assert rounds.CompiledRounds(net, batch, 1, np.arange(1)).workers == 1
+    finally:
+        compiled.set_threads(old)
+
+
 def test_the_pace_keeps_the_faster_thread_count_and_retries_the_other():
     pace = rounds._Pace(2)
     assert pace.choose() == 2
