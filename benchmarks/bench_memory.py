@@ -1,12 +1,12 @@
 """Peak memory of a `pgfl bench` case against its data and results, in a fresh process.
 
 Builds the case (data, network, ``w°``) and simulates it with ``tracemalloc`` on, after the
-imports and the compiled kernels are loaded (a short run first, on one thread and on all), and prints the data's
-bytes (``Xy[P, K, N, M+1]``: the samples, stored once), the results' (the Trajectory's
-arrays), the traced peaks (numpy's allocations: every array; numba's own scratch, a few
-kilobytes per thread, is not traced) of the set-up (data, network, ``w°``) and of the run
-(``simulate``, the data held), and the growth of the process's peak resident memory over
-what it held before the case was built.
+imports and the compiled kernels are loaded (a short run first, on one thread and on all),
+and prints the data's bytes (``Xy[P, K, N, M+1]``: the samples, stored once), the
+results' (the Trajectory's arrays), the traced peaks (numpy's allocations: every array;
+numba's own scratch, a few kilobytes per thread, is not traced) of the set-up (data,
+network, ``w°``) and of the run (``simulate``, the data held), and the growth of the
+process's peak resident memory over what it held before the case was built.
 
     PYTHONPATH=src python benchmarks/bench_memory.py --case paper --iterations 2000
 """
