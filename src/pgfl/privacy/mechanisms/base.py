@@ -40,6 +40,7 @@ from pgfl.param import Param
 from pgfl.privacy.accounting.releases import Transcript
 from pgfl.rng import KeyedDraws
 from pgfl.style import SchemeStyle
+from pgfl.validation import ConfigError
 
 __all__ = [
     "ADVERSARIES",
@@ -57,6 +58,7 @@ __all__ = [
     "ReleaseContext",
     "RoundContext",
     "NoiseLaw",
+    "NoiseLevel",
     "ServerNoise",
     "add_adversary",
     "declared",
@@ -64,6 +66,7 @@ __all__ = [
     "protected",
     "remove_adversary",
     "server_side",
+    "noise_level",
     "view_of",
     "status_mixture",
     "subsampled",
@@ -551,6 +554,83 @@ class Mechanism:
     def with_std(self, std: float) -> Mechanism:
         """The same mechanism with noise of per-coordinate std ``std`` (calibration's factory)."""
         raise TypeError(f"{type(self).__name__} has no noise level to calibrate")
+
+
+def noise_level(std: float | None, variance: float | None, param: Param) -> tuple[float, float]:
+    """``(std, variance)`` from either one (the other derived), checked by ``param``'s range.
+
+    The one given is kept exactly; neither means no noise. Both are accepted where they
+    agree (``variance = std²`` to 1e-12: a :func:`dataclasses.replace` of a mechanism,
+    which passes both back), and kept as they are.
+
+    >>> p = Param("privacy.example_variance", "real", 0.0, "Variance.", lo=0)
+    >>> noise_level(None, 0.09, p), noise_level(0.5, None, p)
+    ((0.3, 0.09), (0.5, 0.25))
+    """
+    if std is not None and variance is not None:
+        if math.isclose(std * std, variance, rel_tol=1e-12):
+            return std, variance
+        raise ConfigError(f"give std or variance, not both; got std={std!r}, variance={variance!r}")
+    if variance is not None:
+        v = param.named("variance").check(variance)
+        return math.sqrt(v), v
+    s = 0.0 if std is None else param.named("std").check(std)
+    return s, s * s
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoiseLevel(Mechanism):
+    """The shared piece "noise of std σ": a mechanism whose noise has a level σ.
+
+    A mechanism that adds noise of per-coordinate std σ (client noise, server noise,
+    noise shares inside secure aggregation) derives from this piece beside its level's
+    base class (``class ClientNoise(NoiseLevel, ClientAggregation)``) and declares
+    :attr:`variance_param`, the setting of σ²; the piece then gives it
+
+    * the fields ``std`` and ``variance`` (give one; the other is derived, the range
+      checked by :attr:`variance_param`: :func:`noise_level`);
+    * :attr:`~Mechanism.calibrates`: the name of :attr:`variance_param` (the setting a
+      ``privacy.target_epsilon`` replaces);
+    * :meth:`level_of`: the noise level of a curve's settings (for ``from_settings``);
+    * :meth:`with_std`: the same mechanism at another σ (calibration's factory), every
+      other field kept; :meth:`~Mechanism.noiseless` (σ = 0) follows from it unless the
+      mechanism names a cheaper noise-free form (plain averaging).
+
+    >>> from pgfl.param import Param
+    >>> @dataclass(frozen=True, kw_only=True)
+    ... class Hiss(NoiseLevel):
+    ...     variance_param = Param("privacy.hiss_variance", "real", 0.0, "σ².", lo=0)
+    ...     tone: int = 1
+    >>> h = Hiss(variance=0.25, tone=3)
+    >>> h.std, h.calibrates, h.with_std(2.0), h.noiseless().std
+    (0.5, 'privacy.hiss_variance', Hiss(std=2.0, variance=4.0, tone=3), 0.0)
+    >>> Hiss(**Hiss.level_of({"privacy.hiss_variance": 0.04})).std
+    0.2
+    """
+
+    std: float | None = None
+    variance: float | None = None
+    #: The setting of the noise variance σ² (its range; what a target ε calibrates).
+    variance_param: ClassVar[Param]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "variance_param" in vars(cls):
+            cls.calibrates = cls.variance_param.name
+
+    def __post_init__(self) -> None:
+        std, variance = noise_level(self.std, self.variance, self.variance_param)
+        object.__setattr__(self, "std", std)
+        object.__setattr__(self, "variance", variance)
+
+    @classmethod
+    def level_of(cls, s: Mapping[str, Any]) -> dict[str, float]:
+        """The noise level a curve's settings (dotted names) give: ``{"variance": σ²}``."""
+        return {"variance": s[cls.variance_param.name]}
+
+    def with_std(self, std: float) -> NoiseLevel:
+        """The same mechanism, every other field kept, with noise of std ``std``."""
+        return dataclasses.replace(self, std=std, variance=None)
 
 
 def subsampled(t: Transcript, ctx: ReleaseContext, adversary: str) -> Transcript:
