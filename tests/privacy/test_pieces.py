@@ -2,13 +2,17 @@
 
 The "noise of std σ" piece (:class:`~pgfl.privacy.mechanisms.base.NoiseLevel`): one
 definition of a noise level, its setting, its calibration factory, used by every built-in
-mechanism that has one.
+mechanism that has one. Client-level stacks (``privacy.client_noise`` as a list of pieces,
+:func:`~pgfl.privacy.mechanisms.base.client_stack`): a stack the registry composes is its
+scheme (same bits, same ε), any other is refused in one line, exit 2, nothing written.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +22,7 @@ from hypothesis import strategies as st
 from pgfl.experiments.loader import parse_config
 from pgfl.params import PARAMS
 from pgfl.privacy import mechanisms
-from pgfl.privacy.mechanisms.base import NoiseLevel, noise_level
+from pgfl.privacy.mechanisms.base import NoiseLevel, client_stack, noise_level, stacks
 from pgfl.validation import ConfigError
 
 #: Settings some built-in schemes need beside their noise level to be built.
@@ -88,3 +92,118 @@ def test_a_replaced_mechanism_keeps_its_level(variance):
     r = dataclasses.replace(m, distribution="gaussian")
     assert (r.std, r.variance, r.distribution) == (m.std, m.variance, "gaussian")
     assert r.std == math.sqrt(variance)
+
+
+# ------------------------------------------------------------ client-level stacks
+#: A small run with a finite clip norm (distributed DP needs it) and L = 3 clients a round.
+RUN = """\
+name = "stack"
+iterations = 4
+repetitions = 2
+seed = 3
+[topology]
+kind = "ring"
+P = 3
+[data]
+kind = "regression"
+K = 4
+N = 6
+M = 2
+[training]
+L = 3
+mu = 0.2
+clip_norm = 1.0
+[privacy]
+client_noise = {noise}
+client_variance = 0.09
+ddp_variance = 0.5
+accountants = ["rdp"]
+"""
+
+
+def run_toml(tmp_path: Path, name: str, noise: str, capsys) -> tuple[dict, str]:
+    """``pgfl run`` of :data:`RUN` with ``privacy.client_noise = noise`` (TOML): summary, curves."""
+    from pgfl.cli import main  # lazy: the whole command line, for these tests only
+
+    path = tmp_path / f"{name}.toml"
+    path.write_text(RUN.format(noise=noise), encoding="utf-8")
+    main(["run", str(path), "--out", str(tmp_path / name), "--json"])
+    summary = json.loads(capsys.readouterr().out)
+    return summary, (tmp_path / name / "curves.csv").read_text(encoding="utf-8")
+
+
+def toml_list(pieces: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f'"{p}"' for p in pieces) + "]"
+
+
+def test_the_builtin_names_are_the_literatures_stacks():
+    # Kairouz, Liu & Steinke (arXiv:2102.06387) and Agarwal, Kairouz & Liu
+    # (arXiv:2110.04995): each client adds a noise share, secure aggregation sums them
+    assert stacks() == {
+        (): "none",
+        ("laplace",): "laplace",
+        ("gaussian",): "gaussian",
+        ("secure_aggregation",): "secure_aggregation",
+        ("discrete_gaussian_shares", "secure_aggregation"): "distributed_gaussian",
+        ("skellam_shares", "secure_aggregation"): "skellam",
+    }
+
+
+STACKS = [
+    ("distributed_gaussian", ("discrete_gaussian_shares", "secure_aggregation")),
+    ("gaussian", ("gaussian",)),
+    ("secure_aggregation", ("secure_aggregation",)),
+]
+
+
+@pytest.mark.parametrize(("name", "pieces"), STACKS)
+def test_a_stack_runs_bit_for_bit_as_its_name_with_the_same_epsilon(tmp_path, capsys, name, pieces):
+    by_name, curves_by_name = run_toml(tmp_path, "name", f'"{name}"', capsys)
+    by_stack, curves_by_stack = run_toml(tmp_path, "stack", toml_list(pieces), capsys)
+    assert curves_by_stack == curves_by_name  # every metric, every iteration, same text
+    assert by_stack["curves"] == by_name["curves"]  # ε per adversary, notes, scope, settings
+    curve = by_stack["curves"][0]
+    assert curve["settings"]["client_noise"] == name
+    if name != "secure_aggregation":  # a noisy link: a finite ε
+        assert 0 < curve["epsilon_by_adversary"]["own_server"] < math.inf
+
+
+@pytest.mark.parametrize(
+    ("pieces", "why"),
+    [
+        (["secure_aggregation", "secure_aggregation"], "'secure_aggregation' appears 2 times"),
+        (["discrete_gaussian_shares"], "'discrete_gaussian_shares' needs 'secure_aggregation'"),
+        (["secure_aggregation", "skellam_shares"], "'skellam_shares' needs 'secure_aggregation'"),
+        (["gausian"], "unknown piece 'gausian' (did you mean 'gaussian'?)"),
+        (["laplace", "gaussian"], "no scheme composes these pieces"),
+    ],
+)
+def test_an_invalid_stack_is_refused_in_one_line_and_nothing_written(
+    tmp_path, monkeypatch, capsys, pieces, why
+):
+    from pgfl.cli import main  # lazy: the whole command line, for these tests only
+
+    (tmp_path / "bad.toml").write_text(RUN.format(noise=toml_list(pieces)), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    with pytest.raises(SystemExit) as stop:
+        main(["run", "bad.toml", "--out", "out"])
+    err = capsys.readouterr().err.splitlines()
+    assert stop.value.code == 2 and len(err) == 1, err
+    assert f"privacy.client_noise = {pieces!r}: {why}" in err[0]
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+PIECES = sorted({p for stack in stacks() for p in stack})
+
+
+@given(st.lists(st.sampled_from(PIECES), max_size=4))
+def test_a_list_of_pieces_is_its_stacks_name_or_refused(pieces):
+    known = stacks()
+    if tuple(pieces) in known:
+        assert client_stack("privacy.client_noise", pieces) == known[tuple(pieces)]
+    else:
+        with pytest.raises(ConfigError) as refused:
+            client_stack("privacy.client_noise", pieces)
+        assert "\n" not in str(refused.value)
+        assert str(refused.value).startswith(f"privacy.client_noise = {pieces!r}: ")

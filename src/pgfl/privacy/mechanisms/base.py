@@ -40,7 +40,7 @@ from pgfl.param import Param
 from pgfl.privacy.accounting.releases import Transcript
 from pgfl.rng import KeyedDraws
 from pgfl.style import SchemeStyle
-from pgfl.validation import ConfigError
+from pgfl.validation import ConfigError, check_choice, did_you_mean
 
 __all__ = [
     "ADVERSARIES",
@@ -61,6 +61,7 @@ __all__ = [
     "NoiseLevel",
     "ServerNoise",
     "add_adversary",
+    "client_stack",
     "declared",
     "present",
     "protected",
@@ -68,6 +69,7 @@ __all__ = [
     "server_side",
     "noise_level",
     "view_of",
+    "stacks",
     "status_mixture",
     "subsampled",
 ]
@@ -151,6 +153,72 @@ REGISTRY: dict[str, dict[str, type[Mechanism]]] = {"client": {}, "server": {}}
 def declared(level: str, settings: Mapping[str, Any]) -> type[Mechanism] | None:
     """The class of the scheme a curve's settings name at ``level`` (``None``: unknown name)."""
     return REGISTRY[level].get(settings[f"privacy.{level}_noise"])
+
+
+def stacks() -> dict[tuple[str, ...], str]:
+    """Every client-level stack of pieces the registry composes, with its scheme's name.
+
+    A client scheme declares the pieces each of its names stacks, in order
+    (:attr:`ClientAggregation.stacks`); the pieces run on a client's message one after the
+    other, as optax's ``chain`` runs transformations, and the last one hands it to the
+    server (plain averaging where no piece aggregates).
+
+    >>> stacks()[("skellam_shares", "secure_aggregation")], stacks()[()]
+    ('skellam', 'none')
+    """
+    return {
+        tuple(pieces): name
+        for cls in REGISTRY["client"].values()
+        for name, pieces in cls.stacks.items()  # type: ignore[attr-defined]
+    }
+
+
+def client_stack(setting: str, value: Any) -> str:
+    """The scheme name ``privacy.client_noise`` gives: a name, or a stack of pieces (a list).
+
+    A list is the stack's name (``["discrete_gaussian_shares", "secure_aggregation"]`` is
+    ``"distributed_gaussian"``: the same mechanism, the same bits, the same ε), or a
+    :class:`~pgfl.validation.ConfigError` in one line saying why no scheme composes it.
+
+    >>> client_stack("privacy.client_noise", ["discrete_gaussian_shares", "secure_aggregation"])
+    'distributed_gaussian'
+    >>> client_stack("privacy.client_noise", ["skellam_shares"])
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: privacy.client_noise = ['skellam_shares']: 'skellam_shares' \
+needs 'secure_aggregation' after it
+    """
+    known = stacks()
+    if isinstance(value, str):
+        return check_choice(setting, value, REGISTRY["client"])
+    shown = f"{setting} = {list(value) if isinstance(value, (list, tuple)) else value!r}"
+    pieces = list(dict.fromkeys(p for stack in known for p in stack))
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(
+            f"{setting} must be a scheme name or a list of pieces ({', '.join(pieces)}); "
+            f"got {value!r}"
+        )
+    value = tuple(value)
+    if value in known:
+        return known[value]
+    raise ConfigError(f"{shown}: {_refused(value, known, pieces)}")
+
+
+def _refused(value: tuple[str, ...], known: Mapping[tuple[str, ...], str], pieces: list) -> str:
+    """Why no registered scheme composes the stack ``value`` (one phrase)."""
+    for v in value:
+        if v not in pieces:
+            return f"unknown piece {v!r}{did_you_mean(v, pieces)}; pieces: {', '.join(pieces)}"
+    for v in dict.fromkeys(value):
+        if value.count(v) > 1:
+            return f"{v!r} appears {value.count(v)} times (a stack uses each piece once)"
+    for i, v in enumerate(value):
+        after = [set(s[s.index(v) + 1 :]) for s in known if v in s]
+        missing = [p for p in pieces if all(p in a for a in after) and p not in value[i + 1 :]]
+        if missing:
+            return f"{v!r} needs {' and '.join(map(repr, missing))} after it"
+    listed = "; ".join(f"{n} = {list(s)}" for s, n in known.items())
+    return f"no scheme composes these pieces (stacks: {listed})"
 
 
 #: Adversaries added after the built-in ones: name → the built-in adversary whose
@@ -758,6 +826,14 @@ class ClientAggregation(Mechanism):
     level: ClassVar[str] = "client"
     reveals_sample: ClassVar[bool] = False
     summed: ClassVar[bool] = False
+    #: The pieces each of its names stacks, in order (:func:`stacks`); default: a name is
+    #: the stack of one piece of that name.
+    stacks: ClassVar[Mapping[str, tuple[str, ...]]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "stacks" not in vars(cls) and "names" in vars(cls):
+            cls.stacks = {name: (name,) for name in cls.names}
 
     def fewest_clients(self, L: int) -> int:
         """The fewest clients a unit averages per round (``L``; secure aggregation: its ``t``)."""

@@ -74,6 +74,7 @@ class Mean(ClientAggregation):
     """
 
     names: ClassVar[tuple[str, ...]] = ("none",)
+    stacks: ClassVar[Mapping[str, tuple[str, ...]]] = {"none": ()}
     exposes: ClassVar[Mapping[str, str]] = {
         "upload_eavesdropper": "the uploads are the clients' models or updates in the clear",
         "own_server": "the server receives its clients' models or updates in the clear",

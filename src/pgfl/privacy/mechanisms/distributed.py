@@ -186,6 +186,11 @@ class DistributedNoise(NoiseLevel, ClientAggregation):
     protocol: str = "simulated"
     dropout: float = 0.0
     names: ClassVar[tuple[str, ...]] = tuple(DDP_NAMES)
+    #: Each client adds a noise share, secure aggregation sums the shares with the codes.
+    stacks: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "distributed_gaussian": ("discrete_gaussian_shares", "secure_aggregation"),
+        "skellam": ("skellam_shares", "secure_aggregation"),
+    }
     params: ClassVar[tuple[Param, ...]] = (DDP_VARIANCE, DDP_BITS, DDP_BETA)
     variance_param: ClassVar[Param] = DDP_VARIANCE
     protects: ClassVar[tuple[str, ...]] = tuple(ADVERSARIES)
