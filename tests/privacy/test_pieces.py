@@ -132,6 +132,15 @@ def run_toml(tmp_path: Path, name: str, noise: str, capsys) -> tuple[dict, str]:
     return summary, (tmp_path / name / "curves.csv").read_text(encoding="utf-8")
 
 
+def values_of(tree: Any, key: str) -> list:
+    """Every value of ``key`` in a JSON tree."""
+    if isinstance(tree, dict):
+        return [v for k, v in tree.items() if k == key] + [
+            x for v in tree.values() for x in values_of(v, key)
+        ]
+    return [x for v in tree for x in values_of(v, key)] if isinstance(tree, list) else []
+
+
 def toml_list(pieces: tuple[str, ...]) -> str:
     return "[" + ", ".join(f'"{p}"' for p in pieces) + "]"
 
@@ -162,6 +171,8 @@ def test_a_stack_runs_bit_for_bit_as_its_name_with_the_same_epsilon(tmp_path, ca
     by_stack, curves_by_stack = run_toml(tmp_path, "stack", toml_list(pieces), capsys)
     assert curves_by_stack == curves_by_name  # every metric, every iteration, same text
     assert by_stack["curves"] == by_name["curves"]  # ε per adversary, notes, scope, settings
+    given = json.loads((tmp_path / "stack" / "config.json").read_text(encoding="utf-8"))
+    assert list(pieces) in values_of(given, "client_noise")  # the configuration as given
     curve = by_stack["curves"][0]
     assert curve["settings"]["client_noise"] == name
     if name != "secure_aggregation":  # a noisy link: a finite ε
