@@ -83,6 +83,8 @@ def test_a_noise_level_is_given_once_and_checked_by_its_setting():
     ):
         noise_level(None, -1.0, p)
     assert noise_level(None, None, p) == (0.0, 0.0)
+    with pytest.raises(ConfigError, match=r"std must be a real number in \[0, inf\); got -0.5"):
+        noise_level(-0.5, 0.25, p)  # both, consistent, but out of range
 
 
 @given(st.floats(0.0, 1e6, allow_subnormal=False))

@@ -204,7 +204,9 @@ needs 'secure_aggregation' after it
     raise ConfigError(f"{shown}: {_refused(value, known, pieces)}")
 
 
-def _refused(value: tuple[str, ...], known: Mapping[tuple[str, ...], str], pieces: list) -> str:
+def _refused(
+    value: tuple[str, ...], known: Mapping[tuple[str, ...], str], pieces: list[str]
+) -> str:
     """Why no registered scheme composes the stack ``value`` (one phrase)."""
     for v in value:
         if v not in pieces:
@@ -637,7 +639,7 @@ def noise_level(std: float | None, variance: float | None, param: Param) -> tupl
     """
     if std is not None and variance is not None:
         if math.isclose(std * std, variance, rel_tol=1e-12):
-            return std, variance
+            return param.named("std").check(std), variance
         raise ConfigError(f"give std or variance, not both; got std={std!r}, variance={variance!r}")
     if variance is not None:
         v = param.named("variance").check(variance)
