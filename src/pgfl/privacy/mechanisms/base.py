@@ -194,8 +194,9 @@ needs 'secure_aggregation' after it
     shown = f"{setting} = {list(value) if isinstance(value, (list, tuple)) else value!r}"
     pieces = list(dict.fromkeys(p for stack in known for p in stack))
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        names = ", ".join(map(repr, REGISTRY["client"]))
         raise ConfigError(
-            f"{setting} must be a scheme name or a list of pieces ({', '.join(pieces)}); "
+            f"{setting} must be one of {names}, or a list of pieces ({', '.join(pieces)}); "
             f"got {value!r}"
         )
     value = tuple(value)
