@@ -47,7 +47,7 @@ from pgfl.general import (
 from pgfl.param import Param, ParamTable, When
 from pgfl.privacy import mechanisms
 from pgfl.privacy.accounting.accountants import ACCOUNTANTS
-from pgfl.privacy.mechanisms.base import ADVERSARIES, NEIGHBOURS, declared
+from pgfl.privacy.mechanisms.base import ADVERSARIES, NEIGHBOURS, client_stack, declared
 from pgfl.privacy.mechanisms.client import CLIENT_VARIANCE, DISTRIBUTIONS
 from pgfl.privacy.mechanisms.server import SERVER_DISTRIBUTION, SERVER_VARIANCE
 from pgfl.privacy.secagg import PARAMS as SECAGG_PARAMS
@@ -114,8 +114,13 @@ _T = {p.name: p for p in (RHO, *TRAINING[:2], *SCHEDULE_PARAMS, *TRAINING[2:])}
 
 _PRIVACY = (
     Param("privacy.client_noise", "choice", "none", "Client→server link: DP noise on what a "
-          "client shares, or secure aggregation.", choices=lambda: mechanisms.names("client"),
-          batched=True),
+          "client shares, or secure aggregation; or the same as a stack of pieces run in "
+          "order on a client's message (a list: `[]` is `none`, `[\"gaussian\"]`, "
+          "`[\"secure_aggregation\"]`, `[\"discrete_gaussian_shares\", "
+          "\"secure_aggregation\"]` is `distributed_gaussian`, `[\"skellam_shares\", "
+          "\"secure_aggregation\"]` is `skellam`; docs/privacy.md).",
+          choices=lambda: mechanisms.names("client"), batched=True,
+          checker=lambda p, value, c: client_stack(p.name, value)),
     CLIENT_VARIANCE,
     Param("privacy.server_noise", "choice", "none", "Server→server links: random (eq. 8), "
           "graph-homomorphic (eq. 47), independent per link, `central` (a trusted aggregator "

@@ -40,6 +40,7 @@ from pgfl.param import Param
 from pgfl.privacy.accounting.releases import Transcript
 from pgfl.rng import KeyedDraws
 from pgfl.style import SchemeStyle
+from pgfl.validation import ConfigError, check_choice, did_you_mean
 
 __all__ = [
     "ADVERSARIES",
@@ -57,14 +58,18 @@ __all__ = [
     "ReleaseContext",
     "RoundContext",
     "NoiseLaw",
+    "NoiseLevel",
     "ServerNoise",
     "add_adversary",
+    "client_stack",
     "declared",
     "present",
     "protected",
     "remove_adversary",
     "server_side",
+    "noise_level",
     "view_of",
+    "stacks",
     "status_mixture",
     "subsampled",
 ]
@@ -148,6 +153,75 @@ REGISTRY: dict[str, dict[str, type[Mechanism]]] = {"client": {}, "server": {}}
 def declared(level: str, settings: Mapping[str, Any]) -> type[Mechanism] | None:
     """The class of the scheme a curve's settings name at ``level`` (``None``: unknown name)."""
     return REGISTRY[level].get(settings[f"privacy.{level}_noise"])
+
+
+def stacks() -> dict[tuple[str, ...], str]:
+    """Every client-level stack of pieces the registry composes, with its scheme's name.
+
+    A client scheme declares the pieces each of its names stacks, in order
+    (:attr:`ClientAggregation.stacks`); the pieces run on a client's message one after the
+    other, as optax's ``chain`` runs transformations, and the last one hands it to the
+    server (plain averaging where no piece aggregates).
+
+    >>> stacks()[("skellam_shares", "secure_aggregation")], stacks()[()]
+    ('skellam', 'none')
+    """
+    return {
+        tuple(pieces): name
+        for cls in REGISTRY["client"].values()
+        for name, pieces in cls.stacks.items()  # type: ignore[attr-defined]
+    }
+
+
+def client_stack(setting: str, value: Any) -> str:
+    """The scheme name ``privacy.client_noise`` gives: a name, or a stack of pieces (a list).
+
+    A list is the stack's name (``["discrete_gaussian_shares", "secure_aggregation"]`` is
+    ``"distributed_gaussian"``: the same mechanism, the same bits, the same ε), or a
+    :class:`~pgfl.validation.ConfigError` in one line saying why no scheme composes it.
+
+    >>> client_stack("privacy.client_noise", ["discrete_gaussian_shares", "secure_aggregation"])
+    'distributed_gaussian'
+    >>> client_stack("privacy.client_noise", ["skellam_shares"])
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: privacy.client_noise = ['skellam_shares']: 'skellam_shares' \
+needs 'secure_aggregation' after it
+    """
+    known = stacks()
+    if isinstance(value, str):
+        return check_choice(setting, value, REGISTRY["client"])
+    shown = f"{setting} = {list(value) if isinstance(value, (list, tuple)) else value!r}"
+    pieces = list(dict.fromkeys(p for stack in known for p in stack))
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        names = ", ".join(map(repr, REGISTRY["client"]))
+        raise ConfigError(
+            f"{setting} must be one of {names}, or a list of pieces ({', '.join(pieces)}); "
+            f"got {value!r}"
+        )
+    value = tuple(value)
+    if value in known:
+        return known[value]
+    raise ConfigError(f"{shown}: {_refused(value, known, pieces)}")
+
+
+def _refused(
+    value: tuple[str, ...], known: Mapping[tuple[str, ...], str], pieces: list[str]
+) -> str:
+    """Why no registered scheme composes the stack ``value`` (one phrase)."""
+    for v in value:
+        if v not in pieces:
+            return f"unknown piece {v!r}{did_you_mean(v, pieces)}; pieces: {', '.join(pieces)}"
+    for v in dict.fromkeys(value):
+        if value.count(v) > 1:
+            return f"{v!r} appears {value.count(v)} times (a stack uses each piece once)"
+    for i, v in enumerate(value):
+        after = [set(s[s.index(v) + 1 :]) for s in known if v in s]
+        missing = [p for p in pieces if all(p in a for a in after) and p not in value[i + 1 :]]
+        if missing:
+            return f"{v!r} needs {' and '.join(map(repr, missing))} after it"
+    listed = "; ".join(f"{n} = {list(s)}" for s, n in known.items())
+    return f"no scheme composes these pieces (stacks: {listed})"
 
 
 #: Adversaries added after the built-in ones: name → the built-in adversary whose
@@ -553,6 +627,83 @@ class Mechanism:
         raise TypeError(f"{type(self).__name__} has no noise level to calibrate")
 
 
+def noise_level(std: float | None, variance: float | None, param: Param) -> tuple[float, float]:
+    """``(std, variance)`` from either one (the other derived), checked by ``param``'s range.
+
+    The one given is kept exactly; neither means no noise. Both are accepted where they
+    agree (``variance = std²`` to 1e-12: a :func:`dataclasses.replace` of a mechanism,
+    which passes both back), and kept as they are.
+
+    >>> p = Param("privacy.example_variance", "real", 0.0, "Variance.", lo=0)
+    >>> noise_level(None, 0.09, p), noise_level(0.5, None, p)
+    ((0.3, 0.09), (0.5, 0.25))
+    """
+    if std is not None and variance is not None:
+        if math.isclose(std * std, variance, rel_tol=1e-12):
+            return param.named("std").check(std), variance
+        raise ConfigError(f"give std or variance, not both; got std={std!r}, variance={variance!r}")
+    if variance is not None:
+        v = param.named("variance").check(variance)
+        return math.sqrt(v), v
+    s = 0.0 if std is None else param.named("std").check(std)
+    return s, s * s
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoiseLevel(Mechanism):
+    """The shared piece "noise of std σ": a mechanism whose noise has a level σ.
+
+    A mechanism that adds noise of per-coordinate std σ (client noise, server noise,
+    noise shares inside secure aggregation) derives from this piece beside its level's
+    base class (``class ClientNoise(NoiseLevel, ClientAggregation)``) and declares
+    :attr:`variance_param`, the setting of σ²; the piece then gives it
+
+    * the fields ``std`` and ``variance`` (give one; the other is derived, the range
+      checked by :attr:`variance_param`: :func:`noise_level`);
+    * :attr:`~Mechanism.calibrates`: the name of :attr:`variance_param` (the setting a
+      ``privacy.target_epsilon`` replaces);
+    * :meth:`level_of`: the noise level of a curve's settings (for ``from_settings``);
+    * :meth:`with_std`: the same mechanism at another σ (calibration's factory), every
+      other field kept; :meth:`~Mechanism.noiseless` (σ = 0) follows from it unless the
+      mechanism names a cheaper noise-free form (plain averaging).
+
+    >>> from pgfl.param import Param
+    >>> @dataclass(frozen=True, kw_only=True)
+    ... class Hiss(NoiseLevel):
+    ...     variance_param = Param("privacy.hiss_variance", "real", 0.0, "σ².", lo=0)
+    ...     tone: int = 1
+    >>> h = Hiss(variance=0.25, tone=3)
+    >>> h.std, h.calibrates, h.with_std(2.0), h.noiseless().std
+    (0.5, 'privacy.hiss_variance', Hiss(std=2.0, variance=4.0, tone=3), 0.0)
+    >>> Hiss(**Hiss.level_of({"privacy.hiss_variance": 0.04})).std
+    0.2
+    """
+
+    std: float | None = None
+    variance: float | None = None
+    #: The setting of the noise variance σ² (its range; what a target ε calibrates).
+    variance_param: ClassVar[Param]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "variance_param" in vars(cls):
+            cls.calibrates = cls.variance_param.name
+
+    def __post_init__(self) -> None:
+        std, variance = noise_level(self.std, self.variance, self.variance_param)
+        object.__setattr__(self, "std", std)
+        object.__setattr__(self, "variance", variance)
+
+    @classmethod
+    def level_of(cls, s: Mapping[str, Any]) -> dict[str, float]:
+        """The noise level a curve's settings (dotted names) give: ``{"variance": σ²}``."""
+        return {"variance": s[cls.variance_param.name]}
+
+    def with_std(self, std: float) -> NoiseLevel:
+        """The same mechanism, every other field kept, with noise of std ``std``."""
+        return dataclasses.replace(self, std=std, variance=None)
+
+
 def subsampled(t: Transcript, ctx: ReleaseContext, adversary: str) -> Transcript:
     """``t`` as ``adversary`` sees it: released on a client sample it does not know.
 
@@ -678,6 +829,14 @@ class ClientAggregation(Mechanism):
     level: ClassVar[str] = "client"
     reveals_sample: ClassVar[bool] = False
     summed: ClassVar[bool] = False
+    #: The pieces each of its names stacks, in order (:func:`stacks`); default: a name is
+    #: the stack of one piece of that name.
+    stacks: ClassVar[Mapping[str, tuple[str, ...]]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "stacks" not in vars(cls) and "names" in vars(cls):
+            cls.stacks = {name: (name,) for name in cls.names}
 
     def fewest_clients(self, L: int) -> int:
         """The fewest clients a unit averages per round (``L``; secure aggregation: its ``t``)."""

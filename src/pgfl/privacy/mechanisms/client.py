@@ -29,13 +29,14 @@ from pgfl.privacy.mechanisms.base import (
     ClientAggregation,
     FrontierLine,
     Mechanism,
+    NoiseLevel,
     ReleaseContext,
     status_mixture,
     subsampled,
 )
 from pgfl.validation import ConfigError
 
-__all__ = ["CLIENT_VARIANCE", "DISTRIBUTIONS", "ClientNoise", "Mean", "noise_level"]
+__all__ = ["CLIENT_VARIANCE", "DISTRIBUTIONS", "ClientNoise", "Mean"]
 
 #: Distributions of additive noise.
 DISTRIBUTIONS = ("laplace", "gaussian")
@@ -51,23 +52,6 @@ CLIENT_VARIANCE = Param(
                       or c["privacy.server_noise"] != "none")
                  and c.get("privacy.client_noise_multiplier") is None),
 )  # fmt: skip
-
-
-def noise_level(std: float | None, variance: float | None, param: Param) -> tuple[float, float]:
-    """``(std, variance)`` from either one (the other derived), checked by ``param``'s range.
-
-    The one given is kept exactly; neither means no noise.
-
-    >>> noise_level(None, 0.09, CLIENT_VARIANCE)
-    (0.3, 0.09)
-    """
-    if std is not None and variance is not None:
-        raise ConfigError(f"give std or variance, not both; got std={std!r}, variance={variance!r}")
-    if variance is not None:
-        v = param.named("variance").check(variance)
-        return math.sqrt(v), v
-    s = 0.0 if std is None else param.named("std").check(std)
-    return s, s * s
 
 
 def no_noise_reason(ctx: ReleaseContext, std: float) -> str | None:
@@ -90,6 +74,7 @@ class Mean(ClientAggregation):
     """
 
     names: ClassVar[tuple[str, ...]] = ("none",)
+    stacks: ClassVar[Mapping[str, tuple[str, ...]]] = {"none": ()}
     exposes: ClassVar[Mapping[str, str]] = {
         "upload_eavesdropper": "the uploads are the clients' models or updates in the clear",
         "own_server": "the server receives its clients' models or updates in the clear",
@@ -102,7 +87,7 @@ class Mean(ClientAggregation):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ClientNoise(ClientAggregation):
+class ClientNoise(NoiseLevel, ClientAggregation):
     """Each sampled client adds noise to what it shares (eq. 7; journal eqs. 54–55).
 
     Attributes:
@@ -121,12 +106,10 @@ class ClientNoise(ClientAggregation):
     """
 
     distribution: str = "laplace"
-    std: float | None = None
-    variance: float | None = None
     names: ClassVar[tuple[str, ...]] = DISTRIBUTIONS
     distributions: ClassVar[tuple[str, ...]] = DISTRIBUTIONS
     params: ClassVar[tuple[Param, ...]] = (CLIENT_VARIANCE,)
-    calibrates: ClassVar[str | None] = "privacy.client_variance"
+    variance_param: ClassVar[Param] = CLIENT_VARIANCE
     protects: ClassVar[tuple[str, ...]] = tuple(ADVERSARIES)
     covers: ClassVar[str] = "what each client sends its server, and everything computed from it"
     frontier: ClassVar[Mapping[str, FrontierLine] | None] = {
@@ -147,9 +130,7 @@ class ClientNoise(ClientAggregation):
                 f"privacy.client_noise must be one of 'laplace', 'gaussian'; "
                 f"got {self.distribution!r}"
             )
-        std, variance = noise_level(self.std, self.variance, CLIENT_VARIANCE)
-        object.__setattr__(self, "std", std)
-        object.__setattr__(self, "variance", variance)
+        super().__post_init__()
 
     @property
     def name(self) -> str:
@@ -159,15 +140,11 @@ class ClientNoise(ClientAggregation):
     @classmethod
     def from_settings(cls, s: Mapping[str, Any]) -> Mechanism:
         """Noise of variance ``privacy.client_variance`` (0 until a target ε calibrates it)."""
-        return cls(distribution=s["privacy.client_noise"], variance=s["privacy.client_variance"])
+        return cls(distribution=s["privacy.client_noise"], **cls.level_of(s))
 
     def noiseless(self) -> Mechanism:
         """Plain averaging."""
         return Mean()
-
-    def with_std(self, std: float) -> ClientNoise:
-        """The same distribution with std ``std``."""
-        return ClientNoise(distribution=self.distribution, std=std)
 
     def transcript(self, ctx: ReleaseContext) -> Transcript:
         """One client's message each round: Δ₂ = 2μB (a model) or 2B (an update).

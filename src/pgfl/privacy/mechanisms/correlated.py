@@ -53,9 +53,9 @@ from pgfl.privacy.mechanisms.base import (
     Mechanism,
     ReleaseContext,
     RoundContext,
+    noise_level,
     subsampled,
 )
-from pgfl.privacy.mechanisms.client import noise_level
 from pgfl.privacy.mechanisms.server import RandomNoise
 from pgfl.validation import ConfigError
 
@@ -275,7 +275,7 @@ class PairwiseCancelling(RandomNoise):
         """σ² = ``privacy.server_variance``; r = ``privacy.pairwise_ratio`` or σ_cor² given."""
         ratio, variance = s["privacy.pairwise_ratio"], s["privacy.pairwise_variance"]
         return cls(
-            variance=s["privacy.server_variance"],
+            **cls.level_of(s),
             pairwise_ratio=ratio if variance is None else None,
             pairwise_variance=variance,
             coalition=s["privacy.coalition_size"],

@@ -70,10 +70,11 @@ from pgfl.privacy.mechanisms.base import (
     Aggregate,
     ClientAggregation,
     Mechanism,
+    NoiseLevel,
     ReleaseContext,
     subsampled,
 )
-from pgfl.privacy.mechanisms.client import Mean, noise_level
+from pgfl.privacy.mechanisms.client import Mean
 from pgfl.privacy.secagg import PARAMS as SECAGG_PARAMS
 from pgfl.privacy.secagg import SecAggAbort, SecAggConfig, completes, run_secagg_round
 from pgfl.privacy.secagg.protocol import DROP_AFTER_SHARE, NEVER_DROP
@@ -153,7 +154,7 @@ def _grid(noise: str, std: float, clip: float, bits: int, clients: int, dim: int
 
 
 @dataclass(frozen=True, kw_only=True)
-class DistributedNoise(ClientAggregation):
+class DistributedNoise(NoiseLevel, ClientAggregation):
     """Noise shares inside secure aggregation: the distributed discrete Gaussian or Skellam.
 
     Attributes:
@@ -178,8 +179,6 @@ class DistributedNoise(ClientAggregation):
     """
 
     noise: str = "discrete_gaussian"
-    std: float | None = None
-    variance: float | None = None
     clip: float = 1.0
     bits: int = 16
     beta: float = 0.0
@@ -187,8 +186,13 @@ class DistributedNoise(ClientAggregation):
     protocol: str = "simulated"
     dropout: float = 0.0
     names: ClassVar[tuple[str, ...]] = tuple(DDP_NAMES)
+    #: Each client adds a noise share, secure aggregation sums the shares with the codes.
+    stacks: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "distributed_gaussian": ("discrete_gaussian_shares", "secure_aggregation"),
+        "skellam": ("skellam_shares", "secure_aggregation"),
+    }
     params: ClassVar[tuple[Param, ...]] = (DDP_VARIANCE, DDP_BITS, DDP_BETA)
-    calibrates: ClassVar[str | None] = "privacy.ddp_variance"
+    variance_param: ClassVar[Param] = DDP_VARIANCE
     protects: ClassVar[tuple[str, ...]] = tuple(ADVERSARIES)
     covers: ClassVar[str] = (
         "the noisy sum of a unit's clients that secure aggregation reveals, and everything "
@@ -221,14 +225,7 @@ class DistributedNoise(ClientAggregation):
             raise ConfigError(
                 f"noise must be one of 'discrete_gaussian', 'skellam'; got {self.noise!r}"
             )
-        if (
-            self.std is None
-            or self.variance is None
-            or not math.isclose(self.std**2, self.variance, rel_tol=1e-12)
-        ):  # (both, consistent: a dataclasses.replace of the object; kept as they are)
-            std, variance = noise_level(self.std, self.variance, DDP_VARIANCE)
-            object.__setattr__(self, "std", std)
-            object.__setattr__(self, "variance", variance)
+        super().__post_init__()
         if not (0 < self.clip < math.inf):
             raise ConfigError(f"clip must be a real number in (0, inf); got {self.clip!r}")
         DDP_BITS.named("bits").check(self.bits)
@@ -266,13 +263,9 @@ class DistributedNoise(ClientAggregation):
             beta = math.exp(-0.5) if s["privacy.neighbours"] == "client" else 0.0
         secagg = SecAggConfig(threshold=s["privacy.secagg_threshold"],
                               neighbours=s["privacy.secagg_neighbours"])  # fmt: skip
-        return cls(noise=DDP_NAMES[s["privacy.client_noise"]], variance=s["privacy.ddp_variance"],
+        return cls(noise=DDP_NAMES[s["privacy.client_noise"]], **cls.level_of(s),
                    clip=clip, bits=s["privacy.ddp_bits"], beta=beta, config=secagg,
                    protocol=s["privacy.secagg_protocol"], dropout=s["privacy.dropout"])  # fmt: skip
-
-    def with_std(self, std: float) -> DistributedNoise:
-        """The same mechanism with noise std σ on the sum."""
-        return replace(self, std=std, variance=None)
 
     def noiseless(self) -> Mechanism:
         """The plain mean (no rounding, no noise): the audit's noise-free centres."""

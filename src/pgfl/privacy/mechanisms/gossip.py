@@ -201,14 +201,10 @@ class Gossip(RandomNoise):
     def from_settings(cls, s: Mapping[str, Any]) -> Mechanism:
         """σ² = ``privacy.server_variance``, K = ``privacy.gossip_steps``, its kind."""
         return cls(
-            variance=s["privacy.server_variance"],
+            **cls.level_of(s),
             steps=s["privacy.gossip_steps"],
             kind=s["privacy.gossip_kind"],
         )
-
-    def with_std(self, std: float) -> Gossip:
-        """The same gossip with std ``std``."""
-        return type(self)(std=std, steps=self.steps, kind=self.kind)
 
     @classmethod
     def combination(cls, mixing: np.ndarray, s: Mapping[str, Any]) -> np.ndarray:

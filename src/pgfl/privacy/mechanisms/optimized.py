@@ -53,7 +53,7 @@ from pgfl.param import Param
 from pgfl.privacy.accounting.decentralized import optimize_covariance
 from pgfl.privacy.accounting.releases import Transcript
 from pgfl.privacy.mechanisms.base import SERVER_SIDE, Mechanism, ReleaseContext, RoundContext
-from pgfl.privacy.mechanisms.server import AGGREGATOR, SERVER_VARIANCE, RandomNoise
+from pgfl.privacy.mechanisms.server import AGGREGATOR, RandomNoise
 from pgfl.validation import ConfigError
 
 __all__ = ["DEALER", "TopologyOptimized", "topology_design"]
@@ -150,11 +150,7 @@ class TopologyOptimized(RandomNoise):
     @classmethod
     def from_settings(cls, s: Mapping[str, Any]) -> Mechanism:
         """σ² = ``privacy.server_variance``."""
-        return cls(variance=s[SERVER_VARIANCE.name])
-
-    def with_std(self, std: float) -> TopologyOptimized:
-        """The same design with σ = ``std``."""
-        return type(self)(std=std, covariance=self.covariance, root=self.root)
+        return cls(**cls.level_of(s))
 
     def on_network(self, net: Any) -> TopologyOptimized:
         """The design for ``net``'s topology matrix (Σ₀ and its square root)."""

@@ -38,11 +38,12 @@ from pgfl.privacy.mechanisms.base import (
     Emitted,
     FrontierLine,
     Mechanism,
+    NoiseLevel,
     ReleaseContext,
     ServerNoise,
     declared,
 )
-from pgfl.privacy.mechanisms.client import DISTRIBUTIONS, no_noise_reason, noise_level
+from pgfl.privacy.mechanisms.client import DISTRIBUTIONS, no_noise_reason
 from pgfl.topology import check_combination_matrix
 from pgfl.validation import ConfigError
 
@@ -100,7 +101,7 @@ class NoServerNoise(ServerNoise):
 
 
 @dataclass(frozen=True, kw_only=True)
-class RandomNoise(ServerNoise):
+class RandomNoise(NoiseLevel, ServerNoise):
     """Server ``m`` draws ``g_m`` (std ``σ`` per coordinate) and sends ``ψ_m + g_m`` on every link.
 
     Attributes:
@@ -116,13 +117,11 @@ class RandomNoise(ServerNoise):
 
     """
 
-    std: float | None = None
-    variance: float | None = None
     distribution: str = "laplace"
     names: ClassVar[tuple[str, ...]] = ("random",)
     params: ClassVar[tuple[Param, ...]] = (SERVER_VARIANCE, SERVER_DISTRIBUTION)
+    variance_param: ClassVar[Param] = SERVER_VARIANCE
     distributions: ClassVar[tuple[str, ...]] = DISTRIBUTIONS
-    calibrates: ClassVar[str | None] = "privacy.server_variance"
     amplified: ClassVar[bool] = True
     protects: ClassVar[tuple[str, ...]] = (*SERVER_SIDE, "unit_client")
     exposes: ClassVar[Mapping[str, str]] = {
@@ -154,25 +153,17 @@ class RandomNoise(ServerNoise):
     )
 
     def __post_init__(self) -> None:
-        std, variance = noise_level(self.std, self.variance, SERVER_VARIANCE)
-        object.__setattr__(self, "std", std)
-        object.__setattr__(self, "variance", variance)
+        super().__post_init__()
         SERVER_DISTRIBUTION.named("distribution").check(self.distribution)
 
     @classmethod
     def from_settings(cls, s: Mapping[str, Any]) -> Mechanism:
         """Noise of variance ``privacy.server_variance`` (0 until a target ε calibrates it)."""
-        return cls(
-            variance=s["privacy.server_variance"], distribution=s["privacy.server_distribution"]
-        )
+        return cls(**cls.level_of(s), distribution=s["privacy.server_distribution"])
 
     def noiseless(self) -> Mechanism:
         """No server noise."""
         return NoServerNoise()
-
-    def with_std(self, std: float) -> RandomNoise:
-        """The same scheme and distribution with std ``std``."""
-        return type(self)(std=std, distribution=self.distribution)
 
     def sensitivities(self, ctx: ReleaseContext, rule: str) -> np.ndarray:
         """Δ₂(j) of the message ψ_{p,j} a server sends at iteration j = 1..T.
