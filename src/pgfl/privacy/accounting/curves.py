@@ -129,6 +129,8 @@ class EpsilonCurve(Mapping[str, np.ndarray]):
         sources: accountant → the bound its ε(T) came from, where that is another one
             (``pld`` takes the smallest of its PLD, the Rényi bound and Σ ε_t:
             ``{"pld": "rdp"}`` says the value is the Rényi bound).
+        release: what one iteration releases, in one line (the last release's
+            :meth:`~.releases.Release.describe`; ``""`` where nothing is released).
 
     """
 
@@ -139,6 +141,7 @@ class EpsilonCurve(Mapping[str, np.ndarray]):
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)
     scope: str = ""
     sources: dict[str, str] = dataclasses.field(default_factory=dict)
+    release: str = ""
 
     def __getitem__(self, key: str) -> np.ndarray:
         return self.curves[key]
@@ -180,6 +183,8 @@ class EpsilonCurve(Mapping[str, np.ndarray]):
         if self.reason is not None:
             out["epsilon_reason"] = self.reason
         out["epsilon_notes"] = dict(self.notes)
+        if self.release:
+            out["epsilon_release"] = self.release
         if self.sources:
             out["epsilon_source"] = dict(self.sources)
         if self.scope:
@@ -501,7 +506,8 @@ def epsilon_curve(
                     "(valid, never below PLD)"
                 )
     _tighten_between_readouts(vals, sparse, _checkpoints(transcript.iterations, ncp))
-    return EpsilonCurve(vals, delta, None, notes, settings, transcript.scope, sources)
+    release = rigorous_rel[-1].describe()
+    return EpsilonCurve(vals, delta, None, notes, settings, transcript.scope, sources, release)
 
 
 def _tighten_between_readouts(
