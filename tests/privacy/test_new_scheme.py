@@ -26,10 +26,10 @@ from tests.test_engine import registered_server_curves, run_both, small_network
 
 from pgfl.commands.config_reference import reference
 from pgfl.experiments.build import build_network, curve_settings
+from pgfl.experiments.frontier import frontier_config, run_frontier
 from pgfl.experiments.loader import parse_config
 from pgfl.param import Param, When
 from pgfl.params import PARAMS
-from pgfl.experiments.frontier import frontier_config, run_frontier
 from pgfl.privacy import mechanisms
 from pgfl.privacy.accounting import (
     ACCOUNTANTS,

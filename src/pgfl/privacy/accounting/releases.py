@@ -139,7 +139,6 @@ class Release:
         raise NotImplementedError(f"{cls.__name__} does not say how a transcript builds it")
 
 
-
 @dataclasses.dataclass(frozen=True)
 class LaplaceRelease(Release):
     """``count`` releases of a query with ℓ₁ sensitivity Δ₁ plus i.i.d. Laplace(0, b) noise.
@@ -512,7 +511,7 @@ class PureDpRelease(Release):
         return float(self.epsilon)
 
     def dp_event(self) -> dp_accounting.DpEvent:
-        """Binary ``RandomizedResponseDpEvent``, its worst case (:data:`RANDOMIZED_RESPONSE_RELATION`)."""
+        """Binary ``RandomizedResponseDpEvent``, its worst case (under ``REPLACE_ONE``)."""
         if self.epsilon0 == 0:
             return dp_accounting.NoOpDpEvent()
         return dp_accounting.RandomizedResponseDpEvent(
@@ -724,6 +723,7 @@ def dp_event(release: Release) -> dp_accounting.DpEvent:
 
     >>> dp_event(LaplaceRelease(2.0, 10.0))
     LaplaceDpEvent(noise_multiplier=5.0)
+
     """
     event = check_release(release).dp_event()
     if event is None:
