@@ -408,6 +408,35 @@ def test_an_accountant_refuses_a_release_it_cannot_compose_in_one_line():
         epsilon_curve(t, accountants=["pld", "kairouz"])
 
 
+@dataclass(frozen=True)
+class EventRelease(Release):
+    """A release known only by a ``dp_accounting`` event."""
+
+    kind: ClassVar[str] = "event-only"
+    event: Any
+    count: int = 1
+
+    def dp_event(self) -> Any:
+        return self.event
+
+
+def test_a_release_kind_with_only_a_library_event_is_composed_where_the_library_can():
+    z, steps = 3.0, 40
+    release = EventRelease(dp_accounting.GaussianDpEvent(z))
+    library = dp_accounting.rdp.RdpAccountant()  # the library on its own
+    library.compose(dp_accounting.GaussianDpEvent(z), steps)
+    rdp = make_accountant("rdp").compose(release, steps).get_epsilon(1e-5)
+    assert rdp == pytest.approx(library.get_epsilon(1e-5), rel=1e-12)
+    pld = make_accountant("pld").compose(release, steps)
+    assert pld.get_epsilon(1e-5) == rdp and pld.source == "rdp"  # no PLD built: the Rényi bound
+    with pytest.raises(ConfigError, match=r"^accountant 'paper' cannot compose an event-only"):
+        make_accountant("paper").compose(release)
+    # an event the library cannot compose: nobody can, and the line says what would help
+    odd = EventRelease(dp_accounting.UnsupportedDpEvent())
+    with pytest.raises(ConfigError, match=r"nor can any other: give the release a pure "):
+        make_accountant("rdp").compose(odd)
+
+
 def test_a_new_release_kind_runs_is_calibrated_reported_and_styled(kinds, tmp_path, capsys):
     raw = config({})
     raw["curves"] = [

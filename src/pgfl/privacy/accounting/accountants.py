@@ -768,13 +768,14 @@ def refusal(accountant: str, release: Release) -> str:
     "accountant 'basic' cannot compose a skellam sum release; use 'paper', 'pld' or 'rdp'"
     """
     others = [f"'{a}'" for a in supporting(release)]
+    what = ("an " if release.kind[:1].lower() in "aeiou" else "a ") + f"{release.kind} release"
     if not others:
         return (
-            f"accountant {accountant!r} cannot compose a {release.kind} release, nor can any "
-            "other: give the release a pure epsilon0, a dp_event() or an rdp(orders)"
+            f"accountant {accountant!r} cannot compose {what}, nor can any other: give the "
+            "release a pure epsilon0, a dp_event() or an rdp(orders)"
         )
     use = others[0] if len(others) == 1 else ", ".join(others[:-1]) + " or " + others[-1]
-    return f"accountant {accountant!r} cannot compose a {release.kind} release; use {use}"
+    return f"accountant {accountant!r} cannot compose {what}; use {use}"
 
 
 def make_accountant(name: str, **options: Any) -> Accountant:

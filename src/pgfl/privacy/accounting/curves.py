@@ -104,13 +104,18 @@ def check_composable(transcript: Transcript, accountants: Sequence[str]) -> None
     """
     if transcript.reason is not None:
         return
-    readings = {False: transcript.releases()}
+    paper = "paper" in accountants and transcript.paper_sensitivities is not None
+    rigorous = transcript.releases()
+    _refuse_unsupported(accountants, rigorous, transcript.releases(True) if paper else rigorous)
+
+
+def _refuse_unsupported(
+    accountants: Sequence[str], rigorous: Sequence[Release], paper: Sequence[Release]
+) -> None:
+    """:func:`check_composable` on releases built already (``paper``: the papers' reading)."""
     for a in accountants:
-        paper = a == "paper" and transcript.paper_sensitivities is not None
-        if paper not in readings:
-            readings[paper] = transcript.releases(paper=True)
         cls = type(make_accountant(a))
-        for r in {type(r): r for r in readings[paper]}.values():
+        for r in {type(r): r for r in (paper if a == "paper" else rigorous)}.values():
             if not cls.supports(r):
                 raise ConfigError(refusal(a, r))
 
@@ -481,10 +486,10 @@ def epsilon_curve(
     check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     accs = _accountants(accountants, transcript)
     ncp = check_int("checkpoints", checkpoints, lo=2)
-    check_composable(transcript, accs)
     settings = dict(transcript.settings)
     rigorous_rel = transcript.releases()
     paper_rel = transcript.releases(paper=True) if "paper" in accs else rigorous_rel
+    _refuse_unsupported(accs, rigorous_rel, paper_rel)
     notes = _notes(transcript, accs, rigorous_rel, paper_rel)
     if transcript.reason is not None:
         vals = {a: np.full(transcript.iterations, math.inf) for a in accs}
