@@ -454,6 +454,12 @@ def test_a_new_release_kind_runs_is_calibrated_reported_and_styled(kinds, tmp_pa
     for label in curves:  # pgfl privacy config tells the same ε without running
         assert report[label]["epsilon"] == curves[label]["epsilon"], label
         assert report[label]["epsilon_release"] == curves[label]["epsilon_release"], label
+    from pgfl.cli import main  # lazy: the whole command line
+
+    capsys.readouterr()
+    main(["privacy", "config", str(tmp_path / "experiment.toml")])  # the table, in words
+    lines = capsys.readouterr().out.splitlines()
+    assert f"curve own releases: {ResponseCurveRelease(1.0).describe()}" in lines
     style = curve_style(own["settings"], "own")
     assert style.scheme == "response_noise"
     assert style.color not in {s.color for s in SCHEMES.values()}
