@@ -406,12 +406,15 @@ def test_paper_accountant_for_gaussian_is_eq32_of_classic_steps():
 
 # ------------------------------------------------------------------------------ curves
 @pytest.mark.parametrize("scheme", SCHEMES)
-@pytest.mark.parametrize("distribution", acc.DISTRIBUTIONS)
+@pytest.mark.parametrize("distribution", ["laplace", "gaussian"])
 def test_curve_shape_monotone_and_ordered(scheme, distribution):
     c = gfl_epsilon_curve(
         scheme=scheme, sigma=8.0, mu=0.1, clip=1.0, iterations=25, dim=3, distribution=distribution
     )
-    assert set(c) == set(acc.default_accountants(distribution))
+    # the documented defaults: every accountant for Laplace, the three sound-or-published
+    # ones for Gaussian noise (the pure-DP theorems are loose there)
+    defaults = acc.ACCOUNTANTS if distribution == "laplace" else ("paper", "pld", "rdp")
+    assert set(c) == set(defaults)
     assert c.iterations == 25
     for name, v in c.items():
         assert v.shape == (25,), name

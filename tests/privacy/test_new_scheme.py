@@ -2,29 +2,43 @@
 
 The contract a contributor relies on: one class plus one :func:`register` call, nothing
 else edited. The class lives in this file and is registered only inside the tests that
-use it (the ``scheme`` fixture removes it again), so no other test sees it.
+use it (the ``scheme`` fixture removes it again), so no other test sees it. A second
+scheme here has a release kind of its own (:class:`ResponseCurveRelease`, defined here
+too): every accountant that one of its routes reaches composes it, and an accountant
+that none reaches refuses it in one line, before anything runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+import dp_accounting
+import numpy as np
 import pytest
 from tests.privacy.test_audit_contract import audit_contract, check_contract
 from tests.test_engine import registered_server_curves, run_both, small_network
 
 from pgfl.commands.config_reference import reference
 from pgfl.experiments.build import build_network, curve_settings
+from pgfl.experiments.frontier import frontier_config, run_frontier
 from pgfl.experiments.loader import parse_config
 from pgfl.param import Param, When
 from pgfl.params import PARAMS
 from pgfl.privacy import mechanisms
-from pgfl.privacy.mechanisms import RandomNoise
+from pgfl.privacy.accounting import (
+    ACCOUNTANTS,
+    Release,
+    Transcript,
+    epsilon_curve,
+    make_accountant,
+)
+from pgfl.privacy.mechanisms import RandomNoise, ReleaseContext
 from pgfl.style import SCHEMES, SchemeStyle, curve_style
 from pgfl.validation import ConfigError
 
@@ -256,3 +270,232 @@ def test_a_new_adversary_is_protected_calibrated_against_and_audited(scheme, tap
     with pytest.raises(ConfigError, match=r"does not protect against it"):
         parse_config(config({"server_noise": "scaled_random", "server_distribution": "gaussian",
                              "target_epsilon": 2.0, "adversary": "own_server"}))  # fmt: skip
+
+
+# ------------------------------------------------------- a release kind of its own, in one place
+def response_rdp(epsilon: float, orders: np.ndarray) -> np.ndarray:
+    """Rényi DP of binary randomized response with flip probability 1/(1 + e^ε).
+
+    The largest Rényi divergence of any ε-DP pair (Mironov 2017, Prop. 5 attains it):
+    ``D_α = ln(p^α q^{1−α} + q^α p^{1−α}) / (α − 1)``, p = e^ε/(1 + e^ε), q = 1 − p.
+    """
+    a = np.asarray(orders, dtype=float)
+    lp, lq = -np.log1p(np.exp(-epsilon)), -np.log1p(np.exp(epsilon))
+    return np.logaddexp(a * lp + (1 - a) * lq, a * lq + (1 - a) * lp) / (a - 1)
+
+
+@dataclass(frozen=True)
+class ResponseCurveRelease(Release):
+    """ε-DP copies of M-dimensional Laplace noise, composed by the Rényi curve of ε-DP.
+
+    Routes: a pure ε (every pure-DP theorem, the PLD as randomized response) and its own
+    Rényi curve (:func:`response_rdp`), which the Rényi accountant adds up.
+    """
+
+    kind: ClassVar[str] = "response-curve"
+    epsilon: float
+    count: int = 1
+
+    @property
+    def epsilon0(self) -> float | None:
+        return self.epsilon
+
+    def rdp(self, orders: np.ndarray) -> np.ndarray:
+        return response_rdp(self.epsilon, orders)
+
+    def describe(self) -> str:
+        return "M-dimensional Laplace noise charged as an epsilon-DP release (a test kind)"
+
+    def note(self, accountant: str, line: str) -> str:
+        return line + " [response-curve release]" if accountant == "rdp" else line
+
+    @classmethod
+    def of(cls, t: Transcript, sensitivities: Sequence[float], paper: bool) -> list[Release]:
+        """ε = √M Δ₂/b per copy (the ℓ₁ charge, b = σ/√2), copies added; no sampling credit."""
+        b = t.std / math.sqrt(2.0)
+        return [cls(math.sqrt(t.dim) * s / b * t.copies) for s in sensitivities]
+
+
+@dataclass(frozen=True)
+class CurveOnlyRelease(ResponseCurveRelease):
+    """The same release known only by its Rényi curve: no pure ε for the theorems."""
+
+    kind: ClassVar[str] = "curve-only"
+
+    @property
+    def epsilon0(self) -> float | None:
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResponseNoise(RandomNoise):
+    """Laplace server noise whose transcript names its own release kind."""
+
+    names: ClassVar[tuple[str, ...]] = ("response_noise",)
+    distributions: ClassVar[tuple[str, ...]] = ("laplace",)
+    frontier: ClassVar = None
+    release: ClassVar[type[Release]] = ResponseCurveRelease
+
+    @classmethod
+    def from_settings(cls, s: Mapping[str, Any]) -> ResponseNoise:
+        return cls(variance=s["privacy.server_variance"])
+
+    def transcript(self, ctx: ReleaseContext) -> Transcript:
+        return dataclasses.replace(super().transcript(ctx), release=self.release)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CurveOnlyNoise(ResponseNoise):
+    names: ClassVar[tuple[str, ...]] = ("curve_only_noise",)
+    release: ClassVar[type[Release]] = CurveOnlyRelease
+
+
+@pytest.fixture
+def kinds():
+    """Both schemes registered for one test, removed after it."""
+    for cls in (ResponseNoise, CurveOnlyNoise):
+        mechanisms.register(cls)
+    try:
+        yield
+    finally:
+        for cls in (ResponseNoise, CurveOnlyNoise):
+            mechanisms.unregister(cls)
+
+
+CTX = ReleaseContext(mu=0.5, clip=1.0, iterations=20, dim=3)
+
+
+def test_a_new_release_kind_is_composed_by_every_accountant_its_routes_reach():
+    t = ResponseNoise(std=40.0).transcript(CTX)
+    assert t.kind is ResponseCurveRelease
+    e0 = math.sqrt(3) * 2 * 0.5 * 1.0 / (40.0 / math.sqrt(2.0))  # √M · 2μB / b
+    curve = epsilon_curve(t, delta=1e-5)
+    assert set(curve) == set(ACCOUNTANTS)  # a pure ε: every accountant reaches it
+    final = curve.final()
+    assert final["basic"] == pytest.approx(20 * e0, rel=1e-12)  # Σ ε_t
+    assert final["paper"] == pytest.approx(sum(range(1, 21)) * e0, rel=1e-12)  # Δ(j) = 2μBj
+    # its own curve, against dp_accounting composing randomized response independently
+    library = dp_accounting.rdp.RdpAccountant(
+        neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE
+    )
+    library.compose(dp_accounting.RandomizedResponseDpEvent(2 / (1 + math.exp(e0)), 2), 20)
+    assert final["rdp"] == pytest.approx(library.get_epsilon(1e-5), rel=1e-9)
+    assert final["rdp"] < final["basic"] and final["advanced"] <= final["basic"]
+    assert final["pld"] <= final["rdp"] + 1e-9
+    # notes and the release line come from the release
+    s = curve.summary()
+    assert s["epsilon_release"] == ResponseCurveRelease(e0).describe()
+    assert s["epsilon_notes"]["rdp"].endswith("[response-curve release]")
+    assert "response-curve" not in s["epsilon_notes"]["basic"]
+
+
+def test_an_accountant_refuses_a_release_it_cannot_compose_in_one_line():
+    release = CurveOnlyRelease(0.1)
+    for name in ("paper", "basic", "advanced", "kairouz"):
+        with pytest.raises(ConfigError) as err:
+            make_accountant(name).compose(release)
+        msg = str(err.value)
+        assert msg == (f"accountant {name!r} cannot compose a curve-only release; "
+                       "use 'pld' or 'rdp'"), msg  # fmt: skip
+    # the two that can agree: its curve, converted (the PLD reports the Rényi bound)
+    rdp = make_accountant("rdp").compose(release, 50).get_epsilon(1e-5)
+    pld = make_accountant("pld").compose(release, 50)
+    assert pld.get_epsilon(1e-5) == rdp and pld.source == "rdp"
+    # a transcript of that kind reports by default only what composes it
+    t = CurveOnlyNoise(std=40.0).transcript(CTX)
+    assert set(epsilon_curve(t)) == {"pld", "rdp"}
+    with pytest.raises(ConfigError, match=r"^accountant 'kairouz' cannot compose a curve-only"):
+        epsilon_curve(t, accountants=["pld", "kairouz"])
+
+
+@dataclass(frozen=True)
+class EventRelease(Release):
+    """A release known only by a ``dp_accounting`` event."""
+
+    kind: ClassVar[str] = "event-only"
+    event: Any
+    count: int = 1
+
+    def dp_event(self) -> Any:
+        return self.event
+
+
+def test_a_release_kind_with_only_a_library_event_is_composed_where_the_library_can():
+    z, steps = 3.0, 40
+    release = EventRelease(dp_accounting.GaussianDpEvent(z))
+    library = dp_accounting.rdp.RdpAccountant()  # the library on its own
+    library.compose(dp_accounting.GaussianDpEvent(z), steps)
+    rdp = make_accountant("rdp").compose(release, steps).get_epsilon(1e-5)
+    assert rdp == pytest.approx(library.get_epsilon(1e-5), rel=1e-12)
+    pld = make_accountant("pld").compose(release, steps)
+    assert pld.get_epsilon(1e-5) == rdp and pld.source == "rdp"  # no PLD built: the Rényi bound
+    with pytest.raises(ConfigError, match=r"^accountant 'paper' cannot compose an event-only"):
+        make_accountant("paper").compose(release)
+    # an event the library cannot compose: nobody can, and the line says what would help
+    odd = EventRelease(dp_accounting.UnsupportedDpEvent())
+    with pytest.raises(ConfigError, match=r"nor can any other: give the release a pure "):
+        make_accountant("rdp").compose(odd)
+
+
+def test_a_new_release_kind_runs_is_calibrated_reported_and_styled(kinds, tmp_path, capsys):
+    raw = config({})
+    raw["curves"] = [
+        {"label": "own", "privacy": {"server_noise": "response_noise", "server_variance": 0.25,
+                                     "accountants": ["pld", "paper", "rdp"]}},
+        {"label": "calibrated", "privacy": {"server_noise": "response_noise",
+                                            "target_epsilon": 2.0}},
+    ]  # fmt: skip
+    curves, report = run_and_report(raw, tmp_path, capsys)
+    own = curves["own"]
+    assert own["epsilon_release"] == ResponseCurveRelease(1.0).describe()
+    assert own["epsilon_notes"]["rdp"].endswith("[response-curve release]")
+    assert own["epsilon"]["pld"] <= own["epsilon"]["rdp"] <= own["epsilon"]["paper"]
+    assert curves["calibrated"]["epsilon"]["pld"] == pytest.approx(2.0, rel=1e-3)
+    for label in curves:  # pgfl privacy config tells the same ε without running
+        assert report[label]["epsilon"] == curves[label]["epsilon"], label
+        assert report[label]["epsilon_release"] == curves[label]["epsilon_release"], label
+    from pgfl.cli import main  # lazy: the whole command line
+
+    capsys.readouterr()
+    main(["privacy", "config", str(tmp_path / "experiment.toml")])  # the table, in words
+    lines = capsys.readouterr().out.splitlines()
+    assert f"curve own releases: {ResponseCurveRelease(1.0).describe()}" in lines
+    style = curve_style(own["settings"], "own")
+    assert style.scheme == "response_noise"
+    assert style.color not in {s.color for s in SCHEMES.values()}
+
+
+def test_an_unsupported_release_kind_stops_the_run_in_one_line(kinds, tmp_path, capsys):
+    from pgfl.cli import main  # lazy: the whole command line, for one test
+
+    raw = config({"server_noise": "curve_only_noise", "server_variance": 0.25,
+                  "accountants": ["pld", "basic"]})  # fmt: skip
+    path = tmp_path / "experiment.toml"
+    path.write_text(toml_of(raw), encoding="utf-8")
+    for argv in (["run", str(path), "--out", str(tmp_path / "out")],
+                 ["privacy", "config", str(path)]):  # fmt: skip
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert err == ("error: accountant 'basic' cannot compose a curve-only release; "
+                       "use 'pld' or 'rdp'"), err  # fmt: skip
+    assert not (tmp_path / "out").exists()  # nothing written
+    raw["curves"][0]["privacy"]["accountants"] = ["pld", "rdp"]  # what it says would work
+    curves, _ = run_and_report(raw, tmp_path, capsys)
+    assert math.isfinite(curves["new"]["epsilon"]["rdp"])
+
+
+@pytest.mark.filterwarnings("ignore::pgfl.param.SettingWarning")
+def test_a_new_release_kind_is_audited_below_its_epsilon(kinds):
+    check_contract(audit_contract("server", "response_noise"))
+
+
+def test_a_new_release_kind_is_on_the_frontier(kinds, tmp_path):
+    cfg = frontier_config("regression-record", 4, epsilons=(1.0,), schemes=("response_noise",),
+                          repetitions=1)  # fmt: skip
+    summary = run_frontier(tmp_path, configs={"regression-record-T4": cfg})
+    (c,) = [c for c in summary["curves"] if c["label"] == "response_noise"]
+    assert 0 < c["epsilon"][0] <= 1.0 * (1 + 1e-9)
+    assert math.isfinite(c["centroid_msd_db"][0])

@@ -403,6 +403,9 @@ def config_command(
     if any("paper" in row.get("epsilon", {}) for row in rows):
         out.print(PAPER_NOTE, markup=False, soft_wrap=True)
     for label, entry in report.items():
+        if entry.get("epsilon_release"):  # in the release's own words
+            out.print(f"curve {label} releases: {entry['epsilon_release']}", markup=False,
+                      soft_wrap=True)  # fmt: skip
         print_adversaries({"label": label, **entry})
     if plot is not None and curves:
         title = f"{cfg.name}: epsilon(i) by the tight accountant"

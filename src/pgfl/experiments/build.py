@@ -25,7 +25,7 @@ from pgfl.data.synthetic import client_schedule, logistic_data, regression_data,
 from pgfl.engine import CurveSettings, Network
 from pgfl.engine.network import UnitBlock
 from pgfl.experiments.config import CurveConfig
-from pgfl.experiments.privacy import calibrated, with_noise_multiplier
+from pgfl.experiments.privacy import calibrated, check_accountants, with_noise_multiplier
 from pgfl.models.builtin import build_model, check_fits, load_custom
 from pgfl.privacy import mechanisms
 from pgfl.problems import LeastSquares, Logistic, _Problem
@@ -259,6 +259,8 @@ def curve_settings(cfg: CurveConfig, iterations: int, net: Network) -> CurveSett
     smallest that keeps ε(T) at most the target by the tight accountant
     (:func:`pgfl.experiments.privacy.calibrated`); a ``privacy.*_noise_multiplier`` sets
     its level's noise std to z·Δ₁ (:func:`pgfl.experiments.privacy.with_noise_multiplier`).
+    Every level's releases must be composable by the curve's ``privacy.accountants``
+    (:func:`pgfl.experiments.privacy.check_accountants`: one line, before anything runs).
     """
     client, server = curve_mechanisms(cfg)
     t, priv = cfg.training, cfg.privacy
@@ -267,8 +269,9 @@ def curve_settings(cfg: CurveConfig, iterations: int, net: Network) -> CurveSett
         z = getattr(priv, f"{level}_noise_multiplier")
         if z is not None and getattr(settings, level).calibrates is not None:  # a noisy link
             settings = with_noise_multiplier(settings, net, iterations, level, z)
-    if priv.target_epsilon is None:
-        return settings
-    return calibrated(
-        settings, net, iterations, priv.target_epsilon, priv.delta, adversary=priv.adversary
-    )
+    if priv.target_epsilon is not None:
+        settings = calibrated(
+            settings, net, iterations, priv.target_epsilon, priv.delta, adversary=priv.adversary
+        )
+    check_accountants(settings, net, iterations, priv.accountants)
+    return settings

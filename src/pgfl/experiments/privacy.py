@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from pgfl.engine import CurveSettings, Network, Trajectory
-from pgfl.privacy.accounting import calibrate, epsilon_curve
+from pgfl.privacy.accounting import calibrate, check_composable, epsilon_curve
 from pgfl.privacy.mechanisms import ClientAggregation, DistributedNoise, Mechanism, view_of
 from pgfl.privacy.mechanisms.adversaries import adversary_epsilons, trusted_parties
 from pgfl.validation import ConfigError
@@ -134,6 +134,22 @@ def calibrated(
         seen = lambda s: view_of(mechanism.with_std(s), ctx, adversary)  # noqa: E731
     sigma = calibrate(seen, target, delta)
     return replace(settings, **{level: mechanism.with_std(sigma)})
+
+
+def check_accountants(
+    settings: CurveSettings, net: Network, iterations: int, accountants: tuple[str, ...]
+) -> None:
+    """Raise the one-line refusal if a requested accountant cannot compose a level's releases.
+
+    Run when a curve is planned (:func:`pgfl.experiments.build.curve_settings`), so that an
+    unsupported release kind stops the run before anything is written (exit 2), never as
+    an ε of ∞ at the end (:func:`pgfl.privacy.accounting.check_composable`).
+    """
+    ctx = settings.release_context(net, iterations)
+    for level in ("client", "server"):
+        t = getattr(settings, level).transcript(ctx)
+        if t is not None:
+            check_composable(t, accountants)
 
 
 def curve_epsilon(

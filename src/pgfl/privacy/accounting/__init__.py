@@ -19,8 +19,13 @@ Accountants (``compose(release, count) -> self``, ``get_epsilon(delta) -> float`
 
 Releases
 --------
+An open set: every release subclasses :class:`Release` (its ``kind``, ``count``, a
+one-line ``describe()``, its ``note`` on an accountant's line, and its routes: a pure
+``epsilon0``, a ``dp_event()``, an ``rdp(orders)`` curve). Built in:
 :class:`LaplaceRelease` (Δ₁, b), :class:`VectorLaplaceRelease` (Δ₂, b, M),
-:class:`GaussianRelease` (Δ₂, σ), :class:`PureDpRelease` (ε); each with ``count``.
+:class:`GaussianRelease` (Δ₂, σ), :class:`PureDpRelease` (ε), and in :mod:`.releases` the
+sampled Gaussians and the distributed discrete sums. Each accountant declares what it
+``supports`` and refuses the rest in one line (:func:`refusal`, :func:`check_composable`).
 
 Over iterations, and calibration
 --------------------------------
@@ -65,15 +70,17 @@ from .accountants import (
     PldAccountant,
     RdpAccountant,
     make_accountant,
+    refusal,
+    supporting,
 )
 from .curves import (
-    DISTRIBUTIONS,
     FLOATING_POINT_CAVEAT,
     TIGHT_ACCOUNTANT,
     EpsilonCurve,
     accountant_curve,
     calibrate,
     calibrate_releases,
+    check_composable,
     default_accountants,
     epsilon,
     epsilon_curve,
@@ -115,7 +122,6 @@ from .releases import (
 __all__ = [
     "ACCOUNTANTS",
     "DEFAULT_VALUE_DISCRETIZATION_INTERVAL",
-    "DISTRIBUTIONS",
     "FLOATING_POINT_CAVEAT",
     "TIGHT_ACCOUNTANT",
     "Accountant",
@@ -138,6 +144,7 @@ __all__ = [
     "book_theorem_11_1_epsilon",
     "calibrate",
     "calibrate_releases",
+    "check_composable",
     "default_accountants",
     "epsilon",
     "epsilon_curve",
@@ -157,6 +164,8 @@ __all__ = [
     "preprint_theorem2_epsilon",
     "preprint_theorem2_sigma",
     "randomized_response_epsilon",
+    "refusal",
+    "supporting",
     "to_dp_event",
     "trajectory_sensitivities",
 ]

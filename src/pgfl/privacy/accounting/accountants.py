@@ -23,6 +23,16 @@ iterations of a run one incremental loop (:func:`.curves.accountant_curve`).
                  worst-case direction for vector Laplace noise; capped by Σ ε_t for pure steps.
 ================ ==============================================================================
 
+**What each composes.** Releases are an open set (:class:`~.releases.Release`); each
+accountant declares the ones it supports (:meth:`Accountant.supports`, as
+``dp_accounting``'s accountants do for events) and refuses any other in one line naming
+itself, the release kind and the accountants that would compose it. The pure-DP theorems
+(``basic``, ``advanced``, ``kairouz``, ``paper``) take releases with a pure ε and Gaussian
+ones (``paper`` also the distributed discrete sums, by the papers' Rényi bound); ``rdp``
+takes those and every release with a Rényi curve of its own or a ``dp_accounting`` event
+its library composes; ``pld`` takes what ``rdp`` takes and reports the Rényi bound for
+what it has no PLD of.
+
 With Gaussian steps, ``advanced``/``kairouz`` turn each into (ε_t, δ/(2n)) with the exact
 analytic ε and leave δ/2 for the theorem, so the total δ never exceeds the δ asked for.
 n is the number of steps composed *so far*: ε after i iterations is the ε of a run of i
@@ -71,7 +81,6 @@ from .releases import (
     Release,
     VectorLaplaceRelease,
     check_release,
-    dp_event,
     randomized_response_noise,
 )
 
@@ -85,6 +94,8 @@ __all__ = [
     "PldAccountant",
     "RdpAccountant",
     "make_accountant",
+    "refusal",
+    "supporting",
 ]
 
 #: A composed PLD whose pure-DP total exceeds this is not built: it would need a grid
@@ -116,15 +127,23 @@ class Accountant(abc.ABC):
         """Number of releases composed so far (counts included)."""
         return self._steps
 
+    @classmethod
+    @abc.abstractmethod
+    def supports(cls, release: Release) -> bool:
+        """Whether this accountant composes ``release`` (else :meth:`compose` refuses it)."""
+
     def compose(self, release: Release, count: int = 1) -> Accountant:
         """Add ``count`` × ``release.count`` copies of ``release``; returns ``self``.
 
         Raises:
-            ConfigError: not a release, or ``count`` < 1.
+            ConfigError: not a release, a release this accountant does not support
+                (:func:`refusal`), or ``count`` < 1.
 
         """
         rel = check_release(release)
         n = rel.count * check_int("count", count, lo=1)
+        if not self.supports(rel):
+            raise ConfigError(refusal(self.name, rel))
         self._compose(rel, n)
         self._steps += n
         return self
@@ -155,6 +174,11 @@ class _StepLedger(Accountant):
     δ_t depends on how many steps there are (:meth:`_gaussian_steps`).
     """
 
+    @classmethod
+    def supports(cls, release: Release) -> bool:
+        """Releases with a pure ε, and Gaussian ones."""
+        return isinstance(release, GaussianRelease) or release.epsilon0 is not None
+
     def __init__(self) -> None:
         super().__init__()
         self._total = 0.0  # Σ ε_t      (pure steps)
@@ -163,19 +187,8 @@ class _StepLedger(Accountant):
         self._expm1 = 0.0  # Σ ε_t (e^{ε_t} − 1)         (DRV drift)
         self._values: set[float] = set()  # distinct pure ε₀ (only "one or more" matters)
         self._gauss: dict[float, int] = {}  # noise multiplier → number of steps
-        self._unbounded = False  # a distributed discrete sum: no (ε_t, δ_t) here, ε = ∞
-
-    def get_epsilon(self, delta: float) -> float:
-        """ε at ``delta``; ∞ once a discrete sum (Rényi accountants only) was composed."""
-        if self._unbounded:
-            _check_delta(delta)
-            return math.inf
-        return super().get_epsilon(delta)
 
     def _compose(self, release: Release, n: int) -> None:
-        if isinstance(release, DiscreteSumRelease):
-            self._unbounded = True  # no pure or Gaussian step bound: Rényi accountants only
-            return
         if isinstance(release, GaussianRelease):
             if release.sensitivity_l2 > 0:
                 z = release.noise_multiplier
@@ -183,7 +196,7 @@ class _StepLedger(Accountant):
             else:
                 self._values.add(0.0)
             return
-        e0 = release.epsilon0
+        e0 = float(release.epsilon0)  # type: ignore[arg-type]  # pure: supports() says so
         self._total += n * e0
         self._squares += n * e0 * e0
         self._tanh += n * e0 * math.tanh(e0 / 2.0)
@@ -251,7 +264,9 @@ class PaperAccountant(_StepLedger):
     Laplace/pure-DP steps: Σ ε_t (book Lemma 11.2, preprint App. F eq. 86). With
     Gaussian steps: classic ε_t = Δ₂ √(2 ln(1.25/δ_t))/σ at δ_t = δ/(2n) (Dwork & Roth
     Thm A.1, valid only below 1: ∞ otherwise), composed by eq. (32) at δ/2
-    (graph-topology paper, Thm 3).
+    (graph-topology paper, Thm 3). Distributed discrete sums (:class:`DiscreteSumRelease`,
+    in the papers' reading, ``published``): the distributed-DP papers account by Rényi
+    DP, so once one is composed the value is the Rényi accountant's of every release.
     """
 
     name = "paper"
@@ -260,12 +275,27 @@ class PaperAccountant(_StepLedger):
         "(preprint Thm 2 / book Thm 11.1 for server-level noise; per-round sum, book Lemma 11.2, "
         "for client-level noise, for which the papers give no closed form)"
     )
-    note_gaussian = (
-        "classic Gaussian bound per iteration (valid only below 1) composed by eq. 32 "
-        "(graph-topology paper Thm 3), delta split evenly"
-    )
+
+    @classmethod
+    def supports(cls, release: Release) -> bool:
+        """Pure and Gaussian releases, and distributed discrete sums (by Rényi DP)."""
+        return isinstance(release, DiscreteSumRelease) or super().supports(release)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._renyi = RdpAccountant()  # everything, read once a discrete sum is composed
+        self._discrete = False
+
+    def _compose(self, release: Release, n: int) -> None:
+        self._renyi.compose(release, n // release.count)  # n counts release.count already
+        if isinstance(release, DiscreteSumRelease):
+            self._discrete = True
+        else:
+            super()._compose(release, n)
 
     def _epsilon(self, delta: float) -> float:
+        if self._discrete:
+            return self._renyi.get_epsilon(delta)
         if not self._gauss:
             return self._total
         eps_g, counts = self._gaussian_steps(delta / (2.0 * self._steps), classic=True)
@@ -336,15 +366,25 @@ class RdpAccountant(Accountant):
     name = "rdp"
     note = "Renyi DP (dp_accounting); vector Laplace charged its worst (diagonal) direction"
 
+    @classmethod
+    def supports(cls, release: Release) -> bool:
+        """Pure and Gaussian releases, and any with a Rényi curve or a library event."""
+        if isinstance(release, GaussianRelease) or release.epsilon0 is not None:
+            return True
+        if _has_curve(release):
+            return True
+        event = release.dp_event()
+        return event is not None and _LIBRARY.supports(event)
+
     def __init__(self, orders: Iterable[float] | None = None) -> None:
         super().__init__()
         self._order_list = None if orders is None else list(orders)
         self._orders = self._library().orders
         # the multiset of releases: (Laplace ε₀ of one coordinate | dp_accounting event |
-        # discrete sum, by its own Rényi curve) → count
+        # a release with its own Rényi curve, one copy) → count
         self._laplace: dict[float, int] = {}
         self._events: dict[dp_accounting.DpEvent, int] = {}
-        self._discrete: dict[DiscreteSumRelease, int] = {}
+        self._curves: dict[Release, int] = {}
         self._mixtures: dict[MixtureSampledGaussianRelease, int] = {}
         self._rdp: np.ndarray | None = None  # RDP per order (None: not summed yet)
         self._pure_total = 0.0
@@ -358,11 +398,6 @@ class RdpAccountant(Accountant):
 
     def _compose(self, release: Release, n: int) -> None:
         self._rdp = None
-        if isinstance(release, DiscreteSumRelease):
-            self._gaussian = True  # not pure DP: Σ ε_t does not cap it
-            key = dataclasses.replace(release, count=1)
-            self._discrete[key] = self._discrete.get(key, 0) + n
-            return
         if isinstance(release, MixtureSampledGaussianRelease):
             self._gaussian = True
             if release.sensitivity_l2 > 0:
@@ -372,18 +407,28 @@ class RdpAccountant(Accountant):
         if isinstance(release, GaussianRelease):
             self._gaussian = True
             if release.sensitivity_l2 > 0:
-                event = dp_event(release)
+                event = release.dp_event()
                 self._events[event] = self._events.get(event, 0) + n
             return
-        self._pure_total += n * release.epsilon0
-        if release.epsilon0 == 0:
-            return
+        pure = release.epsilon0
+        if pure is None:
+            self._gaussian = True  # not pure DP: Σ ε_t does not cap it
+        else:
+            self._pure_total += n * pure
+            if pure == 0:
+                return
         if isinstance(release, VectorLaplaceRelease):
             e0, n = 1.0 / release.diagonal_multiplier, n * release.dim
         elif isinstance(release, LaplaceRelease):
             e0 = release.epsilon0
-        else:
-            event = dp_event(release)
+        elif _has_curve(release):  # a discrete sum, or a kind with its own Rényi curve
+            key = _one_copy(release)
+            self._curves[key] = self._curves.get(key, 0) + n
+            return
+        else:  # its own event, else its pure ε as binary randomized response
+            event = release.dp_event()
+            if event is None:
+                event = PureDpRelease(float(pure)).dp_event()  # type: ignore[arg-type]
             self._events[event] = self._events.get(event, 0) + n
             return
         self._laplace[e0] = self._laplace.get(e0, 0) + n
@@ -399,7 +444,7 @@ class RdpAccountant(Accountant):
             for event, count in sorted(self._events.items(), key=lambda kv: repr(kv[0])):
                 library.compose(event, count)
             rdp = library.rdp
-            for release, count in sorted(self._discrete.items(), key=lambda kv: repr(kv[0])):
+            for release, count in sorted(self._curves.items(), key=lambda kv: repr(kv[0])):
                 rdp = rdp + count * release.rdp(self._orders)
             for release, count in sorted(self._mixtures.items(), key=lambda kv: repr(kv[0])):
                 rdp = rdp + count * self.mixture_rdp(release)
@@ -476,6 +521,11 @@ class PldAccountant(Accountant):
     name = "pld"
     note = "privacy-loss distributions (dp_accounting), tight up to pessimistic discretization"
 
+    @classmethod
+    def supports(cls, release: Release) -> bool:
+        """What :class:`RdpAccountant` supports (its bound where no PLD is built)."""
+        return RdpAccountant.supports(release)
+
     def __init__(
         self,
         value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
@@ -511,9 +561,10 @@ class PldAccountant(Accountant):
     def _single(self, release: Release) -> Any:
         key = (type(release), release.epsilon0)
         if key not in self._singles:
-            if isinstance(release, PureDpRelease):
+            if not isinstance(release, (LaplaceRelease, VectorLaplaceRelease)):  # any ε-DP:
+                # binary randomized response, its worst case
                 self._singles[key] = pld_lib.from_randomized_response(
-                    noise_parameter=randomized_response_noise(release.epsilon),
+                    noise_parameter=randomized_response_noise(release.epsilon0),
                     num_buckets=2,
                     value_discretization_interval=self._vdi,
                     neighboring_relation=RANDOMIZED_RESPONSE_RELATION,
@@ -531,9 +582,11 @@ class PldAccountant(Accountant):
 
     def _compose(self, release: Release, n: int) -> None:
         self._rdp.compose(release, n // release.count)  # n counts release.count already
-        if isinstance(release, DiscreteSumRelease):
-            self._renyi_only = True
-            dominance = release.gaussian_dominance()
+        if release.epsilon0 is None and not isinstance(release, GaussianRelease):
+            self._renyi_only = True  # a discrete sum, or a kind without a PLD here
+            dominance = None
+            if isinstance(release, DiscreteSumRelease):
+                dominance = release.gaussian_dominance()
             if dominance is None or self._dominated is None:
                 self._dominated = None
             else:
@@ -545,7 +598,7 @@ class PldAccountant(Accountant):
             if release.sensitivity_l2 > 0:
                 self._mu2 += n / release.noise_multiplier**2
             return
-        self._pure_total += n * release.epsilon0
+        self._pure_total += n * release.epsilon0  # type: ignore[operator]  # pure here
         if release.epsilon0 == 0 or self.dropped:
             return
         if self._pure_total > self._max_total:
@@ -650,6 +703,24 @@ class PldAccountant(Accountant):
         return float(eps) + 2.0 * k
 
 
+def _has_curve(release: Release) -> bool:
+    """Whether ``release`` has a Rényi curve of its own (its class defines ``rdp``)."""
+    return type(release).rdp is not Release.rdp
+
+
+def _one_copy(release: Release) -> Release:
+    """``release`` with ``count`` 1 where it is a dataclass field (a key for its copies)."""
+    if dataclasses.is_dataclass(release) and "count" in {
+        f.name for f in dataclasses.fields(release)
+    }:
+        return dataclasses.replace(release, count=1)
+    return release
+
+
+#: A ``dp_accounting`` Rényi accountant asked only whether it supports an event.
+_LIBRARY = dp_rdp.RdpAccountant(neighboring_relation=RANDOMIZED_RESPONSE_RELATION)
+
+
 def _power(squares: list[Any], m: int) -> Any:
     """P^m of the PLD ``squares[0]`` as Π over the binary digits b of m of P^(2^b).
 
@@ -679,6 +750,32 @@ _CLASSES: dict[str, type[Accountant]] = {
 }
 #: Names understood by :func:`make_accountant` and the curves (:mod:`.curves`).
 ACCOUNTANTS = tuple(_CLASSES)
+
+
+def supporting(release: Release) -> tuple[str, ...]:
+    """The accountants that compose ``release``, in :data:`ACCOUNTANTS` order.
+
+    >>> supporting(DiscreteSumRelease("skellam", 1.0, 4.0, (3,)))
+    ('paper', 'pld', 'rdp')
+    """
+    return tuple(name for name, cls in _CLASSES.items() if cls.supports(release))
+
+
+def refusal(accountant: str, release: Release) -> str:
+    """The one line an accountant refuses an unsupported release with.
+
+    >>> refusal("basic", DiscreteSumRelease("skellam", 1.0, 4.0, (3,)))
+    "accountant 'basic' cannot compose a skellam sum release; use 'paper', 'pld' or 'rdp'"
+    """
+    others = [f"'{a}'" for a in supporting(release)]
+    what = ("an " if release.kind[:1].lower() in "aeiou" else "a ") + f"{release.kind} release"
+    if not others:
+        return (
+            f"accountant {accountant!r} cannot compose {what}, nor can any other: give the "
+            "release a pure epsilon0, a dp_event() or an rdp(orders)"
+        )
+    use = others[0] if len(others) == 1 else ", ".join(others[:-1]) + " or " + others[-1]
+    return f"accountant {accountant!r} cannot compose {what}; use {use}"
 
 
 def make_accountant(name: str, **options: Any) -> Accountant:

@@ -22,39 +22,35 @@ from typing import Any
 import dp_accounting
 import numpy as np
 
-from pgfl.privacy.distributed.accounting import DISCRETE_NOISE
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
 from .accountants import (
     ACCOUNTANTS,
     Accountant,
-    PaperAccountant,
     PldAccountant,
-    RdpAccountant,
     make_accountant,
+    refusal,
+    supporting,
 )
 from .releases import (
-    DiscreteSumRelease,
-    GaussianRelease,
     Release,
     Transcript,
     check_release,
 )
 
 __all__ = [
-    "DISTRIBUTIONS",
     "FLOATING_POINT_CAVEAT",
     "TIGHT_ACCOUNTANT",
     "EpsilonCurve",
     "accountant_curve",
     "calibrate",
     "calibrate_releases",
+    "check_composable",
     "default_accountants",
     "epsilon_curve",
     "epsilon",
 ]
 
-DISTRIBUTIONS = ("laplace", "gaussian")
 #: The accountant pgfl calls "the tight one".
 TIGHT_ACCOUNTANT = "pld"
 #: (transcript at σ = 1, accountant, reading, rtol) → [(target ε, σ_pld/σ_rdp), ...] of recent PLD
@@ -75,14 +71,53 @@ FLOATING_POINT_CAVEAT = (
 )
 
 
-def default_accountants(distribution: str) -> tuple[str, ...]:
-    """Accountants :func:`epsilon_curve` reports by default for a noise distribution.
+def default_accountants(transcript: Transcript) -> tuple[str, ...]:
+    """Accountants :func:`epsilon_curve` reports by default for a transcript's release kind.
 
-    >>> default_accountants("gaussian"), default_accountants("skellam")
-    (('paper', 'pld', 'rdp'), ('paper', 'pld', 'rdp'))
+    The kind's own :attr:`~.releases.Release.accountants`, else every accountant that
+    composes its releases (:func:`~.accountants.supporting`).
+
+    >>> default_accountants(Transcript((1.0,), std=1.0, distribution="gaussian"))
+    ('paper', 'pld', 'rdp')
+    >>> len(default_accountants(Transcript((1.0,), std=1.0)))   # Laplace: all six
+    6
     """
-    dist = check_choice("distribution", distribution, (*DISTRIBUTIONS, *DISCRETE_NOISE))
-    return ACCOUNTANTS if dist == "laplace" else ("paper", "pld", "rdp")
+    kind = transcript.kind
+    if kind.accountants is not None:
+        return kind.accountants
+    releases = transcript.releases()
+    return supporting(releases[0]) if releases else ACCOUNTANTS
+
+
+def check_composable(transcript: Transcript, accountants: Sequence[str]) -> None:
+    """Raise the one-line :func:`~.accountants.refusal` if an accountant cannot compose it.
+
+    Each accountant is asked about one release of each kind in the reading it composes
+    (``paper``: the papers'); a transcript with ε = ∞ (``reason``) composes nothing.
+
+    >>> t = Transcript((1.0,), std=2.0, distribution="skellam", shares=(3,))
+    >>> check_composable(t, ["rdp"])
+    >>> check_composable(t, ["kairouz"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: accountant 'kairouz' cannot compose a skellam sum release; ...
+    """
+    if transcript.reason is not None:
+        return
+    paper = "paper" in accountants and transcript.paper_sensitivities is not None
+    rigorous = transcript.releases()
+    _refuse_unsupported(accountants, rigorous, transcript.releases(True) if paper else rigorous)
+
+
+def _refuse_unsupported(
+    accountants: Sequence[str], rigorous: Sequence[Release], paper: Sequence[Release]
+) -> None:
+    """:func:`check_composable` on releases built already (``paper``: the papers' reading)."""
+    for a in accountants:
+        cls = type(make_accountant(a))
+        for r in {type(r): r for r in (paper if a == "paper" else rigorous)}.values():
+            if not cls.supports(r):
+                raise ConfigError(refusal(a, r))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -99,6 +134,8 @@ class EpsilonCurve(Mapping[str, np.ndarray]):
         sources: accountant → the bound its ε(T) came from, where that is another one
             (``pld`` takes the smallest of its PLD, the Rényi bound and Σ ε_t:
             ``{"pld": "rdp"}`` says the value is the Rényi bound).
+        release: what one iteration releases, in one line (the last release's
+            :meth:`~.releases.Release.describe`; ``""`` where nothing is released).
 
     """
 
@@ -109,6 +146,7 @@ class EpsilonCurve(Mapping[str, np.ndarray]):
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)
     scope: str = ""
     sources: dict[str, str] = dataclasses.field(default_factory=dict)
+    release: str = ""
 
     def __getitem__(self, key: str) -> np.ndarray:
         return self.curves[key]
@@ -150,6 +188,8 @@ class EpsilonCurve(Mapping[str, np.ndarray]):
         if self.reason is not None:
             out["epsilon_reason"] = self.reason
         out["epsilon_notes"] = dict(self.notes)
+        if self.release:
+            out["epsilon_release"] = self.release
         if self.sources:
             out["epsilon_source"] = dict(self.sources)
         if self.scope:
@@ -184,14 +224,11 @@ def pld_interval(releases: Sequence[Release]) -> float:
     the coarsening moves ε by < 0.1 % (tests compare with a fine numerical reference).
     Beyond Σε₀ = 10⁴ the PLD accountant stops building its PLD anyway.
     """
-    pure = (r for r in releases if not isinstance(r, (GaussianRelease, DiscreteSumRelease)))
-    total = sum(r.count * r.epsilon0 for r in pure)
+    total = sum(r.count * r.epsilon0 for r in releases if r.epsilon0 is not None)
     return min(1.0, max(1e-4, 2.0 * total / _PLD_TARGET_POINTS))
 
 
 def _accountant_for(name: str, releases: Sequence[Release]) -> Accountant:
-    if name == "paper" and any(isinstance(r, DiscreteSumRelease) for r in releases):
-        return RdpAccountant()  # the distributed-DP papers account by Rényi DP
     if name == "pld":
         return PldAccountant(pld_interval(releases))
     return make_accountant(name)
@@ -384,23 +421,19 @@ def calibrate_releases(
 
 
 # ----------------------------------------------------------------------- transcripts
-def _notes(t: Transcript, accs: Sequence[str]) -> dict[str, str]:
+def _notes(
+    t: Transcript, accs: Sequence[str], rigorous: Sequence[Release], paper: Sequence[Release]
+) -> dict[str, str]:
+    """What each accountant's number is: its own line, as the release kind words it.
+
+    The last release's :meth:`~.releases.Release.note` (``paper``: of the papers'
+    reading); a transcript that is not ``rigorous`` says so for every sound accountant.
+    """
     notes = {}
-    gaussian = t.distribution == "gaussian"
     for a in accs:
-        cls = type(make_accountant(a))
-        notes[a] = cls.note
-        if a == "paper" and gaussian:
-            notes[a] = PaperAccountant.note_gaussian
-    if t.distribution in DISCRETE_NOISE:
-        return _discrete_notes(t, accs)
-    if "pld" in notes and gaussian:
-        notes["pld"] = "exact: composed Gaussians are one Gaussian (GDP); analytic Gaussian epsilon"
-    elif "pld" in notes and t.rigorous and t.dim > 1:
-        notes["pld"] += (
-            "; M-dimensional Laplace noise: the smaller of the PLD charged the l1 "
-            "sensitivity sqrt(M)*l2 and the Renyi bound of the worst (diagonal) direction"
-        )
+        line = type(make_accountant(a)).note
+        rel = paper if a == "paper" else rigorous
+        notes[a] = rel[-1].note(a, line) if rel else line
     if not t.rigorous:
         for a in notes:
             if a != "paper":
@@ -408,29 +441,8 @@ def _notes(t: Transcript, accs: Sequence[str]) -> dict[str, str]:
     return notes
 
 
-def _discrete_notes(t: Transcript, accs: Sequence[str]) -> dict[str, str]:
-    """What each accountant's number is for distributed discrete noise."""
-    derived = (
-        "Renyi DP of the noisy integer sum (pgfl.privacy.distributed.accounting: the derived "
-        "bound for a sum of discrete Gaussians, Agarwal et al.'s for Skellam), composed over "
-        "iterations, converted by dp_accounting"
-    )
-    notes = {}
-    for a in accs:
-        if a in ("pld", "rdp"):
-            notes[a] = derived + ("; no PLD is built for discrete sums" if a == "pld" else "")
-        elif a == "paper":
-            notes[a] = (
-                "the papers' Renyi bound (KLS Proposition 14 with tau for the discrete "
-                "Gaussian; Agarwal et al. for Skellam)"
-            )
-        else:
-            notes[a] = "not defined for distributed discrete noise (Renyi bounds only): inf"
-    return notes
-
-
-def _accountants(accountants: Sequence[str] | None, distribution: str) -> tuple[str, ...]:
-    accs = default_accountants(distribution) if accountants is None else tuple(accountants)
+def _accountants(accountants: Sequence[str] | None, transcript: Transcript) -> tuple[str, ...]:
+    accs = default_accountants(transcript) if accountants is None else tuple(accountants)
     if not accs:
         raise ConfigError(
             "accountants must name at least one of " + ", ".join(ACCOUNTANTS) + "; got none"
@@ -472,19 +484,21 @@ def epsilon_curve(
 
     """
     check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
-    accs = _accountants(accountants, transcript.distribution)
+    accs = _accountants(accountants, transcript)
     ncp = check_int("checkpoints", checkpoints, lo=2)
-    notes = _notes(transcript, accs)
     settings = dict(transcript.settings)
+    rigorous_rel = transcript.releases()
+    paper_rel = transcript.releases(paper=True) if "paper" in accs else rigorous_rel
+    _refuse_unsupported(accs, rigorous_rel, paper_rel)
+    notes = _notes(transcript, accs, rigorous_rel, paper_rel)
     if transcript.reason is not None:
         vals = {a: np.full(transcript.iterations, math.inf) for a in accs}
         return EpsilonCurve(vals, delta, transcript.reason, notes, settings, transcript.scope)
-    rigorous_rel = transcript.releases()
-    paper_rel = transcript.releases(paper=True) if "paper" in accs else rigorous_rel
-    gaussian = transcript.distribution == "gaussian"
+    # ε of releases that are not pure DP is costly to read at every iteration
+    impure = any(r.epsilon0 is None for r in rigorous_rel)
     vals = {}
     sources = {}
-    sparse = {a for a in accs if a == "pld" or (gaussian and a in ("basic", "advanced", "kairouz"))}
+    sparse = {a for a in accs if a == "pld" or (impure and a in ("basic", "advanced", "kairouz"))}
     for a in accs:
         rel = paper_rel if a == "paper" else rigorous_rel
         acc = _accountant_for(a, rel)
@@ -497,7 +511,8 @@ def epsilon_curve(
                     "(valid, never below PLD)"
                 )
     _tighten_between_readouts(vals, sparse, _checkpoints(transcript.iterations, ncp))
-    return EpsilonCurve(vals, delta, None, notes, settings, transcript.scope, sources)
+    release = rigorous_rel[-1].describe()
+    return EpsilonCurve(vals, delta, None, notes, settings, transcript.scope, sources, release)
 
 
 def _tighten_between_readouts(
@@ -577,8 +592,11 @@ def calibrate(
     key = (unit_t, acc, paper, tol)
     ratio = 1.0
     unit = unit_t.releases(paper=acc == "paper")
-    if unit_t.distribution == "laplace":
-        guess = sum(r.count * r.epsilon0 for r in unit) / eps_star
+    check_composable(unit_t, [acc])
+    pure = all(r.epsilon0 is not None for r in unit)
+    l2 = [getattr(r, "sensitivity_l2", None) for r in unit]
+    if pure:
+        guess = sum(r.count * r.epsilon0 for r in unit) / eps_star  # type: ignore[operator]
         if acc == "pld":  # pld ≤ rdp: the cheap Rényi answer is an upper end to start from
             guess = calibrate_releases(
                 releases_at, eps_star, delta, accountant="rdp", guess=guess, rtol=1e-3
@@ -586,13 +604,15 @@ def calibrate(
             known = _PLD_OVER_RDP.get(key)
             if known:  # σ_pld/σ_rdp varies slowly with the target: use the nearest one's
                 ratio = min(known, key=lambda p: abs(math.log(p[0] / eps_star)))[1]
-    else:
-        total = sum(r.count * r.sensitivity_l2**2 for r in unit)  # type: ignore[union-attr]
+    elif None not in l2:  # Gaussian-like: the composed Gaussian's σ
+        total = sum(r.count * d**2 for r, d in zip(unit, l2, strict=True))  # type: ignore[operator]
         guess = math.sqrt(total) * float(dp_accounting.get_sigma_gaussian(eps_star, delta))
+    else:  # a kind with neither: start at σ = 1
+        guess = 1.0
     sigma = calibrate_releases(
         releases_at, eps_star, delta, accountant=acc, guess=guess * ratio, rtol=tol
     )
-    if acc == "pld" and unit_t.distribution == "laplace":
+    if acc == "pld" and pure:
         known = _PLD_OVER_RDP.pop(key, None) or []  # re-inserted last: most recent
         _PLD_OVER_RDP[key] = [*known[-7:], (eps_star, sigma / guess)]
         while len(_PLD_OVER_RDP) > _PLD_OVER_RDP_KEEP:

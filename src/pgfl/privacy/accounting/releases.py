@@ -17,12 +17,27 @@ replacement sensitivity. A generic ε-DP release is accounted as its worst case,
 randomized response, whose ``REPLACE_ONE`` pair (input x vs x′) is exactly ε-DP.
 :data:`SHIFT_PAIR` and :data:`RANDOMIZED_RESPONSE_RELATION` are the only two relations
 pgfl ever passes to ``dp_accounting``.
+
+**An open set of release kinds.** Every release subclasses :class:`Release`, which says
+what any release says: its :attr:`~Release.kind` (words, for messages), its ``count``, a
+one-line :meth:`~Release.describe` and its :meth:`~Release.note` on an accountant's line
+(``summary.json``'s ``epsilon_notes`` come from there), and the *routes* by which an
+accountant can compose it, each optional: a pure ε (:attr:`~Release.epsilon0`), a
+``dp_accounting`` event (:meth:`~Release.dp_event`), a Rényi curve (:meth:`~Release.rdp`).
+Each accountant declares which releases it supports
+(:meth:`pgfl.privacy.accounting.accountants.Accountant.supports`) and refuses the others in
+one line; a release kind defined anywhere (a test file, a contributor's module) works with
+every accountant one of its routes reaches, with no edit here. A mechanism names the kind
+of its releases in its :class:`Transcript` (``release``), whose :meth:`~Release.of` builds
+one release per iteration.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
+from typing import ClassVar
 
 import dp_accounting
 import numpy as np
@@ -37,6 +52,7 @@ from pgfl.privacy.distributed.accounting import (
 from pgfl.validation import ConfigError, check_int, check_real
 
 __all__ = [
+    "NOISE_RELEASES",
     "RANDOMIZED_RESPONSE_RELATION",
     "SHIFT_PAIR",
     "amplified_epsilon",
@@ -61,8 +77,70 @@ SHIFT_PAIR = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
 RANDOMIZED_RESPONSE_RELATION = dp_accounting.NeighboringRelation.REPLACE_ONE
 
 
+class Release:
+    """What every release says: kind, copies, a description, and how it may be composed.
+
+    A release is a small frozen value (a frozen dataclass, so that equal releases compare
+    and hash equal: accountants count copies of each distinct one). Subclasses set
+    :attr:`kind` and ``count`` and give at least one route an accountant can take, as
+    ``dp_accounting``'s events do:
+
+    * :attr:`epsilon0` — the pure ε of one copy (any ε-DP release: every accountant
+      composes it; the Rényi and PLD accountants as binary randomized response, its worst
+      case);
+    * :meth:`dp_event` — one copy as a ``dp_accounting`` event (the Rényi accountant
+      composes it where ``dp_accounting``'s does, under :data:`RANDOMIZED_RESPONSE_RELATION`;
+      the PLD accountant reports its Rényi bound);
+    * :meth:`rdp` — its own Rényi curve per order (the Rényi accountant adds it up; the
+      PLD accountant reports the Rényi bound).
+
+    The built-in kinds below also have routes of their own (Laplace and Gaussian noise).
+
+    Attributes:
+        kind: words for the kind, in a message ("a {kind} release"), e.g. ``"gaussian"``.
+        count: identical releases (≥ 1).
+        accountants: the accountants reported by default for this kind (``None``: every
+            one that supports it).
+
+    """
+
+    kind: ClassVar[str] = "custom"
+    accountants: ClassVar[tuple[str, ...] | None] = None
+    count: int
+
+    @property
+    def epsilon0(self) -> float | None:
+        """Pure ε of one copy (``None``: not a pure-DP release)."""
+        return None
+
+    def dp_event(self) -> dp_accounting.DpEvent | None:
+        """One copy as a ``dp_accounting`` event (``None``: none)."""
+        return None
+
+    def rdp(self, orders: np.ndarray) -> np.ndarray | None:
+        """Rényi DP of one copy at each order > 1 (``None``: no curve of its own)."""
+        return None
+
+    def describe(self) -> str:
+        """One line: what is released (for ``summary.json``'s ``epsilon_release``)."""
+        return f"{self.kind} release"
+
+    def note(self, accountant: str, line: str) -> str:
+        """What ``accountant``'s ε is for this kind, given the accountant's own ``line``."""
+        return line
+
+    @classmethod
+    def of(cls, t: Transcript, sensitivities: Sequence[float], paper: bool) -> list[Release]:
+        """One release per iteration of ``t`` (Δ₂(j) = ``sensitivities[j]``).
+
+        ``paper``: the papers' reading (the ``paper`` accountant). A kind a mechanism
+        names in its :class:`Transcript` defines this.
+        """
+        raise NotImplementedError(f"{cls.__name__} does not say how a transcript builds it")
+
+
 @dataclasses.dataclass(frozen=True)
-class LaplaceRelease:
+class LaplaceRelease(Release):
     """``count`` releases of a query with ℓ₁ sensitivity Δ₁ plus i.i.d. Laplace(0, b) noise.
 
     Each release is exactly (Δ₁/b)-DP (book Lemma 11.1).
@@ -74,6 +152,7 @@ class LaplaceRelease:
 
     """
 
+    kind: ClassVar[str] = "laplace"
     sensitivity_l1: float
     scale: float
     count: int = 1
@@ -88,9 +167,19 @@ class LaplaceRelease:
         """Pure ε of one release, Δ₁ / b."""
         return float(self.sensitivity_l1) / float(self.scale)
 
+    def dp_event(self) -> dp_accounting.DpEvent:
+        """``LaplaceDpEvent(b/Δ₁)`` (:data:`SHIFT_PAIR`), or a no-op for Δ₁ = 0."""
+        if self.epsilon0 == 0:
+            return dp_accounting.NoOpDpEvent()
+        return dp_accounting.LaplaceDpEvent(1.0 / self.epsilon0)
+
+    def describe(self) -> str:
+        """One line: one-dimensional Laplace noise."""
+        return _copies("Laplace noise on a query of bounded l1 sensitivity", self.count)
+
 
 @dataclasses.dataclass(frozen=True)
-class VectorLaplaceRelease:
+class VectorLaplaceRelease(Release):
     """``count`` releases of an M-vector with ℓ₂ sensitivity Δ₂ plus i.i.d. Laplace(0, b) noise.
 
     The shift v between neighbours can be any vector with ‖v‖₂ ≤ Δ₂ (clipped gradients
@@ -127,6 +216,7 @@ class VectorLaplaceRelease:
 
     """
 
+    kind: ClassVar[str] = "vector laplace"
     sensitivity_l2: float
     scale: float
     dim: int
@@ -148,9 +238,62 @@ class VectorLaplaceRelease:
         """Noise multiplier b / (Δ₂/√M) of each coordinate of the worst (diagonal) shift."""
         return float(self.scale) * math.sqrt(self.dim) / float(self.sensitivity_l2)
 
+    def dp_event(self) -> dp_accounting.DpEvent:
+        """``LaplaceDpEvent`` of the ℓ₁ charge Δ₁ = √M Δ₂ (valid for every library accountant)."""
+        if self.epsilon0 == 0:
+            return dp_accounting.NoOpDpEvent()
+        return dp_accounting.LaplaceDpEvent(1.0 / self.epsilon0)
+
+    def describe(self) -> str:
+        """One line: M-dimensional Laplace noise."""
+        what = f"{self.dim}-dimensional Laplace noise on a vector of bounded l2 sensitivity"
+        return _copies(what, self.count)
+
+    def note(self, accountant: str, line: str) -> str:
+        """The PLD's line says which two bounds it takes the smaller of (M > 1)."""
+        if accountant == "pld" and self.dim > 1:
+            return line + (
+                "; M-dimensional Laplace noise: the smaller of the PLD charged the l1 "
+                "sensitivity sqrt(M)*l2 and the Renyi bound of the worst (diagonal) direction"
+            )
+        return line
+
+    @classmethod
+    def of(cls, t: Transcript, sensitivities: Sequence[float], paper: bool) -> list[Release]:
+        """Laplace noise of std σ (b = σ/√2): the M-dimensional release of Δ₂(j) (rigorous).
+
+        The papers' reading (``paper``, or a transcript that is not ``rigorous``): the 1-D
+        :class:`LaplaceRelease` charged Δ₂(j). On a client sample the observer lacks
+        (``sampling``): a :class:`PureDpRelease` of :func:`amplified_epsilon` of the
+        round's ε₀ (its copies share the sample); with the observer's status known
+        (``mixture``), the worst status's.
+        """
+        sens = [float(s) for s in sensitivities]
+        b = t.std / math.sqrt(2.0)
+        if paper or not t.rigorous:
+            return [LaplaceRelease(s, b, t.copies) for s in sens]
+        if t.mixture is not None:  # pure DP: the joint's ε is the worst status's
+            parts = [(n, m, sd) for _, n, m, sd in t.mixture]
+            if t.sampling is not None:
+                parts.append((*t.sampling, t.std))
+            return [
+                PureDpRelease(max(
+                    amplified_epsilon(
+                        cls(s, sd / math.sqrt(2.0), t.dim).epsilon0 * t.copies, m / n)
+                    for n, m, sd in parts))
+                for s in sens
+            ]  # fmt: skip
+        if t.sampling is not None:
+            n, m = t.sampling
+            return [
+                PureDpRelease(amplified_epsilon(e0 * t.copies, m / n))
+                for e0 in (cls(s, b, t.dim).epsilon0 for s in sens)
+            ]
+        return [cls(s, b, t.dim, t.copies) for s in sens]
+
 
 @dataclasses.dataclass(frozen=True)
-class GaussianRelease:
+class GaussianRelease(Release):
     """``count`` releases of a query with ℓ₂ sensitivity Δ₂ plus N(0, σ² I) noise.
 
     Attributes:
@@ -160,6 +303,8 @@ class GaussianRelease:
 
     """
 
+    kind: ClassVar[str] = "gaussian"
+    accountants: ClassVar[tuple[str, ...] | None] = ("paper", "pld", "rdp")
     sensitivity_l2: float
     sigma: float
     count: int = 1
@@ -173,6 +318,50 @@ class GaussianRelease:
     def noise_multiplier(self) -> float:
         """σ / Δ₂ (``inf`` for a zero sensitivity)."""
         return math.inf if self.sensitivity_l2 == 0 else self.sigma / self.sensitivity_l2
+
+    def dp_event(self) -> dp_accounting.DpEvent:
+        """``GaussianDpEvent(σ/Δ₂)`` (:data:`SHIFT_PAIR`), or a no-op for Δ₂ = 0."""
+        if self.sensitivity_l2 == 0:
+            return dp_accounting.NoOpDpEvent()
+        return dp_accounting.GaussianDpEvent(self.noise_multiplier)
+
+    def describe(self) -> str:
+        """One line: Gaussian noise."""
+        return _copies("Gaussian noise on a vector of bounded l2 sensitivity", self.count)
+
+    def note(self, accountant: str, line: str) -> str:
+        """The papers' classic bound, and the PLD's exact composed Gaussian, in words."""
+        if accountant == "paper":
+            return (
+                "classic Gaussian bound per iteration (valid only below 1) composed by eq. 32 "
+                "(graph-topology paper Thm 3), delta split evenly"
+            )
+        if accountant == "pld":
+            return "exact: composed Gaussians are one Gaussian (GDP); analytic Gaussian epsilon"
+        return line
+
+    @classmethod
+    def of(cls, t: Transcript, sensitivities: Sequence[float], paper: bool) -> list[Release]:
+        """Gaussian noise of std σ: a :class:`GaussianRelease` of Δ₂(j) and ``copies`` copies.
+
+        On a client sample the observer lacks (``sampling``, not in the papers' reading):
+        a :class:`SampledGaussianRelease` with the copies folded into one release of std
+        σ/√copies (they share the sample); with its status known (``mixture``), a
+        :class:`MixtureSampledGaussianRelease`.
+        """
+        sens = [float(s) for s in sensitivities]
+        if t.mixture is not None and not paper:
+            root = math.sqrt(t.copies)
+            parts = tuple((w, n, m, sd / root) for w, n, m, sd in t.mixture)
+            low = min(p[3] for p in parts)
+            return [MixtureSampledGaussianRelease(s, low, 1, components=parts,
+                                                  outside=t.sampling)
+                    for s in sens]  # fmt: skip
+        if t.sampling is not None and not paper:
+            n, m = t.sampling
+            std = t.std / math.sqrt(t.copies)
+            return [SampledGaussianRelease(s, std, 1, n, m) for s in sens]
+        return [GaussianRelease(s, t.std, t.copies) for s in sens]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,6 +388,7 @@ class SampledGaussianRelease(GaussianRelease):
 
     """
 
+    kind: ClassVar[str] = "sampled gaussian"
     population: int = 1
     sample: int = 1
 
@@ -206,6 +396,19 @@ class SampledGaussianRelease(GaussianRelease):
         super().__post_init__()
         check_int("population", self.population, lo=1)
         check_int("sample", self.sample, lo=1, hi=self.population)
+
+    def dp_event(self) -> dp_accounting.DpEvent:
+        """``SampledWithoutReplacementDpEvent(n, m, GaussianDpEvent(σ/Δ₂))`` (m < n)."""
+        event = super().dp_event()
+        if self.sensitivity_l2 == 0 or self.sample == self.population:
+            return event
+        return dp_accounting.SampledWithoutReplacementDpEvent(self.population, self.sample, event)
+
+    def describe(self) -> str:
+        """One line: Gaussian noise on an m-of-n sample the observer does not see."""
+        what = (f"Gaussian noise on a vector of bounded l2 sensitivity, computed on a random "
+                f"{self.sample}-of-{self.population} sample")  # fmt: skip
+        return _copies(what, self.count)
 
     @property
     def sampling_probability(self) -> float:
@@ -248,6 +451,7 @@ class MixtureSampledGaussianRelease(GaussianRelease):
 
     """
 
+    kind: ClassVar[str] = "status-mixture gaussian"
     components: tuple[tuple[float, int, int, float], ...] = ()
     outside: tuple[int, int] | None = None
 
@@ -272,9 +476,19 @@ class MixtureSampledGaussianRelease(GaussianRelease):
         """Σ_s weight_s · m_s/n_s: the changed member's chance of being in a sample."""
         return sum(w * m / n for w, n, m, _ in self.components)
 
+    def dp_event(self) -> dp_accounting.DpEvent:
+        """The unsampled Gaussian of the smallest std (sound; only Rényi credits the mixture)."""
+        return GaussianRelease.dp_event(self)
+
+    def describe(self) -> str:
+        """One line: a sampled Gaussian seen by an observer who knows its own status."""
+        what = ("Gaussian noise on a vector of bounded l2 sensitivity, computed on a random "
+                "client sample, seen by an observer who knows whether it was sampled")  # fmt: skip
+        return _copies(what, self.count)
+
 
 @dataclasses.dataclass(frozen=True)
-class PureDpRelease:
+class PureDpRelease(Release):
     """``count`` releases of any ε-DP mechanism (e.g. randomized response: ε = ln 3).
 
     Attributes:
@@ -283,6 +497,7 @@ class PureDpRelease:
 
     """
 
+    kind: ClassVar[str] = "pure-dp"
     epsilon: float
     count: int = 1
 
@@ -295,9 +510,21 @@ class PureDpRelease:
         """Pure ε of one release."""
         return float(self.epsilon)
 
+    def dp_event(self) -> dp_accounting.DpEvent:
+        """Binary ``RandomizedResponseDpEvent``, its worst case (under ``REPLACE_ONE``)."""
+        if self.epsilon0 == 0:
+            return dp_accounting.NoOpDpEvent()
+        return dp_accounting.RandomizedResponseDpEvent(
+            noise_parameter=randomized_response_noise(self.epsilon), num_buckets=2
+        )
+
+    def describe(self) -> str:
+        """One line: an ε-DP release."""
+        return _copies("a pure epsilon-DP release", self.count)
+
 
 @dataclasses.dataclass(frozen=True)
-class DiscreteSumRelease:
+class DiscreteSumRelease(Release):
     """``count`` releases of a sum of n clients' integer vectors plus n integer noise shares.
 
     Distributed DP under secure aggregation (:mod:`pgfl.privacy.distributed`): the server
@@ -325,6 +552,7 @@ class DiscreteSumRelease:
 
     """
 
+    accountants: ClassVar[tuple[str, ...] | None] = ("paper", "pld", "rdp")
     noise: str
     l2: float
     share_variance: float
@@ -348,9 +576,50 @@ class DiscreteSumRelease:
         check_int("count", self.count, lo=1)
 
     @property
+    def kind(self) -> str:  # type: ignore[override]
+        """``"skellam sum"`` or ``"discrete gaussian sum"``."""
+        return self.noise.replace("_", " ") + " sum"
+
+    @property
     def sensitivity_l2(self) -> float:
         """Δ₂ in real units, ``l2·γ`` (a Gaussian-equivalent start for calibration)."""
         return self.l2 * self.grid
+
+    def describe(self) -> str:
+        """One line: a secure sum of integer vectors plus integer noise shares."""
+        what = (f"a secure sum of {self.dim}-dimensional integer vectors plus "
+                f"{self.noise.replace('_', ' ')} noise shares")  # fmt: skip
+        if self.sampling is not None:
+            what += f", computed on a random {self.sampling[1]}-of-{self.sampling[0]} sample"
+        return _copies(what, self.count)
+
+    def note(self, accountant: str, line: str) -> str:
+        """Its Rényi bound, derived (``rdp``, ``pld``) or as published (``paper``)."""
+        if accountant == "paper":
+            return (
+                "the papers' Renyi bound (KLS Proposition 14 with tau for the discrete "
+                "Gaussian; Agarwal et al. for Skellam)"
+            )
+        derived = (
+            "Renyi DP of the noisy integer sum (pgfl.privacy.distributed.accounting: the "
+            "derived bound for a sum of discrete Gaussians, Agarwal et al.'s for Skellam), "
+            "composed over iterations, converted by dp_accounting"
+        )
+        return derived + ("; no PLD is built for discrete sums" if accountant == "pld" else "")
+
+    @classmethod
+    def of(cls, t: Transcript, sensitivities: Sequence[float], paper: bool) -> list[Release]:
+        """Distributed discrete noise: one sum per iteration (``paper``: KLS Proposition 14).
+
+        Sensitivities and std are in grid units of ``t.grid``; ``t.shares`` the survivor
+        counts a round's sum may hold.
+        """
+        if t.mixture is not None:  # no status-mixture bound for discrete sums
+            raise ConfigError("a discrete sum has no status-mixture release")
+        common = {"dim": t.dim, "grid": t.grid, "published": paper, "sampling": t.sampling,
+                  "count": t.copies}  # fmt: skip
+        var = t.std**2
+        return [cls(t.distribution, float(s), var, t.shares, **common) for s in sensitivities]
 
     def gaussian_dominance(self) -> tuple[float, float] | None:
         """``(μ², κ)``: a post-processed Gaussian of ``μ`` up to a factor ``e^{±κ}``, or None.
@@ -388,27 +657,24 @@ class DiscreteSumRelease:
         return np.minimum(plain, library.rdp + (2 * o - 1) * kappa / (o - 1))
 
 
-Release = (
-    LaplaceRelease
-    | VectorLaplaceRelease
-    | GaussianRelease
-    | SampledGaussianRelease
-    | PureDpRelease
-    | DiscreteSumRelease
-)
-_RELEASE_TYPES = (
-    LaplaceRelease, VectorLaplaceRelease, GaussianRelease, PureDpRelease, DiscreteSumRelease,
-)  # fmt: skip
-# (SampledGaussianRelease is a GaussianRelease)
+#: The built-in additive noises by :attr:`Transcript.distribution`: the release kind each
+#: one's transcript builds (a mechanism with a kind of its own names it in ``release``).
+NOISE_RELEASES: dict[str, type[Release]] = {
+    "laplace": VectorLaplaceRelease,
+    "gaussian": GaussianRelease,
+    **dict.fromkeys(DISCRETE_NOISE, DiscreteSumRelease),
+}
+
+
+def _copies(what: str, count: int) -> str:
+    """``what``, with the number of copies where there is more than one."""
+    return what if count == 1 else f"{what}, {count} independently noised copies"
 
 
 def check_release(release: object) -> Release:
-    """Return ``release`` if it is one of the release classes, else raise ConfigError."""
-    if not isinstance(release, _RELEASE_TYPES):
-        raise ConfigError(
-            "release must be a LaplaceRelease, VectorLaplaceRelease, GaussianRelease, "
-            f"PureDpRelease or DiscreteSumRelease; got {release!r}"
-        )
+    """Return ``release`` if it is a :class:`Release`, else raise ConfigError."""
+    if not isinstance(release, Release):
+        raise ConfigError(f"release must be a pgfl Release; got {release!r}")
     return release
 
 
@@ -440,7 +706,7 @@ def randomized_response_noise(epsilon: float) -> float:
 
 
 def dp_event(release: Release) -> dp_accounting.DpEvent:
-    """One copy of a release as a ``dp_accounting`` event: the one mapping pgfl uses.
+    """One copy of a release as a ``dp_accounting`` event: :meth:`Release.dp_event`.
 
     Laplace → ``LaplaceDpEvent(b/Δ₁)``; vector Laplace → the same with its ℓ₁ charge
     Δ₁ = √M Δ₂ (valid for every ``dp_accounting`` accountant; pgfl's Rényi accountant is
@@ -452,30 +718,20 @@ def dp_event(release: Release) -> dp_accounting.DpEvent:
     accountant under ``REPLACE_ONE`` (where the Gaussian of multiplier σ/Δ₂ is again the
     shift by Δ₂). A zero sensitivity gives a ``NoOpDpEvent``.
 
+    Raises:
+        ConfigError: a release without an event (a discrete sum: its Rényi curve).
+
     >>> dp_event(LaplaceRelease(2.0, 10.0))
     LaplaceDpEvent(noise_multiplier=5.0)
+
     """
-    check_release(release)
-    if isinstance(release, DiscreteSumRelease):
+    event = check_release(release).dp_event()
+    if event is None:
         raise ConfigError(
-            "a DiscreteSumRelease has no dp_accounting event: it is composed by its Renyi curve"
+            f"a {release.kind} release has no dp_accounting event: it is composed by its "
+            "Renyi curve or its pure epsilon"
         )
-    if isinstance(release, GaussianRelease):
-        if release.sensitivity_l2 == 0:
-            return dp_accounting.NoOpDpEvent()
-        event = dp_accounting.GaussianDpEvent(release.noise_multiplier)
-        if isinstance(release, SampledGaussianRelease) and release.sample < release.population:
-            return dp_accounting.SampledWithoutReplacementDpEvent(
-                release.population, release.sample, event
-            )
-        return event
-    if release.epsilon0 == 0:
-        return dp_accounting.NoOpDpEvent()
-    if isinstance(release, PureDpRelease):
-        return dp_accounting.RandomizedResponseDpEvent(
-            noise_parameter=randomized_response_noise(release.epsilon), num_buckets=2
-        )
-    return dp_accounting.LaplaceDpEvent(1.0 / release.epsilon0)
+    return event
 
 
 def to_dp_event(release: Release) -> dp_accounting.DpEvent:
@@ -505,7 +761,9 @@ class Transcript:
         sensitivities: Δ₂(j), j = 1..T, for replacing one unit of privacy (empty when
             ``reason`` says ε = ∞).
         std: σ, the per-coordinate standard deviation of the noise (Laplace scale σ/√2).
-        distribution: ``"laplace"`` or ``"gaussian"``.
+        distribution: a built-in additive noise, a key of :data:`NOISE_RELEASES`
+            (``"laplace"``, ``"gaussian"``, ``"discrete_gaussian"``, ``"skellam"``); it
+            chooses the release kind unless ``release`` names one.
         dim: the model dimension M (per-coordinate Laplace noise is charged in M dims).
         copies: independently noised copies of the release observed per iteration.
         paper_sensitivities: the papers' Δ₂(j) (``None``: no published bound).
@@ -532,6 +790,9 @@ class Transcript:
             itself; Gaussian noise: :class:`MixtureSampledGaussianRelease`, with
             ``sampling`` what an observer outside the population sees; Laplace noise: the
             worst status's :func:`amplified_epsilon`); ``None``: none.
+        release: the :class:`Release` subclass of one iteration, for a mechanism with a
+            release kind of its own (its :meth:`Release.of` reads the fields above it
+            needs); ``None``: the kind of ``distribution`` (:attr:`kind`).
 
     >>> t = Transcript((1.0, 2.0), std=2 ** 0.5, scope="one message")
     >>> [r.epsilon0 for r in t.releases()], t.iterations   # Δ/b with b = σ/√2 = 1
@@ -554,10 +815,23 @@ class Transcript:
     shares: tuple[int, ...] = ()
     grid: float = 1.0
     mixture: tuple[tuple[float, int, int, float], ...] | None = None
+    release: type[Release] | None = None
 
     def __post_init__(self) -> None:
         if self.iterations == 0:
             object.__setattr__(self, "iterations", len(self.sensitivities))
+
+    @property
+    def kind(self) -> type[Release]:
+        """The release kind of one iteration: ``release``, or the noise's built-in one."""
+        if self.release is not None:
+            return self.release
+        if self.distribution not in NOISE_RELEASES:
+            raise ConfigError(
+                f"a transcript's distribution must be one of {', '.join(NOISE_RELEASES)}, or "
+                f"it must name its release kind; got {self.distribution!r}"
+            )
+        return NOISE_RELEASES[self.distribution]
 
     @property
     def credited(self) -> bool:
@@ -571,55 +845,14 @@ class Transcript:
     def releases(self, paper: bool = False) -> list[Release]:
         """One release per iteration: the rigorous reading, or the papers' (``paper``).
 
-        Discrete distributed noise: a :class:`DiscreteSumRelease` (``paper``: KLS's
-        Proposition 14 for the discrete Gaussian). Gaussian noise: a
-        :class:`GaussianRelease` of Δ₂(j); Laplace noise: an M-dimensional
+        Built by the kind's :meth:`Release.of` (:attr:`kind`): for the built-in noises,
+        discrete distributed noise gives a :class:`DiscreteSumRelease` (``paper``: KLS's
+        Proposition 14 for the discrete Gaussian); Gaussian noise a
+        :class:`GaussianRelease` of Δ₂(j); Laplace noise an M-dimensional
         :class:`VectorLaplaceRelease` of Δ₂(j) (rigorous), or the papers' 1-D
         :class:`LaplaceRelease` charged Δ₂(j).
         """
         sens = self.sensitivities
         if paper and self.paper_sensitivities is not None:
             sens = self.paper_sensitivities
-        if self.distribution in DISCRETE_NOISE:
-            if self.mixture is not None:  # no status-mixture bound for discrete sums
-                raise ConfigError("a discrete sum has no status-mixture release")
-            common = {"dim": self.dim, "grid": self.grid, "published": paper,
-                      "sampling": self.sampling, "count": self.copies}  # fmt: skip
-            var = self.std**2
-            return [DiscreteSumRelease(self.distribution, float(s), var, self.shares, **common)
-                    for s in sens]  # fmt: skip
-        if self.distribution == "gaussian":
-            if self.mixture is not None and not paper:
-                root = math.sqrt(self.copies)
-                parts = tuple((w, n, m, sd / root) for w, n, m, sd in self.mixture)
-                low = min(p[3] for p in parts)
-                return [MixtureSampledGaussianRelease(float(s), low, 1, components=parts,
-                                                      outside=self.sampling)
-                        for s in sens]  # fmt: skip
-            if self.sampling is not None and not paper:
-                n, m = self.sampling
-                std = self.std / math.sqrt(self.copies)
-                return [SampledGaussianRelease(float(s), std, 1, n, m) for s in sens]
-            return [GaussianRelease(float(s), self.std, self.copies) for s in sens]
-        b = self.std / math.sqrt(2.0)
-        if paper or not self.rigorous:
-            return [LaplaceRelease(float(s), b, self.copies) for s in sens]
-        if self.mixture is not None:  # pure DP: the joint's ε is the worst status's
-            parts = [(n, m, sd) for _, n, m, sd in self.mixture]
-            if self.sampling is not None:
-                parts.append((*self.sampling, self.std))
-            return [
-                PureDpRelease(max(
-                    amplified_epsilon(
-                        VectorLaplaceRelease(float(s), sd / math.sqrt(2.0), self.dim).epsilon0
-                        * self.copies, m / n)
-                    for n, m, sd in parts))
-                for s in sens
-            ]  # fmt: skip
-        if self.sampling is not None:
-            n, m = self.sampling
-            return [
-                PureDpRelease(amplified_epsilon(e0 * self.copies, m / n))
-                for e0 in (VectorLaplaceRelease(float(s), b, self.dim).epsilon0 for s in sens)
-            ]
-        return [VectorLaplaceRelease(float(s), b, self.dim, self.copies) for s in sens]
+        return self.kind.of(self, sens, paper)
