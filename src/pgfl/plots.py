@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pgfl.files import read_csv, read_json, replacing
+from pgfl.privacy import mechanisms
 from pgfl.style import SCHEMES, CurveStyle, coincidence_style, curve_style
 
 if TYPE_CHECKING:
@@ -81,11 +82,20 @@ SWEPT = {
     "target_epsilon": ("target ε (noise calibrated to it)", "ε*"),
 }
 
-#: The setting that decides whether a variance has any effect (``"none"``: it has none).
-_NOISE_OF = {"server_variance": "server_noise", "client_variance": "client_noise"}
+#: A variance setting and the level of the scheme it is the noise level of.
+_LEVEL_OF = {"server_variance": "server", "client_variance": "client"}
 
-#: Client-level schemes that draw no noise, so ``client_variance`` does nothing.
-_NOISELESS_CLIENT = ("none", "secure_aggregation")
+
+def _varies(settings: Mapping[str, Any], variance: str) -> bool:
+    """Whether ``variance`` has an effect: the curve's scheme calibrates it (its declaration).
+
+    A scheme the registry does not know (an older run's) counts as noisy unless ``"none"``.
+    """
+    level = _LEVEL_OF[variance]
+    name = settings.get(f"{level}_noise", "none")
+    cls = mechanisms.REGISTRY[level].get(name)
+    return name != "none" if cls is None else cls.calibrates == f"privacy.{variance}"
+
 
 #: A sweep line needs at least this many distinct positive values of its parameter.
 MIN_SWEEP_POINTS = 3
@@ -317,14 +327,18 @@ def scheme_label(settings: Mapping[str, Any]) -> str:
         'random'
         >>> scheme_label({"server_noise": "random", "server_distribution": "gaussian"})
         'random (gaussian)'
+        >>> scheme_label({"client_noise": "secure_aggregation", "share": "updates"})
+        'secure aggregation of updates'
 
     """
     client = settings.get("client_noise", "none")
     server = settings.get("server_noise", "none")
     share = settings.get("share", "models")
     parts = []
-    if client == "secure_aggregation":
-        parts.append("secure aggregation" + ("" if share == "models" else f" of {share}"))
+    cls = mechanisms.REGISTRY["client"].get(client)
+    if client != "none" and cls is not None and cls.calibrates is None:  # no noise of its own
+        words = SCHEMES[client].words if client in SCHEMES else client.replace("_", " ")
+        parts.append(words + ("" if share == "models" else f" of {share}"))
     elif client != "none":
         parts.append(f"noisy {share} ({client})")
     elif share != "models":
@@ -347,10 +361,9 @@ def _relevant(entry: Mapping[str, Any]) -> dict[str, Any]:
     if s.get("server_noise", "none") != "none" and "server_distribution" not in s:
         label = str(entry.get("label", "")).lower()
         s["server_distribution"] = "gaussian" if "gaussian" in label else "laplace"
-    if s.get("server_noise") == "none":
-        s["server_variance"] = None
-    if s.get("client_noise") in _NOISELESS_CLIENT:
-        s["client_variance"] = None
+    for variance in _LEVEL_OF:
+        if not _varies(s, variance):
+            s[variance] = None
     if s["target_epsilon"] is not None:
         s["server_variance"] = s["client_variance"] = None
     return s
@@ -432,13 +445,13 @@ def _baselines(p: str, settings: list[dict[str, Any] | None], found) -> tuple[in
     For a target-ε sweep: the curves without any privacy whose other settings (what is
     shared aside: without noise sharing models or updates is the same) equal a line's.
     """
-    if p not in _NOISE_OF and p != "target_epsilon":
+    if p not in _LEVEL_OF and p != "target_epsilon":
         return ()
     noise = (
         ("client_noise", "server_noise", "share", "server_distribution", "client_variance",
          "server_variance")
         if p == "target_epsilon"
-        else (_NOISE_OF[p], "server_distribution")
+        else (f"{_LEVEL_OF[p]}_noise", "server_distribution")
     )  # fmt: skip
     in_lines = {i for _, idx, _ in found for i in idx}
 

@@ -345,6 +345,8 @@ class FrontierLine(NamedTuple):
             default grid (the step size ``training.mu`` is searched for every line).
         legend: its legend entry ("": the line's name).
         scope: what its ε covers and against whom ("": the mechanism's :attr:`~Mechanism.covers`).
+        by_adversary: drawn in ``pgfl reproduce frontier-adversary`` (calibrated to each
+            adversary it protects against).
 
     """
 
@@ -352,6 +354,7 @@ class FrontierLine(NamedTuple):
     knobs: Mapping[str, tuple[Any, ...]] = {}
     legend: str = ""
     scope: str = ""
+    by_adversary: bool = False
 
 
 class Mechanism:
@@ -406,6 +409,9 @@ class Mechanism:
     distributions: ClassVar[tuple[str, ...]] = ()
     #: Its figure style (colour, marker, words); ``None``: one derived from its name.
     style: ClassVar[SchemeStyle | None] = None
+    #: Why ``pgfl deploy`` cannot run it, in words (``None``: :mod:`pgfl.deploy` runs its
+    #: protocol between processes). A new mechanism has no deployed protocol until then.
+    not_deployed: ClassVar[str | None] = "it has no deployed protocol"
     #: Per-coordinate std of its noise (its noise level; 0: none). Noisy mechanisms hold it.
     std: float | None = 0.0
     #: The distribution of its noise (``None``: no noise of its own).
@@ -420,6 +426,18 @@ class Mechanism:
         if self.distribution is None or not self.std:
             return None
         return NoiseLaw(self.distribution, self.std * scale)
+
+    def record(
+        self, L: int, dim: int, aborted: int, clipped: int, aborts: Sequence[tuple[int, int, int]]
+    ) -> dict[str, dict[str, Any]]:
+        """Its own entries of a curve's ``summary.json`` privacy record (default: none).
+
+        ``L`` clients sampled per round, ``dim`` the model dimension M; ``aborted``: the
+        curve's aborted unit-rounds, ``clipped``: its clipped messages, ``aborts``: each
+        aborted ``(repetition, iteration, unit)``. An entry's ``"log"`` lines go to
+        ``run.log`` instead of the summary.
+        """
+        return {}
 
     @property
     def name(self) -> str:

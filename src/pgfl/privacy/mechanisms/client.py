@@ -90,6 +90,7 @@ class Mean(ClientAggregation):
     """
 
     names: ClassVar[tuple[str, ...]] = ("none",)
+    not_deployed: ClassVar[str | None] = None  # pgfl.deploy runs it
     exposes: ClassVar[Mapping[str, str]] = {
         "upload_eavesdropper": "the uploads are the clients' models or updates in the clear",
         "own_server": "the server receives its clients' models or updates in the clear",
@@ -124,6 +125,7 @@ class ClientNoise(ClientAggregation):
     std: float | None = None
     variance: float | None = None
     names: ClassVar[tuple[str, ...]] = DISTRIBUTIONS
+    not_deployed: ClassVar[str | None] = None  # pgfl.deploy runs it
     distributions: ClassVar[tuple[str, ...]] = DISTRIBUTIONS
     params: ClassVar[tuple[Param, ...]] = (CLIENT_VARIANCE,)
     calibrates: ClassVar[str | None] = "privacy.client_variance"
@@ -136,6 +138,7 @@ class ClientNoise(ClientAggregation):
             legend=f"client {dist.capitalize()} on {share} (vs own server)",
             scope=f"client level: one client's noisy {share[:-1]} against its own "
             "(honest-but-curious) server, and by post-processing everyone downstream",
+            by_adversary=(dist, share) == ("gaussian", "models"),
         )
         for share in ("models", "updates")
         for dist in DISTRIBUTIONS

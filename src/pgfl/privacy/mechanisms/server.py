@@ -90,6 +90,7 @@ class NoServerNoise(ServerNoise):
     """Servers send ``ψ_m`` as it is."""
 
     names: ClassVar[tuple[str, ...]] = ("none",)
+    not_deployed: ClassVar[str | None] = None  # pgfl.deploy runs it
     silent: ClassVar[bool] = True
 
     @classmethod
@@ -120,6 +121,7 @@ class RandomNoise(ServerNoise):
     variance: float | None = None
     distribution: str = "laplace"
     names: ClassVar[tuple[str, ...]] = ("random",)
+    not_deployed: ClassVar[str | None] = None  # pgfl.deploy runs it (and its subclasses')
     params: ClassVar[tuple[Param, ...]] = (SERVER_VARIANCE, SERVER_DISTRIBUTION)
     distributions: ClassVar[tuple[str, ...]] = DISTRIBUTIONS
     calibrates: ClassVar[str | None] = "privacy.server_variance"
@@ -143,6 +145,7 @@ class RandomNoise(ServerNoise):
             {"privacy.server_noise": "random", "privacy.server_distribution": "gaussian"},
             legend="random server noise, Gaussian (vs other servers; covers the centroid)",
             scope="as random, with Gaussian noise",
+            by_adversary=True,
         ),
     }
     #: What the ε covers (the summary's ``epsilon_scope``).
@@ -274,6 +277,7 @@ class GraphHomomorphic(RandomNoise):
              "privacy.server_distribution": "gaussian"},
             legend="graph-homomorphic, Gaussian (NOT the centroid or a unit's clients)",
             scope="as graph-homomorphic, with Gaussian noise",
+            by_adversary=True,
         ),
     }  # fmt: skip
     uncovered: ClassVar[Mapping[str, str]] = {
@@ -423,6 +427,7 @@ class CentralNoise(RandomNoise):
             legend="central DP: a trusted aggregator, Gaussian (the ceiling)",
             scope="a trusted aggregator adds one Gaussian draw to the network average each "
             "round; protects against everyone but the aggregator and a unit's own server",
+            by_adversary=True,
         ),
     }
     names: ClassVar[tuple[str, ...]] = ("central",)
