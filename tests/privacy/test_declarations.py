@@ -8,6 +8,7 @@ take up a scheme registered here, with nothing else edited.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -23,7 +24,7 @@ from pgfl.experiments.runner import run_experiment
 from pgfl.files import read_json
 from pgfl.plots import _relevant, scheme_label
 from pgfl.privacy import mechanisms
-from pgfl.privacy.mechanisms import CentralNoise, Mean, RandomNoise
+from pgfl.privacy.mechanisms import CentralNoise, Mean, PairwiseCancelling, RandomNoise
 from pgfl.privacy.mechanisms.base import FrontierLine
 from pgfl.privacy.secagg.config import encodes_fixed_point, runs_secure_aggregation
 from pgfl.validation import ConfigError
@@ -130,3 +131,18 @@ def test_the_frontier_per_adversary_draws_the_declared_lines(recorded):
     mechanisms.unregister(Recorded)
     assert "recorded_line" not in adversary_schemes()
     mechanisms.register(Recorded)  # the fixture removes it again
+
+
+def test_a_replaced_pairwise_cancelling_keeps_only_what_is_set():
+    m = PairwiseCancelling(std=0.5, pairwise_ratio=3.0, coalition=3)
+    assert m.pairwise_std is None and m.pairwise_variance is None  # derived, not stored
+    assert m.sigma_cor == 1.5
+    r = dataclasses.replace(m, pairwise_ratio=1.0)
+    assert (r.std, r.sigma_cor, r.coalition) == (0.5, 0.5, 3)
+    assert dataclasses.replace(m, coalition=4).sigma_cor == 1.5
+    old = PairwiseCancelling(variance=0.04, pairwise_variance=0.25)  # the absolute form
+    assert dataclasses.replace(old, coalition=3).sigma_cor == 0.5
+    with pytest.raises(ConfigError, match="not both"):
+        dataclasses.replace(m, pairwise_std=1.0)  # the ratio is still set
+    with pytest.raises(ConfigError):
+        RandomNoise(std=-0.5, variance=0.25)  # both given: still in range

@@ -162,7 +162,7 @@ def curve_epsilon(
     if caveat is not None:
         entry["epsilon_caveat"] = caveat
     entry["noise_variance"] = main.std**2
-    pairwise = getattr(main, "pairwise_std", None)  # correlated noise: σ_cor at that σ
+    pairwise = getattr(main, "sigma_cor", None)  # correlated noise: σ_cor at that σ
     if pairwise is not None:
         entry["pairwise_variance"] = pairwise**2
     entry["neighbours"] = settings.neighbours

@@ -157,9 +157,13 @@ class RandomNoise(ServerNoise):
     )
 
     def __post_init__(self) -> None:
-        std, variance = noise_level(self.std, self.variance, SERVER_VARIANCE)
-        object.__setattr__(self, "std", std)
-        object.__setattr__(self, "variance", variance)
+        both = self.std is not None and self.variance is not None
+        if both and self.std >= 0 and math.isclose(self.std**2, self.variance, rel_tol=1e-12):
+            SERVER_VARIANCE.named("variance").check(self.variance)  # a dataclasses.replace
+        else:
+            std, variance = noise_level(self.std, self.variance, SERVER_VARIANCE)
+            object.__setattr__(self, "std", std)
+            object.__setattr__(self, "variance", variance)
         SERVER_DISTRIBUTION.named("distribution").check(self.distribution)
 
     @classmethod
