@@ -59,6 +59,50 @@ def test_no_function_is_longer_than_the_limit():
     assert long == []
 
 
+def _unexplained_local_imports(text: str) -> list[int]:
+    """Lines of function-local import groups none of whose lines says ``# lazy:`` why.
+
+    A group is a run of import statements one after another in one body (they share the
+    reason one of them gives).
+    """
+    lines, out = text.splitlines(), []
+    for fn in ast.walk(ast.parse(text)):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        bodies = (getattr(node, field, None) for node in ast.walk(fn) for field in _BODIES)
+        for body in (b for b in bodies if isinstance(b, list)):
+            group: list[ast.stmt] = []
+            for stmt in [*body, None]:
+                if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                    group.append(stmt)
+                    continue
+                said = any("# lazy:" in line for g in group
+                           for line in lines[g.lineno - 1 : g.end_lineno])  # fmt: skip
+                if group and not said:
+                    out.append(group[0].lineno)
+                group = []
+    return out
+
+
+_BODIES = ("body", "orelse", "finalbody")
+
+
+def test_the_lazy_import_check_finds_an_unexplained_one():
+    text = "def f():\n    import json\n    import os  # lazy: why\n\n    import re\n    x = 1\n"
+    assert _unexplained_local_imports(text) == []  # one group: json, os, blank, re
+    assert _unexplained_local_imports("def f():\n    x = 1\n    import re\n") == [3]
+    assert _unexplained_local_imports("import re\ndef f():\n    if 1:\n        import re\n") == [4]
+
+
+def test_every_function_local_import_says_why():
+    found = [
+        f"{path.relative_to(SRC)}:{line}"
+        for path in sorted(SRC.rglob("*.py"))
+        for line in _unexplained_local_imports(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
+
+
 # ---------------------------------------------------------------- one range per setting
 _CHECK_CALL = re.compile(r"check_(?:int|real|choice|string)\(\s*f?[\"']([^\"'{]+)[\"']")
 #: Command-line options that mirror a setting: they must be checked by its Param.

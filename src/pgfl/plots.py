@@ -44,7 +44,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pgfl.files import read_csv, read_json, replacing
-from pgfl.privacy import mechanisms
 from pgfl.style import SCHEMES, CurveStyle, coincidence_style, curve_style
 
 if TYPE_CHECKING:
@@ -86,6 +85,13 @@ SWEPT = {
 _LEVEL_OF = {"server_variance": "server", "client_variance": "client"}
 
 
+def _registered(level: str, name: str) -> Any:
+    """The mechanism class registered as ``name`` at ``level`` (``None``: unknown)."""
+    from pgfl.privacy import mechanisms  # lazy: the registry, dp_accounting (startup)
+
+    return mechanisms.REGISTRY[level].get(name)
+
+
 def _varies(settings: Mapping[str, Any], variance: str) -> bool:
     """Whether ``variance`` has an effect: the curve's scheme calibrates it (its declaration).
 
@@ -93,7 +99,7 @@ def _varies(settings: Mapping[str, Any], variance: str) -> bool:
     """
     level = _LEVEL_OF[variance]
     name = settings.get(f"{level}_noise", "none")
-    cls = mechanisms.REGISTRY[level].get(name)
+    cls = _registered(level, name)
     return name != "none" if cls is None else cls.calibrates == f"privacy.{variance}"
 
 
@@ -335,8 +341,8 @@ def scheme_label(settings: Mapping[str, Any]) -> str:
     server = settings.get("server_noise", "none")
     share = settings.get("share", "models")
     parts = []
-    cls = mechanisms.REGISTRY["client"].get(client)
-    if client != "none" and cls is not None and cls.calibrates is None:  # no noise of its own
+    cls = _registered("client", client) if client != "none" else None
+    if cls is not None and cls.calibrates is None:  # no noise of its own
         words = SCHEMES[client].words if client in SCHEMES else client.replace("_", " ")
         parts.append(words + ("" if share == "models" else f" of {share}"))
     elif client != "none":
@@ -475,10 +481,10 @@ def _baselines(p: str, settings: list[dict[str, Any] | None], found) -> tuple[in
 
 
 def _plt():
-    import matplotlib
+    import matplotlib  # lazy: matplotlib, only to draw
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: once the Agg backend is chosen
 
     return plt
 
@@ -674,7 +680,7 @@ class Coincidences:
 
 def legend_handles(lines: Sequence[Any]) -> tuple[list[Any], list[str]]:
     """One handle per gid in the curve's own style (not its coincidence style), and labels."""
-    from matplotlib.lines import Line2D
+    from matplotlib.lines import Line2D  # lazy: matplotlib, only to draw
 
     seen: dict[str, Any] = {}
     for ln in lines:
@@ -1190,7 +1196,7 @@ def steady_figure(summary: Mapping[str, Any]) -> Figure:
     per-iteration panels spread out. Diverged curves are named on the top edge.
     """
     plt = _plt()
-    from matplotlib.lines import Line2D
+    from matplotlib.lines import Line2D  # lazy: matplotlib, only to draw
 
     curves = summary["curves"]
     metrics = _drawn_metrics(summary)
@@ -1462,7 +1468,7 @@ def frontier_bars(summary: Mapping[str, Any]) -> Figure:
     The legend and caption lie outside the panels.
     """
     plt = _plt()
-    from matplotlib.lines import Line2D
+    from matplotlib.lines import Line2D  # lazy: matplotlib, only to draw
     from matplotlib.patches import Patch
 
     panels = _frontier_panels(summary)
@@ -1533,7 +1539,7 @@ def _bars(ax: Axes, curves: Sequence[Mapping[str, Any]], metric: str, base: floa
 
 def _epsilon_ticks(ax: Axes, values: Sequence[float]) -> None:
     """A log ε axis labelled at every target ε (0.5, 1, 2, 5, ...), not only at the decades."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # lazy: matplotlib
 
     ax.set_xscale("log")
     ax.xaxis.set_major_locator(FixedLocator(list(values)))
@@ -1543,7 +1549,7 @@ def _epsilon_ticks(ax: Axes, values: Sequence[float]) -> None:
 
 def _frontier_legend(order, legend, seen: Coincidences, diverged: bool):
     """Proxy handles in each scheme's own style, names wrapped, coincidence notes added."""
-    from matplotlib.lines import Line2D
+    from matplotlib.lines import Line2D  # lazy: matplotlib, only to draw
 
     handles, labels = [], []
     for name in order:
@@ -1602,7 +1608,7 @@ def epsilon_figure(curves: Mapping[str, np.ndarray], *, title: str) -> Figure:
     none is named in the legend as not drawn. Curves that coincide stay visible and say so.
     """
     plt = _plt()
-    from matplotlib.lines import Line2D
+    from matplotlib.lines import Line2D  # lazy: matplotlib, only to draw
 
     fig, ax = plt.subplots(figsize=(7.6, 4.6), layout="constrained")
     items, missing, taken = [], [], []
@@ -1718,7 +1724,7 @@ def muffliato_figure(summary: Mapping[str, Any]) -> Figure:
     gossip; local DP (ε of one release of ψ + η) is the dotted black line.
     """
     plt = _plt()
-    from matplotlib.lines import Line2D
+    from matplotlib.lines import Line2D  # lazy: matplotlib, only to draw
 
     graphs, steps = list(summary["graphs"]), list(summary["steps"])
     fig, axes = plt.subplots(len(steps), len(graphs), figsize=(4.3 * len(graphs),

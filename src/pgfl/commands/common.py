@@ -86,7 +86,7 @@ def setting(name: str) -> Any:
     ``dp_accounting`` (about a second): the options that mirror them are checked before
     any heavy import.
     """
-    from pgfl import general
+    from pgfl import general  # lazy: the settings table without the mechanisms (startup)
 
     if name in general.PARAMS:
         return general.PARAMS[name]
@@ -339,7 +339,7 @@ def run_frontier_plan(
     prepared: Any, *, quick: bool, as_json: bool, by_adversary: bool = False
 ) -> dict[str, Any]:
     """Run a frontier :func:`prepare_frontier_command` validated; return its summary."""
-    from pgfl.experiments.frontier import run_prepared_frontier
+    from pgfl.experiments.frontier import run_prepared_frontier  # lazy: the experiments
 
     with progress_display(as_json) as bar:
         task = bar.add_task("frontier", total=prepared.runs, unit="runs")

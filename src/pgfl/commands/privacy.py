@@ -142,7 +142,7 @@ def _sigma_from(
 
 def _check_fits(iterations: int, accountants: Sequence[str]) -> None:
     """Refuse ``--iterations`` whose ε accounting cannot fit in memory (one line)."""
-    from pgfl.resources import accounting_memory, check_fits
+    from pgfl.resources import accounting_memory, check_fits  # lazy: for this check alone
 
     needed = {"ε accounting [T]": accounting_memory(iterations, accountants)}
     check_fits(f"--iterations={iterations}", needed)
@@ -164,7 +164,7 @@ def _check_plot(path: Path | None) -> None:
     if path is None:
         return
     check_output_file(path, what="--plot file")
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: matplotlib, --plot
 
     formats = FigureCanvasAgg.get_supported_filetypes()
     if _plot_format(path) not in formats:
@@ -644,7 +644,7 @@ def frontier_command(
     Runs the engine at delta = 1e-5 (pgfl.experiments.frontier) and writes summary.json,
     frontier.csv and frontier.png into --out; ``pgfl reproduce frontier`` is the default.
     """
-    from pgfl.experiments.frontier import SCHEMES, SETUPS, frontier_configs, protecting  # lazy
+    from pgfl.experiments.frontier import SCHEMES, SETUPS, frontier_configs, protecting
     from pgfl.privacy import mechanisms  # lazy: the registry, dp_accounting
 
     setups = [check_choice("--setup", s, tuple(SETUPS)) for s in setup or SETUPS]
