@@ -22,7 +22,8 @@ from pgfl.experiments.frontier import adversary_configs, adversary_schemes
 from pgfl.experiments.loader import parse_config
 from pgfl.experiments.runner import run_experiment
 from pgfl.files import read_json
-from pgfl.plots import _relevant, scheme_label
+from pgfl.plots import scheme_label
+from pgfl.plots.sweeps import _relevant
 from pgfl.privacy import mechanisms
 from pgfl.privacy.mechanisms import CentralNoise, Mean, PairwiseCancelling, RandomNoise
 from pgfl.privacy.mechanisms.base import FrontierLine
