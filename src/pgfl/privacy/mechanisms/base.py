@@ -44,6 +44,7 @@ from pgfl.style import SchemeStyle
 __all__ = [
     "ADVERSARIES",
     "LIKE",
+    "NEIGHBOURING",
     "NEIGHBOURS",
     "QUANTITIES",
     "REGISTRY",
@@ -103,6 +104,11 @@ NEIGHBOURS = {
     "client": "one client's whole data set replaced",
     "record": "one record (sample) of one client replaced",
 }
+#: ``privacy.neighbours``: the neighbouring relation of every ε (declared with its vocabulary).
+NEIGHBOURING = Param("privacy.neighbours", "choice", "client", "Neighbouring data sets of "
+    "every ε: `client` (one client's whole data replaced, the papers') or `record` (one "
+    "sample; smaller only for one full-batch step per round, `training.batch = \"full\"`, "
+    "`training.epochs = 1`).", choices=tuple(NEIGHBOURS), batched=True)  # fmt: skip
 
 
 #: What a run computes that a metric is about: the servers' models ``w_p`` (the average
