@@ -38,7 +38,7 @@ def main() -> None:
     from pgfl.backends import LocalBackend, ray_session
     from pgfl.backends.ray_sweeps import RaySweeps
     from pgfl.experiments.presets import load_preset
-    from pgfl.experiments.runner import run_experiment
+    from pgfl.apps.runner import run_experiment
 
     t0 = time.perf_counter()
     ray = ray_session(workers=args.workers)

@@ -457,7 +457,7 @@ def _overlaps(a, b):
 
 def one_epsilon_summary():
     """:func:`frontier_summary` at ε = 1 alone, covered and ranked as the frontier does."""
-    from pgfl.experiments.frontier import coverage, rank_schemes
+    from pgfl.apps.frontier import coverage, rank_schemes
 
     s = frontier_summary()
     for c in s["curves"]:
@@ -472,7 +472,7 @@ def one_epsilon_summary():
 
 def one_run(summary):
     """The summary of one (set-up, T): a short figure, where the legend ran into the title."""
-    from pgfl.experiments.frontier import SCHEMES
+    from pgfl.apps.frontier import SCHEMES
 
     keep = lambda c: (c["setup"], c["iterations"]) == ("regression", 200)  # noqa: E731
     curves = [{**c, "legend": SCHEMES[c["label"]].legend} for c in summary["curves"] if keep(c)]

@@ -1,4 +1,4 @@
-"""The privacy-utility frontier (pgfl.experiments.frontier, `pgfl privacy frontier`,
+"""The privacy-utility frontier (pgfl.apps.frontier, `pgfl privacy frontier`,
 `pgfl reproduce frontier`).
 
 References are independent of the code under test: the Gaussian mechanism's exact ε
@@ -18,7 +18,7 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from pgfl.experiments.frontier import EPSILONS, PAPER_SCHEMES, frontier_configs, run_frontier
+from pgfl.apps.frontier import EPSILONS, PAPER_SCHEMES, frontier_configs, run_frontier
 
 EPS = (0.5, 2.0, 50.0)
 COUNTS = (2, 6)

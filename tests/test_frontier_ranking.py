@@ -15,7 +15,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pgfl.experiments.frontier import METRIC_QUANTITY, best_schemes, coverage, rank_schemes
+from pgfl.apps.frontier import METRIC_QUANTITY, best_schemes, coverage, rank_schemes
 from pgfl.privacy import mechanisms
 from pgfl.privacy.mechanisms.base import QUANTITIES
 

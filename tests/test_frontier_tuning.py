@@ -17,7 +17,7 @@ from typing import ClassVar
 
 import pytest
 
-from pgfl.experiments.frontier import (
+from pgfl.apps.frontier import (
     MU_FACTORS,
     SCHEMES,
     Tuning,
@@ -144,7 +144,7 @@ def test_proxy_tuning_searches_on_another_seed_then_runs_only_the_chosen_points(
     seen = []
 
     def run(plan):
-        from pgfl.experiments.runner import run_plan
+        from pgfl.apps.runner import run_plan
 
         seen.append((plan.cfg.seed, [c.label for c in plan.cfg.curves]))
         return run_plan(plan)
@@ -206,7 +206,7 @@ def test_cli_tuning_options_are_refused_in_one_line(args, what, tmp_path, cli):
 
 
 def test_calibration_progress_counts_every_curve_of_every_configuration(tmp_path):
-    from pgfl.experiments.frontier import prepare_frontier
+    from pgfl.apps.frontier import prepare_frontier
 
     configs = frontier_configs(setups=(SETUP,), iterations=(2, 3), epsilons=(1.0, 5.0),
                                repetitions=1, schemes=("random_gaussian", "central"))  # fmt: skip

@@ -12,10 +12,10 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
-from tests.import_graph import circles, floor, imports, modules, upward
+from tests.import_graph import FLOORS, circles, floor, imports, modules, upward
 
+from pgfl.apps.runner import run_experiment
 from pgfl.experiments.loader import parse_config
-from pgfl.experiments.runner import run_experiment
 from pgfl.graphlearn.params import PARAMS as GRAPHLEARN_PARAMS
 from pgfl.params import PARAMS
 from pgfl.privacy import mechanisms
@@ -35,10 +35,20 @@ def test_the_import_graph_has_no_circle_and_no_import_goes_up_a_floor():
     assert all(floor(m) >= 1 for m in modules())  # every module has a floor
 
 
+def test_every_package_sits_on_one_floor_and_the_engine_reads_no_experiment_table():
+    # a floor is a whole top-level package or module (no package spans two floors) ...
+    assert all(name.count(".") == 1 for name in FLOORS if name != "pgfl")
+    # ... and the engine takes its settings from the modules that own them
+    edges = imports()
+    engine = {m: sorted(t for t in ts if t.startswith("pgfl.params"))
+              for m, ts in edges.items() if m.startswith("pgfl.engine")}  # fmt: skip
+    assert {m: ts for m, ts in engine.items() if ts} == {}
+
+
 def test_the_graph_sees_function_local_imports():
     # the checker must count an import inside a function (else it could hide a circle)
     edges = imports()
-    assert "pgfl.experiments.runner" in edges["pgfl.commands.common"]  # imported lazily
+    assert "pgfl.apps.runner" in edges["pgfl.commands.common"]  # imported lazily
 
 
 # ------------------------------------------------------------------------ functions

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from pgfl.apps.runner import run_experiment
 from pgfl.data.synthetic import regression_data
 from pgfl.engine import CurveBatch, CurveSettings, Network, simulate
 from pgfl.engine.step import combine_phase, server_messages
 from pgfl.experiments.presets import load_preset
-from pgfl.experiments.runner import run_experiment
 from pgfl.privacy.accounting import calibrate, epsilon
 from pgfl.privacy.accounting.releases import GaussianRelease
 from pgfl.privacy.mechanisms import PairwiseCancelling, ReleaseContext

@@ -17,10 +17,10 @@ from typing import Any, ClassVar
 import pytest
 from tests.privacy.test_new_scheme import ScaledRandom, config
 
+from pgfl.apps.frontier import adversary_configs, adversary_schemes
+from pgfl.apps.runner import run_experiment
 from pgfl.deploy.job import check_deployable, trusted_parties
-from pgfl.experiments.frontier import adversary_configs, adversary_schemes
 from pgfl.experiments.loader import parse_config
-from pgfl.experiments.runner import run_experiment
 from pgfl.files import read_json
 from pgfl.plots import scheme_label
 from pgfl.plots.sweeps import _relevant

@@ -337,7 +337,7 @@ def _prepare(
                 f"{', '.join(unused)}: not for the frontier preset (it runs generated "
                 "configurations; see 'pgfl privacy frontier --help' to choose them)"
             )
-        from pgfl.experiments.frontier import PRESETS as FRONTIER  # lazy: the experiments
+        from pgfl.apps.frontier import PRESETS as FRONTIER  # lazy: the experiments
 
         configs = FRONTIER[name](quick=quick, seed=seed)
         prepared = prepare_frontier_command(

@@ -165,7 +165,7 @@ def frontier_bars(summary: Mapping[str, Any]) -> Figure:
     With one ε a line per scheme is one marker per scheme, all stacked at the same x; here
     each panel is a horizontal bar chart instead: a bar per scheme from the non-private
     value (dashed line) to its own, in its colour and with its marker (:mod:`pgfl.style`),
-    in rank order (``<metric>_rank`` of :func:`pgfl.experiments.frontier.rank_schemes`:
+    in rank order (``<metric>_rank`` of :func:`pgfl.apps.frontier.rank_schemes`:
     ``#1`` on top). A scheme whose ε does not cover the metric's quantity
     (``<metric>_covered`` false) is hatched and hollow, labelled ``not protected`` and
     ranked after every scheme whose ε covers it. A run that diverged is named, not drawn.
@@ -293,7 +293,7 @@ def _compact(panels: Sequence[tuple[str, int, str]], layout: Mapping[Any, Any]) 
 def plot_frontier(summary: Mapping[str, Any], path: str | Path, *, dpi: int = 90) -> Path:
     """Write :func:`frontier_figure` of the frontier's ``summary.json`` to ``path``.
 
-    The summary is :func:`pgfl.experiments.frontier.frontier_summary`'s (``curves`` with
+    The summary is :func:`pgfl.apps.frontier.frontier_summary`'s (``curves`` with
     ``label`` = scheme, ``setup``, ``iterations``, ``x`` = target ε and the metrics;
     ``baselines``; ``delta``; ``accountant``; ``setups``). Returns the path.
     """

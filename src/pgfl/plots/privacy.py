@@ -93,7 +93,7 @@ def plot_epsilon_curves(
 def audit_figure(result: Any) -> Figure:
     """An audit's attack against the trade-off curves its ε claims imply (a Figure).
 
-    ``result`` is a :class:`pgfl.experiments.audit.AuditResult`: for each accountant with a
+    ``result`` is a :class:`pgfl.apps.audit.AuditResult`: for each accountant with a
     finite ε, the f-DP trade-off curve of (ε, δ)
     (:func:`~pgfl.privacy.accounting.mechanisms.tradeoff_curve`); the attack's (FPR, FNR)
     points on the evaluation half; the chosen test with its ε lower bound; random

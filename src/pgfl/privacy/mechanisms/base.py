@@ -342,7 +342,7 @@ class ReleaseContext:
 
 
 class FrontierLine(NamedTuple):
-    """One line of the privacy–utility frontier (:mod:`pgfl.experiments.frontier`).
+    """One line of the privacy–utility frontier (:mod:`pgfl.apps.frontier`).
 
     Attributes:
         settings: the line's curve settings by dotted name, the mechanism's own name

@@ -37,7 +37,7 @@ Only ε(T) matters here, so the sub-runs read ε at iterations 1 and T only
 (``privacy.epsilon_checkpoints = 2``; their ``curves.csv`` reports ε(T) from iteration 2
 on, an upper bound).
 
-Each (set-up, T) is an ordinary experiment run by :mod:`pgfl.experiments.runner` in
+Each (set-up, T) is an ordinary experiment run by :mod:`pgfl.apps.runner` in
 ``<out>/<setup>-T<T>/`` (its own ``summary.json``, partial files, ``--resume``); the
 whole frontier is one owned output folder (:mod:`pgfl.folders`): its sub-runs and its own
 files are written in the staging folder and replace the folder's only when the whole
@@ -64,13 +64,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pgfl.apps.runner import run_plan
 from pgfl.experiments.catalog import FRONTIER_TITLES
 from pgfl.experiments.config import ExperimentConfig
 from pgfl.experiments.loader import parse_config
 from pgfl.experiments.partial import remove_partial
 from pgfl.experiments.plan import Plan, prepare_experiment
 from pgfl.experiments.presets import preset_text
-from pgfl.experiments.runner import run_plan
 from pgfl.files import write_csv, write_json
 from pgfl.folders import STAGE, Output, check_output, digest_of, staged
 from pgfl.plots import plot_frontier
@@ -877,7 +877,7 @@ def run_frontier(
 
     ``configs`` (default :func:`frontier_configs`) are all validated and their noise
     calibrated before anything is written (:func:`prepare_frontier`); ``run(plan)`` runs
-    one prepared plan (default :func:`pgfl.experiments.runner.run_plan`). With
+    one prepared plan (default :func:`pgfl.apps.runner.run_plan`). With
     ``resume``, the curves an interrupted run saved in a sub-folder are kept. The
     sub-runs keep their ``partial/`` folders until the whole frontier is written (an
     interrupted frontier resumes every finished sub-run), then they go unless a
