@@ -35,10 +35,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="the presets' quick variants")
     args = parser.parse_args()
 
+    from pgfl.apps.runner import run_experiment
     from pgfl.backends import LocalBackend, ray_session
     from pgfl.backends.ray_sweeps import RaySweeps
     from pgfl.experiments.presets import load_preset
-    from pgfl.experiments.runner import run_experiment
 
     t0 = time.perf_counter()
     ray = ray_session(workers=args.workers)

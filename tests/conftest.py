@@ -60,3 +60,21 @@ def pytest_itemcollected(item):
         if item.get_closest_marker("timeout") is None:  # a test's own bound stands
             item.add_marker(pytest.mark.timeout(RAY_TIMEOUT))
         item.add_marker(pytest.mark.xdist_group("ray"))
+
+
+@pytest.fixture
+def cli(capsys):
+    """``cli(args)``: run ``pgfl args`` in this process; return ``(exit code, stdout, stderr)``."""
+    from pgfl.cli import main  # lazy: the whole command line, for the tests that ask for it
+
+    def run(args: list[str]) -> tuple[int, str, str]:
+        capsys.readouterr()  # what came before is not this command's
+        code = 0
+        try:
+            main(args)
+        except SystemExit as exc:
+            code = exc.code
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run

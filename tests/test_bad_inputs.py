@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import pgfl.apps.runner
 import pgfl.backends
 import pgfl.cli
-import pgfl.experiments.runner
 from pgfl.data.avazu import write_synthetic_avazu
 
 GOOD = """name = "cli"

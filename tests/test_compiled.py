@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from tests.reference import reference_round
 from tests.test_engine import ALL_SCHEMES, small_network
 
+from pgfl.apps.runner import run_experiment
 from pgfl.bench import loop_round
 from pgfl.cli import main
 from pgfl.data.federated import FederatedData
@@ -17,7 +18,6 @@ from pgfl.engine import CurveSettings, Network, compiled, simulate
 from pgfl.engine.settings import CurveBatch
 from pgfl.engine.step import draw_clients, gfl_round
 from pgfl.experiments.loader import parse_config
-from pgfl.experiments.runner import run_experiment
 from pgfl.privacy.mechanisms import GraphHomomorphic, RandomNoise, SecureAggregationScheme
 from pgfl.privacy.secagg import SecAggConfig
 from pgfl.problems import LeastSquares, Logistic

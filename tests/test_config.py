@@ -260,7 +260,8 @@ def test_rules_across_settings_are_checked_at_load(raw, message):
         (
             privacy(dropout=0.1),
             r"^privacy.dropout = 0.1 has no effect: no curve has "
-            r'privacy.client_noise = "secure_aggregation", "distributed_gaussian" or "skellam"$',
+            r"privacy.client_noise a scheme that runs secure aggregation \(`secure_aggregation`, "
+            r"distributed DP's\)$",
         ),
         (
             base(
@@ -270,7 +271,8 @@ def test_rules_across_settings_are_checked_at_load(raw, message):
                 ]
             ),
             r"^curves\[1\].privacy.dropout = 0.1 has no effect: curve 'b' does not have "
-            r'privacy.client_noise = "secure_aggregation", "distributed_gaussian" or "skellam"$',
+            r"privacy.client_noise a scheme that runs secure aggregation \(`secure_aggregation`, "
+            r"distributed DP's\)$",
         ),
         (topology(probability=0.9), "topology.probability = 0.9 has no effect"),
         (base(data={"K": 10, "N": 8, "test_size": 50}), "data.test_size = 50 has no effect"),

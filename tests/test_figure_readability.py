@@ -20,6 +20,7 @@ from matplotlib.text import Text
 
 from pgfl import plots
 from pgfl.graphlearn.plots import curves_figure
+from pgfl.plots.frontier import _FRONTIER_METRICS
 from pgfl.style import curve_style
 
 # --- synthetic result files ------------------------------------------------------------------
@@ -456,7 +457,7 @@ def _overlaps(a, b):
 
 def one_epsilon_summary():
     """:func:`frontier_summary` at ε = 1 alone, covered and ranked as the frontier does."""
-    from pgfl.experiments.frontier import coverage, rank_schemes
+    from pgfl.apps.frontier import coverage, rank_schemes
 
     s = frontier_summary()
     for c in s["curves"]:
@@ -471,7 +472,7 @@ def one_epsilon_summary():
 
 def one_run(summary):
     """The summary of one (set-up, T): a short figure, where the legend ran into the title."""
-    from pgfl.experiments.frontier import SCHEMES
+    from pgfl.apps.frontier import SCHEMES
 
     keep = lambda c: (c["setup"], c["iterations"]) == ("regression", 200)  # noqa: E731
     curves = [{**c, "legend": SCHEMES[c["label"]].legend} for c in summary["curves"] if keep(c)]
@@ -502,7 +503,7 @@ def test_one_epsilon_is_a_ranked_bar_chart_not_markers_stacked_at_one_x():
     assert len(panels) == 2 * 2 + 2 * 3  # (regression, logistic) × (T, T/10) × metrics
     for ax in panels:
         label = ax.get_xlabel()
-        metric = next(m for m, t in plots._FRONTIER_METRICS if t == label)
+        metric = next(m for m, t in _FRONTIER_METRICS if t == label)
         setup, T = ax.get_title().split(":")[0].split(", T=")
         curves = {c["label"]: c for c in summary["curves"]
                   if (c["setup"], c["iterations"]) == (setup, int(T))}  # fmt: skip

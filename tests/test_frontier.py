@@ -1,4 +1,4 @@
-"""The privacy-utility frontier (pgfl.experiments.frontier, `pgfl privacy frontier`,
+"""The privacy-utility frontier (pgfl.apps.frontier, `pgfl privacy frontier`,
 `pgfl reproduce frontier`).
 
 References are independent of the code under test: the Gaussian mechanism's exact ε
@@ -18,7 +18,7 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from pgfl.experiments.frontier import EPSILONS, PAPER_SCHEMES, frontier_configs, run_frontier
+from pgfl.apps.frontier import EPSILONS, PAPER_SCHEMES, frontier_configs, run_frontier
 
 EPS = (0.5, 2.0, 50.0)
 COUNTS = (2, 6)
@@ -154,23 +154,11 @@ def test_default_grid_is_the_issues():
 
 
 # ----------------------------------------------------------------------------- CLI
-def _main(args, capsys):
-    from pgfl.cli import main
-
-    code = 0
-    try:
-        main(args)
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def test_cli_privacy_frontier_json(tmp_path, capsys):
-    code, stdout, err = _main(
+def test_cli_privacy_frontier_json(tmp_path, cli):
+    code, stdout, err = cli(
         ["privacy", "frontier", "--setup", "regression", "--iterations", "3", "--epsilon", "10",
          "--epsilon", "1", "--scheme", "random", "--scheme", "hybrid", "--mu", "0.5",
-         "--out", str(tmp_path), "--json"], capsys)  # fmt: skip
+         "--out", str(tmp_path), "--json"])  # fmt: skip
     assert code == 0, err
     out = json.loads(stdout)
     assert [c["label"] for c in out["curves"]] == ["random", "hybrid"]
@@ -180,10 +168,10 @@ def test_cli_privacy_frontier_json(tmp_path, capsys):
     assert (tmp_path / "frontier.png").is_file()
     cfg = json.loads((tmp_path / "regression-T3" / "config.json").read_text())
     assert cfg["config"]["training"]["mu"] == 0.5
-    code, stdout, _ = _main(
+    code, stdout, _ = cli(
         ["privacy", "frontier", "--setup", "regression", "--iterations", "3", "--epsilon", "10",
          "--epsilon", "1", "--scheme", "random", "--scheme", "hybrid", "--mu", "0.5",
-         "--out", str(tmp_path), "--resume"], capsys)  # fmt: skip
+         "--out", str(tmp_path), "--resume"])  # fmt: skip
     assert code == 0 and "no privacy" in stdout and "ε=10" in stdout
 
 
@@ -199,16 +187,16 @@ def test_cli_privacy_frontier_json(tmp_path, capsys):
         (["reproduce", "frontier", "--data", "fair"], "--data"),
     ],
 )
-def test_cli_frontier_bad_input(tmp_path, capsys, args, what):
-    code, _, err = _main([*args, "--out", str(tmp_path / "o")], capsys)
+def test_cli_frontier_bad_input(tmp_path, cli, args, what):
+    code, _, err = cli([*args, "--out", str(tmp_path / "o")])
     assert code == 2 and what in err and err.count("\n") == 1
     assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.slow
-def test_cli_reproduce_frontier_quick(tmp_path, capsys):
-    code, stdout, err = _main(["reproduce", "frontier", "--quick", "--json", "--out",
-                               str(tmp_path)], capsys)  # fmt: skip
+def test_cli_reproduce_frontier_quick(tmp_path, cli):
+    code, stdout, err = cli(["reproduce", "frontier", "--quick", "--json", "--out",
+                               str(tmp_path)])  # fmt: skip
     assert code == 0, err
     out = json.loads(stdout)
     assert out["experiment"] == "frontier" and out["quick"] is True

@@ -15,22 +15,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pgfl.experiments.frontier import METRIC_QUANTITY, best_schemes, coverage, rank_schemes
+from pgfl.apps.frontier import METRIC_QUANTITY, best_schemes, coverage, rank_schemes
 from pgfl.privacy import mechanisms
 from pgfl.privacy.mechanisms.base import QUANTITIES
-
-
-def _main(args, capsys):
-    from pgfl.cli import main
-
-    code = 0
-    try:
-        main(args)
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
 
 # The issue's example, `pgfl privacy frontier --setup regression --iterations 50
 # --epsilon 1 --mu 0.3`, with the schemes that decided it (common random numbers: the same
@@ -40,8 +27,8 @@ EXAMPLE = ["privacy", "frontier", "--setup", "regression", "--iterations", "50",
            "--scheme", "random_gaussian", "--scheme", "client_gaussian_models"]  # fmt: skip
 
 
-def test_the_issues_example_never_ranks_graph_homomorphic_noise_first(tmp_path, capsys):
-    code, stdout, err = _main([*EXAMPLE, "--out", str(tmp_path), "--json"], capsys)
+def test_the_issues_example_never_ranks_graph_homomorphic_noise_first(tmp_path, cli):
+    code, stdout, err = cli([*EXAMPLE, "--out", str(tmp_path), "--json"])
     assert code == 0, err
     curves = {c["label"]: c for c in json.loads(stdout)["curves"]}
     gh = curves["graph_homomorphic_gaussian"]
@@ -65,7 +52,7 @@ def test_the_issues_example_never_ranks_graph_homomorphic_noise_first(tmp_path, 
     assert rows["central"]["centroid_msd_db_rank"] == "1"
     assert "network average" in rows["graph_homomorphic_gaussian"]["epsilon_covers"]
     # and the table, in words next to the number
-    code, stdout, err = _main([*EXAMPLE, "--out", str(tmp_path), "--resume"], capsys)
+    code, stdout, err = cli([*EXAMPLE, "--out", str(tmp_path), "--resume"])
     assert code == 0, err
     table = stdout[: stdout.index("average individual MSD")]
     line = next(ln for ln in table.splitlines() if "graph_homomorphic_gaussian" in ln)

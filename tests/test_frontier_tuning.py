@@ -17,7 +17,7 @@ from typing import ClassVar
 
 import pytest
 
-from pgfl.experiments.frontier import (
+from pgfl.apps.frontier import (
     MU_FACTORS,
     SCHEMES,
     Tuning,
@@ -144,7 +144,7 @@ def test_proxy_tuning_searches_on_another_seed_then_runs_only_the_chosen_points(
     seen = []
 
     def run(plan):
-        from pgfl.experiments.runner import run_plan
+        from pgfl.apps.runner import run_plan
 
         seen.append((plan.cfg.seed, [c.label for c in plan.cfg.curves]))
         return run_plan(plan)
@@ -175,23 +175,11 @@ def test_tuning_is_validated_at_the_boundary():
     assert math.isclose(sum(knob_grid("central", 1.0)["training.mu"]), sum(MU_FACTORS))
 
 
-def _main(args, capsys):
-    from pgfl.cli import main
-
-    code = 0
-    try:
-        main(args)
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def test_cli_tunes_and_says_that_tuning_spends_privacy(tmp_path, capsys):
-    code, stdout, err = _main(
+def test_cli_tunes_and_says_that_tuning_spends_privacy(tmp_path, cli):
+    code, stdout, err = cli(
         ["privacy", "frontier", "--setup", SETUP, "--iterations", "3", "--epsilon", "1",
          "--scheme", "gossip", "--grid", "training.mu=0.35,0.7", "--grid",
-         "privacy.gossip_steps=1,2", "--out", str(tmp_path)], capsys)  # fmt: skip
+         "privacy.gossip_steps=1,2", "--out", str(tmp_path)])  # fmt: skip
     assert code == 0, err
     assert "spends privacy" in " ".join(stdout.split())
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -211,14 +199,14 @@ def test_cli_tunes_and_says_that_tuning_spends_privacy(tmp_path, capsys):
         (["--setup", "regression", "--tune", "--tune-for", "test_error"], "--tune-for"),
     ],
 )
-def test_cli_tuning_options_are_refused_in_one_line(args, what, tmp_path, capsys):
-    code, _, err = _main(["privacy", "frontier", "--out", str(tmp_path / "x"), *args], capsys)
+def test_cli_tuning_options_are_refused_in_one_line(args, what, tmp_path, cli):
+    code, _, err = cli(["privacy", "frontier", "--out", str(tmp_path / "x"), *args])
     assert code == 2 and what in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()
 
 
 def test_calibration_progress_counts_every_curve_of_every_configuration(tmp_path):
-    from pgfl.experiments.frontier import prepare_frontier
+    from pgfl.apps.frontier import prepare_frontier
 
     configs = frontier_configs(setups=(SETUP,), iterations=(2, 3), epsilons=(1.0, 5.0),
                                repetitions=1, schemes=("random_gaussian", "central"))  # fmt: skip

@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pgfl.apps.runner import run_experiment
 from pgfl.experiments.build import build_network
 from pgfl.experiments.loader import parse_config
 from pgfl.experiments.presets import load_preset, preset_text
-from pgfl.experiments.runner import run_experiment
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -53,7 +53,7 @@ def test_record_level_neighbours_divide_the_sensitivity_by_the_records():
 
 
 def test_a_multiplier_and_the_variance_it_means_give_the_same_run(tmp_path):
-    from pgfl.experiments.runner import run_experiment
+    from pgfl.apps.runner import run_experiment
 
     z = run_experiment(parse_config(with_privacy(client_noise_multiplier=1.2)), tmp_path / "a")
     var = (1.2 * 2 * 0.4 * 1.5) ** 2

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 import pgfl
+from pgfl.apps.runner import run_experiment, run_plan
 from pgfl.cli import main
 from pgfl.experiments.loader import parse_config
 from pgfl.experiments.plan import prepare_experiment
-from pgfl.experiments.runner import run_experiment, run_plan
 from pgfl.files import LOCK_NAME, FileError, read_json, write_json
 from pgfl.folders import MARKER, STAGE
 

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from matplotlib.colors import to_rgb
 
+from pgfl.apps.runner import run_experiment
 from pgfl.experiments.loader import parse_config
-from pgfl.experiments.runner import run_experiment
 from pgfl.files import write_csv, write_json
 from pgfl.graphlearn.plots import curves_figure, spans_decades
 from pgfl.plots import (

@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
+from pgfl.apps.runner import run_experiment
 from pgfl.experiments.loader import parse_config
-from pgfl.experiments.runner import run_experiment
 from pgfl.files import read_csv
 from pgfl.privacy.mechanisms import RoundContext, SecureAggregationScheme
 from pgfl.privacy.secagg import SecAggConfig

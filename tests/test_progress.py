@@ -123,7 +123,7 @@ def test_run_log_has_every_round_of_every_curve_as_curves_csv(tmp_path):
 
 
 def test_run_log_grows_in_the_staging_folder_and_reaches_out_only_with_the_results(tmp_path):
-    from pgfl.experiments.runner import run_plan
+    from pgfl.apps.runner import run_plan
 
     out = tmp_path / "out"
     plan = prepare_experiment(parse_config(TINY), out)

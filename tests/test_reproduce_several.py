@@ -153,7 +153,7 @@ def test_list_reads_no_experiment_module():
     code = (
         "import sys; from pgfl.cli import main\n"
         "try:\n    main(['reproduce', '--list'])\nexcept SystemExit:\n    pass\n"
-        "heavy = ['pgfl.experiments.frontier', 'pgfl.experiments.muffliato',\n"
+        "heavy = ['pgfl.apps.frontier', 'pgfl.experiments.muffliato',\n"
         "         'pgfl.graphlearn.presets', 'pgfl.experiments.presets', 'scipy',\n"
         "         'dp_accounting', 'numba']\n"
         "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"

@@ -3,8 +3,8 @@ import json
 import numpy as np
 import pytest
 
+from pgfl.apps.runner import run_experiment
 from pgfl.experiments.loader import parse_config
-from pgfl.experiments.runner import run_experiment
 from pgfl.files import read_csv, read_json
 from pgfl.folders import STAGE
 from pgfl.validation import ConfigError

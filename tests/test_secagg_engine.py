@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 from tests.test_engine import small_network
 
+from pgfl.apps.runner import run_experiment
 from pgfl.engine import CurveSettings, simulate
 from pgfl.experiments.loader import parse_config
 from pgfl.experiments.presets import load_preset
-from pgfl.experiments.runner import run_experiment
 from pgfl.privacy.mechanisms import SecureAggregationScheme
 from pgfl.privacy.secagg import SecAggConfig
 

@@ -12,10 +12,10 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
-from tests.import_graph import circles, floor, imports, modules, upward
+from tests.import_graph import FLOORS, circles, floor, imports, modules, upward
 
+from pgfl.apps.runner import run_experiment
 from pgfl.experiments.loader import parse_config
-from pgfl.experiments.runner import run_experiment
 from pgfl.graphlearn.params import PARAMS as GRAPHLEARN_PARAMS
 from pgfl.params import PARAMS
 from pgfl.privacy import mechanisms
@@ -35,10 +35,20 @@ def test_the_import_graph_has_no_circle_and_no_import_goes_up_a_floor():
     assert all(floor(m) >= 1 for m in modules())  # every module has a floor
 
 
+def test_every_package_sits_on_one_floor_and_the_engine_reads_no_experiment_table():
+    # a floor is a whole top-level package or module (no package spans two floors) ...
+    assert all(name.count(".") == 1 for name in FLOORS if name != "pgfl")
+    # ... and the engine takes its settings from the modules that own them
+    edges = imports()
+    engine = {m: sorted(t for t in ts if t.startswith("pgfl.params"))
+              for m, ts in edges.items() if m.startswith("pgfl.engine")}  # fmt: skip
+    assert {m: ts for m, ts in engine.items() if ts} == {}
+
+
 def test_the_graph_sees_function_local_imports():
     # the checker must count an import inside a function (else it could hide a circle)
     edges = imports()
-    assert "pgfl.experiments.runner" in edges["pgfl.commands.common"]  # imported lazily
+    assert "pgfl.apps.runner" in edges["pgfl.commands.common"]  # imported lazily
 
 
 # ------------------------------------------------------------------------ functions
@@ -57,6 +67,50 @@ def _function_lengths():
 def test_no_function_is_longer_than_the_limit():
     long = sorted((n, where) for n, where in _function_lengths() if n > MAX_FUNCTION_LINES)
     assert long == []
+
+
+def _unexplained_local_imports(text: str) -> list[int]:
+    """Lines of function-local import groups none of whose lines says ``# lazy:`` why.
+
+    A group is a run of import statements one after another in one body (they share the
+    reason one of them gives).
+    """
+    lines, out = text.splitlines(), []
+    for fn in ast.walk(ast.parse(text)):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        bodies = (getattr(node, field, None) for node in ast.walk(fn) for field in _BODIES)
+        for body in (b for b in bodies if isinstance(b, list)):
+            group: list[ast.stmt] = []
+            for stmt in [*body, None]:
+                if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                    group.append(stmt)
+                    continue
+                said = any("# lazy:" in line for g in group
+                           for line in lines[g.lineno - 1 : g.end_lineno])  # fmt: skip
+                if group and not said:
+                    out.append(group[0].lineno)
+                group = []
+    return out
+
+
+_BODIES = ("body", "orelse", "finalbody")
+
+
+def test_the_lazy_import_check_finds_an_unexplained_one():
+    text = "def f():\n    import json\n    import os  # lazy: why\n\n    import re\n    x = 1\n"
+    assert _unexplained_local_imports(text) == []  # one group: json, os, blank, re
+    assert _unexplained_local_imports("def f():\n    x = 1\n    import re\n") == [3]
+    assert _unexplained_local_imports("import re\ndef f():\n    if 1:\n        import re\n") == [4]
+
+
+def test_every_function_local_import_says_why():
+    found = [
+        f"{path.relative_to(SRC)}:{line}"
+        for path in sorted(SRC.rglob("*.py"))
+        for line in _unexplained_local_imports(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
 
 
 # ---------------------------------------------------------------- one range per setting

@@ -21,16 +21,16 @@ import numpy as np
 import pytest
 from rich.console import Console
 
+from pgfl.apps.frontier import PRESETS as FRONTIER
+from pgfl.apps.frontier import frontier_configs, run_frontier
+from pgfl.apps.runner import run_experiment, run_plan
 from pgfl.cli import main
 from pgfl.commands import printing
-from pgfl.experiments.frontier import PRESETS as FRONTIER
-from pgfl.experiments.frontier import frontier_configs, run_frontier
 from pgfl.experiments.loader import parse_config
 from pgfl.experiments.muffliato import PRESETS as ACCOUNTING
 from pgfl.experiments.partial import remove_partial
 from pgfl.experiments.plan import prepare_experiment
 from pgfl.experiments.presets import MIN_PER_CLIENT, preset_names, preset_text
-from pgfl.experiments.runner import run_experiment, run_plan
 from pgfl.folders import STAGE
 from pgfl.graphlearn.config import parse_config as parse_graphlearn
 from pgfl.graphlearn.presets import PRESETS as GRAPHLEARN

@@ -15,11 +15,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from pgfl.apps.runner import run_experiment, run_plan
 from pgfl.commands.printing import print_summary
 from pgfl.experiments.loader import parse_config
 from pgfl.experiments.plan import prepare_experiment
 from pgfl.experiments.results import curve_metrics, summarize_curve
-from pgfl.experiments.runner import run_experiment, run_plan
 from pgfl.files import LOCK_NAME, FileError, output_lock, read_json
 from pgfl.validation import ConfigError
 

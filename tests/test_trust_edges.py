@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pgfl.apps.runner import run_experiment
 from pgfl.experiments.loader import parse_config
 from pgfl.experiments.plan import prepare_experiment
 from pgfl.experiments.results import curve_metrics, summarize_curve
-from pgfl.experiments.runner import run_experiment
 from pgfl.validation import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -35,7 +35,7 @@ _LAZY = {
     "parse_config": "pgfl.experiments.loader",
     "load_preset": "pgfl.experiments.presets",
     "preset_names": "pgfl.experiments.presets",
-    "run_experiment": "pgfl.experiments.runner",
+    "run_experiment": "pgfl.apps.runner",
     "LeastSquares": "pgfl.problems",
     "Logistic": "pgfl.problems",
     "build_graph": "pgfl.topology",

@@ -25,7 +25,10 @@ from typing import Any
 import numpy as np
 
 from pgfl.data.synthetic import client_schedule, logistic_data, regression_data
-from pgfl.engine import CurveSettings, Network, simulate
+from pgfl.engine import CurveSettings, Network, compiled, rounds, simulate
+from pgfl.engine.compiled import local_phase_kind
+from pgfl.engine.rounds import CompiledRounds
+from pgfl.engine.settings import CurveBatch
 from pgfl.privacy.mechanisms import GraphHomomorphic, NoServerNoise, RandomNoise
 from pgfl.problems import LeastSquares, Logistic
 from pgfl.rng import stream
@@ -72,9 +75,6 @@ def bench_case(name: str, seconds: float = 3.0) -> dict[str, Any]:
     Also says how the rounds ran (``rounds``: compiled, several per call, or round by
     round; ``workers``: the threads of a compiled call) and the data's size (``Xy``).
     """
-    from pgfl.engine.rounds import CompiledRounds
-    from pgfl.engine.settings import CurveBatch
-
     P, K, N, M, L, R, C = CASES[name]
     net, curves, R, w_opt = bench_network(name)
     fast = CompiledRounds.prepare(net, CurveBatch.of(curves, net), seed=0, reps=np.arange(R))
@@ -159,8 +159,6 @@ def _with_threads(counts: list[int], measure: Callable[[int], Any]) -> list[Any]
     Every compiled call of rounds large enough for the threads runs on all ``n`` (not the
     faster of one and ``n``, as runs do: :data:`pgfl.engine.rounds.ADAPTIVE`).
     """
-    from pgfl.engine import compiled, rounds
-
     old, adaptive = compiled.set_threads(None), rounds.ADAPTIVE
     rounds.ADAPTIVE = False
     try:
@@ -176,8 +174,6 @@ def _with_threads(counts: list[int], measure: Callable[[int], Any]) -> list[Any]
 
 def _runs_parallel(name: str) -> bool:
     """Whether case ``name``'s local SGD is above the parallel threshold in force."""
-    from pgfl.engine import compiled
-
     P, K, N, M, L, R, C = CASES[name]
     block = bench_network(name)[0].block()
     work = C * R * P * L * int(block.e_max) * int(block.b_max) * M
@@ -200,8 +196,6 @@ def bench_threads(
     workers spin
     (:func:`pgfl.engine.compiled.spinning`), which decides how small a round goes parallel.
     """
-    from pgfl.engine import compiled
-
     check_choice("--scale", scale, tuple(SCALES))
     counts = counts or thread_counts(compiled.max_threads())
 
@@ -341,10 +335,6 @@ def _compare_one(name: str, seconds: float, counts: list[int] | None = None) -> 
     the pairs' ratios, so that a change of the machine's speed between pairs (other jobs)
     cancels.
     """
-    from pgfl.engine.compiled import local_phase_kind
-    from pgfl.engine.rounds import CompiledRounds
-    from pgfl.engine.settings import CurveBatch
-
     net = compare_network(name)
     P, L, M = net.data.shape[0], net.L, net.dim
     curves = [CurveSettings(mu=0.5)]

@@ -146,7 +146,7 @@ def available_memory() -> int | None:
         if limit is not None and usage is not None and limit < 2**60:
             limits.append(max(0, limit - usage))
     try:
-        import resource
+        import resource  # lazy: Unix only (an ImportError elsewhere)
 
         soft, _ = resource.getrlimit(resource.RLIMIT_AS)
         if soft != resource.RLIM_INFINITY:

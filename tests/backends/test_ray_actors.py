@@ -307,9 +307,9 @@ def test_a_killed_actor_restarts_from_its_checkpoint_with_the_same_numbers(ray_l
 @pytest.mark.ray
 @pytest.mark.slow
 def test_a_run_whose_actors_keep_dying_stops_in_one_line_and_resumes(ray_local, tmp_path):
+    from pgfl.apps.runner import run_plan
     from pgfl.backends import LocalBackend, RunStopped
     from pgfl.experiments.plan import prepare_experiment
-    from pgfl.experiments.runner import run_plan
     from pgfl.files import read_json
 
     cfg = _two_batches()

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pgfl.apps.runner import run_plan
 from pgfl.backends import LocalBackend, RunStopped
 from pgfl.backends.ray_sweeps import (
     FAULT_ENV,
@@ -26,7 +27,6 @@ from pgfl.experiments.loader import parse_config
 from pgfl.experiments.partial import PartialResultWarning
 from pgfl.experiments.plan import prepare_experiment
 from pgfl.experiments.presets import load_preset
-from pgfl.experiments.runner import run_plan
 from pgfl.files import read_csv, read_json
 
 TINY = {

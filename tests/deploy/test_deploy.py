@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from pgfl.apps.runner import run_experiment, run_plan
 from pgfl.backends import RunStopped
 from pgfl.deploy import wire
 from pgfl.deploy.certs import Identity
@@ -24,7 +25,6 @@ from pgfl.deploy.draws import SECRETS_ENV
 from pgfl.engine import simulate
 from pgfl.experiments.loader import parse_config
 from pgfl.experiments.plan import prepare_experiment
-from pgfl.experiments.runner import run_experiment, run_plan
 from pgfl.files import read_toml
 from pgfl.folders import MARKER, STAGE
 

@@ -17,9 +17,9 @@ import pytest
 
 pytest.importorskip("jax")
 
+from pgfl.apps.runner import run_experiment  # noqa: E402
 from pgfl.experiments.loader import parse_config  # noqa: E402
 from pgfl.experiments.presets import preset_text  # noqa: E402
-from pgfl.experiments.runner import run_experiment  # noqa: E402
 
 
 @pytest.mark.slow

@@ -20,9 +20,9 @@ pytest.importorskip("jax")
 
 import torch.nn.functional as F  # noqa: E402
 
+from pgfl.apps.runner import run_experiment  # noqa: E402
 from pgfl.experiments.loader import parse_config  # noqa: E402
 from pgfl.experiments.presets import load_preset  # noqa: E402
-from pgfl.experiments.runner import run_experiment  # noqa: E402
 from pgfl.models.builtin import build_model, init_params  # noqa: E402
 from pgfl.models.torch_adapter import TorchProblem  # noqa: E402
 from pgfl.validation import ConfigError  # noqa: E402

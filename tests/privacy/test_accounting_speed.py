@@ -189,7 +189,7 @@ def test_calibration_from_a_close_guess_takes_few_evaluations(accountant, releas
 
 # ------------------------------------------------------------- runner: read-outs of ε(i)
 def test_runner_reads_epsilon_at_the_configured_checkpoints(tmp_path):
-    from pgfl.experiments.frontier import frontier_config
+    from pgfl.apps.frontier import frontier_config
     from pgfl.experiments.plan import prepare_experiment
     from pgfl.experiments.privacy import curve_epsilon
 

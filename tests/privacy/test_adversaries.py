@@ -350,7 +350,7 @@ def test_readme_claim_a_usable_model_at_epsilon_one(seed, tmp_path):
     set-up reaches below −30 dB centroid MSD with central DP, random server noise and local
     noise (no trusted party); the papers' calibration of the same noise stays above 0 dB.
     Central DP leaves an eavesdropper on its uplinks unprotected; the others give it ε ≤ 1."""
-    from pgfl.experiments.runner import run_experiment
+    from pgfl.apps.runner import run_experiment
 
     cfg = load_preset("useful-privacy", quick=True, seed=seed)
     by = {c["label"]: c for c in run_experiment(cfg, tmp_path)["curves"]}
@@ -369,7 +369,7 @@ def test_readme_claim_a_usable_model_at_epsilon_one(seed, tmp_path):
 
 
 def test_frontier_by_adversary_draws_only_the_schemes_that_protect():
-    from pgfl.experiments.frontier import adversary_configs, best_schemes
+    from pgfl.apps.frontier import adversary_configs, best_schemes
 
     configs = adversary_configs(quick=True)
     labels = {k: {c.label.split("@")[0] for c in cfg.curves} for k, cfg in configs.items()}
@@ -593,8 +593,8 @@ def test_readme_claim_best_scheme_at_epsilon_one_per_adversary(seed, tmp_path):
     1.5 dB of each other below −33 dB, graph-homomorphic noise above −10 dB, and central
     does not protect it; against a client of the unit, central is the best by more than
     3 dB. (Against a curious server: test_readme_claim_a_usable_model_at_epsilon_one.)"""
-    from pgfl.experiments.frontier import frontier_config
-    from pgfl.experiments.runner import run_experiment
+    from pgfl.apps.frontier import frontier_config
+    from pgfl.apps.runner import run_experiment
 
     def run(adversary, schemes):
         cfg = frontier_config("regression-record", 300, quick=True, seed=seed, epsilons=(1.0,),

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from pgfl.experiments.audit import (
+from pgfl.apps.audit import (
     audit,
     canary_networks,
     clopper_pearson,
@@ -330,10 +330,10 @@ def test_record_canary_moves_one_full_batch_step_by_the_credited_fraction():
     # through the engine: the canary client keeps N_min records (here 4, the fewest of any
     # client, held by a client of unit 1), so one record moves its full-batch step by
     # exactly 2μB/N_min along v, what the accountant divides the client's 2μB by
+    from pgfl.apps.audit import canary_records
     from pgfl.data.federated import FederatedData
     from pgfl.engine import Network
     from pgfl.engine.step import gfl_round
-    from pgfl.experiments.audit import canary_records
 
     cfg = _one_step("record", server="none", target=None)
     net = build_network(cfg.curves[0], cfg.seed)

@@ -24,8 +24,8 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
+from pgfl.apps.audit import AdversaryViewer, _run_views, audit, canary_networks, emitted
 from pgfl.engine.step import gfl_round
-from pgfl.experiments.audit import AdversaryViewer, _run_views, audit, canary_networks, emitted
 from pgfl.experiments.build import build_network, curve_settings
 from pgfl.experiments.loader import parse_config
 from pgfl.privacy import mechanisms

@@ -47,7 +47,7 @@ def test_readme_claim_client_level_privacy_is_usable_with_a_hundred_thousand_cli
     central rests on its aggregator, and only distributed DP protects against the own server."""
     import dataclasses
 
-    from pgfl.experiments.runner import run_experiment
+    from pgfl.apps.runner import run_experiment
 
     cfg = load_preset("client-scale", quick=True, seed=seed)
     keep = tuple(

@@ -16,12 +16,12 @@ import pytest
 from scipy import stats
 from scipy.linalg import block_diag as scipy_block_diag
 
+from pgfl.apps.runner import run_experiment
 from pgfl.data.synthetic import regression_data
 from pgfl.engine import CurveBatch, CurveSettings, Network, simulate
 from pgfl.engine.step import combine_phase, server_messages
 from pgfl.experiments.build import build_network, curve_settings
 from pgfl.experiments.presets import load_preset
-from pgfl.experiments.runner import run_experiment
 from pgfl.privacy.accounting import calibrate, epsilon
 from pgfl.privacy.accounting.releases import GaussianRelease
 from pgfl.privacy.mechanisms import PairwiseCancelling, ReleaseContext
@@ -362,7 +362,7 @@ def test_target_epsilon_calibrates_sigma_with_the_pairwise_part_at_a_fixed_ratio
     assert sigma * g == pytest.approx(local, rel=3e-4)
     eps = epsilon([GaussianRelease(2 * 0.5 * 1.0, sigma * g)] * 40, 1e-5, "pld")
     assert 0.995 < eps <= 1 + 1e-9
-    assert mech.with_std(sigma).pairwise_std == pytest.approx(ratio * sigma, rel=1e-12)
+    assert mech.with_std(sigma).sigma_cor == pytest.approx(ratio * sigma, rel=1e-12)
 
 
 @pytest.mark.parametrize("graph", GRAPHS)
@@ -391,7 +391,7 @@ def test_ratio_zero_is_local_noise_calibration():
     for adversary in ("link_eavesdropper", "neighbour_server", "other_server"):
         sigma = calibrate(lambda s, a=adversary: mech.with_std(s).view(ctx, a), 2.0, 1e-5)
         assert sigma == local
-    assert mech.with_std(local).pairwise_std == 0.0
+    assert mech.with_std(local).sigma_cor == 0.0
 
 
 def _ratio_config(tmp_path, privacy: str, name: str = "ratio") -> Path:
@@ -439,7 +439,7 @@ def test_old_pairwise_variance_loads_with_a_warning_and_its_exact_ratio(tmp_path
     assert len(caught) == 1 and "deprecated" in str(caught[0].message)
     new = _ratio_config(tmp_path, "server_variance = 0.25\npairwise_ratio = 3.0", "new")
     again = curve_mechanisms(load_config(new).curves[0])[1]
-    assert (mech.std, mech.pairwise_std) == (0.5, 1.5) == (again.std, again.pairwise_std)
+    assert (mech.std, mech.sigma_cor) == (0.5, 1.5) == (again.std, again.sigma_cor)
     calibrated = _ratio_config(tmp_path, "pairwise_variance = 2.25\ntarget_epsilon = 1.0", "cal")
     with pytest.warns(SettingWarning, match="stays fixed while privacy.target_epsilon"):
         load_config(calibrated)

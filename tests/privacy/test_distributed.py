@@ -498,7 +498,7 @@ def _audit_config(noise: str, neighbours: str, target: float):
 def test_the_own_servers_view_is_audited_below_the_accountant(noise, neighbours):
     # the canary's unit's server decodes secure aggregation's noisy sum: the likelihood-ratio
     # test of the (nearly Gaussian) sum of shares stays below ε(1) and reaches a fair part
-    from pgfl.experiments.audit import audit
+    from pgfl.apps.audit import audit
 
     r = audit(_audit_config(noise, neighbours, 4.0), "c", adversary="own_server", trials=20_000)
     assert r.protected and r.level == "client" and r.attack == "likelihood_ratio"
@@ -509,7 +509,7 @@ def test_the_own_servers_view_is_audited_below_the_accountant(noise, neighbours)
 
 
 def test_the_own_server_view_of_secure_aggregation_alone_is_not_protected():
-    from pgfl.experiments.audit import audit
+    from pgfl.apps.audit import audit
     from pgfl.experiments.loader import parse_config
 
     cfg = parse_config({
@@ -539,8 +539,8 @@ def test_readme_claim_distributed_dp_reaches_the_trusted_server_far_above_local(
     Gaussian at 16 bits protects the own server at ε ≤ 1.05, within 1 dB of a trusted server
     adding the noise (centroid MSD, second half of the run) and ≥ 5 dB better than local DP;
     12 bits costs more than 2 dB, 20 bits nothing measurable."""
+    from pgfl.apps.runner import run_experiment
     from pgfl.experiments.presets import load_preset
-    from pgfl.experiments.runner import run_experiment
 
     cfg = load_preset("distributed-dp", quick=True, seed=seed)
     by = {c["label"]: c for c in run_experiment(cfg, tmp_path)["curves"]}

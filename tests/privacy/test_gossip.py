@@ -13,12 +13,12 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from pgfl.apps.runner import run_experiment
 from pgfl.data.synthetic import regression_data
 from pgfl.engine import CurveBatch, CurveSettings, Network, simulate
 from pgfl.engine.step import server_messages
 from pgfl.experiments.build import build_network
 from pgfl.experiments.loader import parse_config
-from pgfl.experiments.runner import run_experiment
 from pgfl.param import SettingWarning
 from pgfl.privacy.accounting import epsilon
 from pgfl.privacy.accounting import gossip as gos

@@ -24,9 +24,9 @@ import pytest
 from tests.privacy.test_audit_contract import audit_contract, check_contract
 from tests.test_engine import registered_server_curves, run_both, small_network
 
+from pgfl.apps.frontier import frontier_config, run_frontier
 from pgfl.commands.config_reference import reference
 from pgfl.experiments.build import build_network, curve_settings
-from pgfl.experiments.frontier import frontier_config, run_frontier
 from pgfl.experiments.loader import parse_config
 from pgfl.param import Param, When
 from pgfl.params import PARAMS

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from pgfl.apps.runner import run_experiment
 from pgfl.data.synthetic import regression_data
 from pgfl.engine import CurveBatch, CurveSettings, Network
 from pgfl.engine.step import server_messages
 from pgfl.experiments.loader import parse_config
 from pgfl.experiments.presets import load_preset
-from pgfl.experiments.runner import run_experiment
 from pgfl.privacy.accounting import epsilon
 from pgfl.privacy.accounting.decentralized import dealer_rdp_slopes, pairwise_covariance
 from pgfl.privacy.accounting.releases import GaussianRelease

@@ -1,7 +1,7 @@
 """Sweeps on Ray: the curves × repetition blocks of an experiment as Ray tasks.
 
 A batch of curves (those that share their network, see
-:class:`~pgfl.experiments.runner.Batch`) is never split; its Monte-Carlo repetitions
+:class:`~pgfl.apps.runner.Batch`) is never split; its Monte-Carlo repetitions
 ``0..R−1`` are cut into contiguous blocks, and each block is one Ray task running the
 vectorized engine, ``simulate(net, settings, repetitions=r, first_repetition=start)``.
 Every draw of the engine is keyed by ``(seed, stream, round, repetition, unit)``

@@ -86,7 +86,7 @@ def setting(name: str) -> Any:
     ``dp_accounting`` (about a second): the options that mirror them are checked before
     any heavy import.
     """
-    from pgfl import general
+    from pgfl import general  # lazy: the settings table without the mechanisms (startup)
 
     if name in general.PARAMS:
         return general.PARAMS[name]
@@ -245,9 +245,9 @@ def execute(plan: Any, as_json: bool, backend: Any = None) -> dict[str, Any]:
 
     ``backend``: what simulates the batches (default: the configuration's ``[run]``).
     """
+    from pgfl.apps.runner import run_plan
     from pgfl.backends import make_backend  # lazy: the runner, engine, numba
     from pgfl.experiments.partial import saved_curves
-    from pgfl.experiments.runner import run_plan
 
     cfg, folder = plan.cfg, plan.out
     work = plan.work  # where the interrupted run's partial files are
@@ -296,7 +296,7 @@ def run_frontier_command(
 ) -> None:  # fmt: skip
     """Run the privacy-utility frontier's experiments (``pgfl reproduce frontier``, ...).
 
-    ``tuning``, ``final``: :class:`pgfl.experiments.frontier.FrontierPlan`'s.
+    ``tuning``, ``final``: :class:`pgfl.apps.frontier.FrontierPlan`'s.
     """
     prepared = prepare_frontier_command(
         folder,
@@ -317,7 +317,7 @@ def prepare_frontier_command(
     as_json: bool = False, force: bool = False, tuning: Any = None, final: Any = None,
 ) -> Any:  # fmt: skip
     """A frontier's configurations with the command's ``[run]`` options, validated."""
-    from pgfl.experiments.frontier import prepare_frontier  # lazy: the engine, numba
+    from pgfl.apps.frontier import prepare_frontier  # lazy: the engine, numba
 
     configs = {k: with_run_options(c, **(run_options or {})) for k, c in configs.items()}
     with progress_display(as_json) as bar:
@@ -339,7 +339,7 @@ def run_frontier_plan(
     prepared: Any, *, quick: bool, as_json: bool, by_adversary: bool = False
 ) -> dict[str, Any]:
     """Run a frontier :func:`prepare_frontier_command` validated; return its summary."""
-    from pgfl.experiments.frontier import run_prepared_frontier
+    from pgfl.apps.frontier import run_prepared_frontier  # lazy: the experiments
 
     with progress_display(as_json) as bar:
         task = bar.add_task("frontier", total=prepared.runs, unit="runs")

@@ -147,7 +147,7 @@ def reproduce(
 
     --jobs 2 runs two presets at a time (same results; each summary printed in order).
     """
-    from pgfl.experiments import catalog  # light: names and titles only
+    from pgfl.experiments import catalog  # lazy: the catalog, names and titles only
 
     if list_ or not names:
         sys.stdout.write(_preset_list(catalog.all_names()))
@@ -260,7 +260,7 @@ def _expand(names: list[str]) -> list[str]:
 
     An unknown name, or one named twice, is one :class:`ConfigError` line.
     """
-    from pgfl.experiments import catalog
+    from pgfl.experiments import catalog  # lazy: the catalog, for this command
 
     known = catalog.all_names()
     expanded: list[str] = []
@@ -291,7 +291,7 @@ def _prepare(
     Nothing is written: a problem is one :class:`ConfigError` line. ``None``: the preset's
     configuration was printed (``--print-config``), nothing to run.
     """
-    from pgfl.experiments import catalog
+    from pgfl.experiments import catalog  # lazy: the catalog, for this command
 
     what = catalog.kind(name)
     if what == "graphlearn" and print_config:
@@ -300,7 +300,7 @@ def _prepare(
         sys.stdout.write(preset_config(name, quick=quick, seed=0 if seed is None else seed))
         return None
     if what in ("graphlearn", "accounting"):
-        from pgfl.files import writing
+        from pgfl.files import writing  # lazy: data digests, for this branch alone
         from pgfl.folders import check_output, digest_of, staged
 
         article = "a graph-learning" if what == "graphlearn" else "an accounting-only"
@@ -322,7 +322,7 @@ def _prepare(
         if what == "graphlearn":
             from pgfl.graphlearn.presets import PRESETS  # lazy: the experiments
         else:
-            from pgfl.experiments.muffliato import PRESETS
+            from pgfl.experiments.muffliato import PRESETS  # lazy: the experiments
 
         def run_other() -> dict[str, Any]:
             with staged(output) as stage, writing(folder):
@@ -337,7 +337,7 @@ def _prepare(
                 f"{', '.join(unused)}: not for the frontier preset (it runs generated "
                 "configurations; see 'pgfl privacy frontier --help' to choose them)"
             )
-        from pgfl.experiments.frontier import PRESETS as FRONTIER  # lazy: the experiments
+        from pgfl.apps.frontier import PRESETS as FRONTIER  # lazy: the experiments
 
         configs = FRONTIER[name](quick=quick, seed=seed)
         prepared = prepare_frontier_command(
@@ -369,7 +369,7 @@ def _prepare(
 
 def _preset_list(names: list[str]) -> str:
     """One line per preset: its name, padded to the longest, and its description."""
-    from pgfl.experiments.catalog import title
+    from pgfl.experiments.catalog import title  # lazy: the catalog, for this command
 
     width = max(map(len, names))
     return "".join(f"{n:<{width}}  {title(n)}".rstrip() + "\n" for n in names)
@@ -399,14 +399,14 @@ def bench(
     ] = False,
 ) -> None:
     """Measure engine throughput (client updates per second) at paper and larger scales."""
-    from pgfl.bench import bench_threads, run_bench, thread_counts
+    from pgfl.bench import bench_threads, run_bench, thread_counts  # lazy: the engine, numba
     from pgfl.bench import compare as run_compare
 
     seconds = check_real("--seconds", seconds, lo=0.0, lo_open=True)
     log = None if as_json else err.print
     counts = None
     if threads:
-        from pgfl.engine.compiled import max_threads
+        from pgfl.engine.compiled import max_threads  # lazy: the engine, numba
 
         counts = thread_counts(max_threads())
     if compare:

@@ -4,7 +4,7 @@
 every accountant (the papers' bound and the tight PLD one among them); ``--plot FILE``
 draws the curves, ``--json`` prints machine-readable output.
 ``pgfl privacy audit fig2 --curve random --view message`` attacks one release of the
-real engine and prints an empirical lower bound on ε (:mod:`pgfl.experiments.audit`).
+real engine and prints an empirical lower bound on ε (:mod:`pgfl.apps.audit`).
 ``pgfl privacy calibrate --target-epsilon 8 --iterations 100 --mu 0.7 --clip 10 --dim 2`` prints
 the per-coordinate noise std σ needed. Bad input raises :class:`~pgfl.validation.ConfigError`,
 which the ``pgfl`` entry point turns into one line on stderr and exit code 2.
@@ -142,7 +142,7 @@ def _sigma_from(
 
 def _check_fits(iterations: int, accountants: Sequence[str]) -> None:
     """Refuse ``--iterations`` whose ε accounting cannot fit in memory (one line)."""
-    from pgfl.resources import accounting_memory, check_fits
+    from pgfl.resources import accounting_memory, check_fits  # lazy: for this check alone
 
     needed = {"ε accounting [T]": accounting_memory(iterations, accountants)}
     check_fits(f"--iterations={iterations}", needed)
@@ -164,7 +164,7 @@ def _check_plot(path: Path | None) -> None:
     if path is None:
         return
     check_output_file(path, what="--plot file")
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: matplotlib, --plot
 
     formats = FigureCanvasAgg.get_supported_filetypes()
     if _plot_format(path) not in formats:
@@ -484,7 +484,7 @@ def audit_command(
 
     Exit code 3 if the lower bound exceeds an accountant's epsilon (that accountant is wrong).
     """
-    from pgfl.experiments.audit import audit, record_audit  # lazy: the engine
+    from pgfl.apps.audit import audit, record_audit  # lazy: the engine
 
     _check_plot(plot)
     if accountant:
@@ -644,10 +644,10 @@ def frontier_command(
 ) -> None:
     """Privacy-utility frontier: each scheme's noise calibrated to each target epsilon.
 
-    Runs the engine at delta = 1e-5 (pgfl.experiments.frontier) and writes summary.json,
+    Runs the engine at delta = 1e-5 (pgfl.apps.frontier) and writes summary.json,
     frontier.csv and frontier.png into --out; ``pgfl reproduce frontier`` is the default.
     """
-    from pgfl.experiments.frontier import SCHEMES, SETUPS, frontier_configs, protecting  # lazy
+    from pgfl.apps.frontier import SCHEMES, SETUPS, frontier_configs, protecting
     from pgfl.privacy import mechanisms  # lazy: the registry, dp_accounting
 
     setups = [check_choice("--setup", s, tuple(SETUPS)) for s in setup or SETUPS]
@@ -679,12 +679,12 @@ def frontier_command(
 
 
 def frontier_tuning(tune: bool, metric: str, on: str, grid: Sequence[str]) -> Any:
-    """The frontier's :class:`~pgfl.experiments.frontier.Tuning` of the options (None: untuned).
+    """The frontier's :class:`~pgfl.apps.frontier.Tuning` of the options (None: untuned).
 
     ``grid`` items are ``SETTING=V1,V2,...``; each value is checked against the parameter
     table (one line naming the option, the setting and the value).
     """
-    from pgfl.experiments.frontier import Tuning  # lazy: the experiments
+    from pgfl.apps.frontier import Tuning  # lazy: the experiments
 
     if not tune:
         return None

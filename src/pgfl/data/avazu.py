@@ -43,6 +43,7 @@ import pandas as pd
 
 from pgfl.data.hashing import hash_fields, hashed_to_csr, hashed_to_dense
 from pgfl.files import check_input_file, reading
+from pgfl.rng import stream
 from pgfl.validation import ConfigError, check_choice, check_int, check_real
 
 __all__ = [
@@ -422,8 +423,6 @@ def write_synthetic_avazu(
     low-cardinality fields with ``β ~ N(0, 1.2²)``, so a hashed logistic regression
     learns something (click rate about 15-20%, as in Avazu). Deterministic given ``seed``.
     """
-    from pgfl.rng import stream
-
     rows = check_int("rows", rows, lo=0)
     chunk_rows = check_int("chunk_rows", chunk_rows, lo=1)
     vocab_rng = stream(seed, "data.avazu.synthetic.vocab")

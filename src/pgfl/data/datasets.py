@@ -73,7 +73,7 @@ __all__ = [
 
 
 def _fair() -> pd.DataFrame:
-    from statsmodels.datasets import fair
+    from statsmodels.datasets import fair  # lazy: statsmodels, only for this data set
 
     df = fair.load_pandas().data.copy()
     df["had_affair"] = (df["affairs"] > 0).astype(np.int64)
@@ -81,7 +81,7 @@ def _fair() -> pd.DataFrame:
 
 
 def _breast_cancer() -> pd.DataFrame:
-    from sklearn.datasets import load_breast_cancer
+    from sklearn.datasets import load_breast_cancer  # lazy: scikit-learn, only for this data set
 
     b = load_breast_cancer(as_frame=True)
     return b.frame  # columns: 30 features + "target" (1 = benign)

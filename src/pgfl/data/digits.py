@@ -45,7 +45,7 @@ MAX_DRAWS = 1000
 @lru_cache(maxsize=1)
 def load_digits_arrays() -> tuple[np.ndarray, np.ndarray]:
     """``X [1797, 64]`` in ``[0, 1]`` and labels ``y [1797]`` (floats ``0..9``)."""
-    from sklearn.datasets import load_digits
+    from sklearn.datasets import load_digits  # lazy: scikit-learn, only for this data set
 
     d = load_digits()
     return d.data.astype(np.float64) / 16.0, d.target.astype(np.float64)

@@ -177,7 +177,7 @@ def hashed_to_dense(idx: np.ndarray, sign: np.ndarray, dim: int) -> np.ndarray:
 
 def hashed_to_csr(idx: np.ndarray, sign: np.ndarray, dim: int):  # -> scipy.sparse.csr_matrix
     """Sparse CSR ``[n, dim]`` version of :func:`hashed_to_dense` (duplicates summed)."""
-    from scipy import sparse
+    from scipy import sparse  # lazy: scipy, only for sparse features
 
     n, F = idx.shape
     indptr = np.arange(0, n * F + 1, F, dtype=np.int64) if F else np.zeros(n + 1, np.int64)

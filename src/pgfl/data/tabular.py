@@ -94,7 +94,7 @@ def read_table(
         rows = check_int("rows", rows, lo=1)
     if _is_parquet(p):
         try:
-            import pyarrow  # noqa: F401
+            import pyarrow  # noqa: F401  # lazy: pyarrow is optional (Parquet files only)
         except ImportError as e:
             raise ConfigError(
                 f"reading Parquet file {str(p)!r} needs pyarrow: pip install 'pgfl[parquet]'"

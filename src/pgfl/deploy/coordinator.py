@@ -1,7 +1,7 @@
 """The coordinator: starts (locally) or joins the parties, paces the rounds, records the curves.
 
 :class:`DeployBackend` is a :class:`~pgfl.backends.Backend`: ``pgfl deploy`` runs a
-configuration through the same runner as ``pgfl run`` (:func:`pgfl.experiments.runner.run_plan`:
+configuration through the same runner as ``pgfl run`` (:func:`pgfl.apps.runner.run_plan`:
 validation, output folder, accounting, partial files, ``summary.json``, ``curves.csv``,
 ``figure.png``), with each batch of curves simulated by the deployed parties instead of
 the engine. Per batch, the coordinator
@@ -113,7 +113,7 @@ def deploy_network(
 
     ``cfg``: its curves are the batch's (``batch.indices`` index them), its iterations and
     ``[deploy]`` apply; ``reps``: the global repetition ids. What the audit of a recorded
-    transcript runs (:func:`pgfl.experiments.audit.record_audit`): the canary worlds.
+    transcript runs (:func:`pgfl.apps.audit.record_audit`): the canary worlds.
     ``out`` is written as a run's staging folder is (its caller holds the output folder):
     ``out/logs``, ``out/transcripts``.
     """

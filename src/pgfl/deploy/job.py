@@ -2,7 +2,7 @@
 
 A deployment runs one :class:`~pgfl.experiments.plan.Batch` of an experiment (curves
 that share their structure) with one process per party: a server per unit, a client per
-client, and a trusted party where a scheme has one (:data:`TRUSTED`). Every party holds
+client, and a trusted party where a scheme has one (:data:`PARTIES`). Every party holds
 the same :class:`Job`: the curves' settings, the topology (combination matrix), the
 schedule's sizes, the seed (simulation mode) and the deployment's settings — nothing of
 any client's data. A client builds or receives only its own data (:class:`Shard`).
@@ -19,12 +19,11 @@ from pgfl.engine import CurveBatch, CurveSettings
 from pgfl.engine.network import Links
 from pgfl.experiments.config import CurveConfig
 from pgfl.folders import digest_of
+from pgfl.privacy import mechanisms
 from pgfl.validation import ConfigError
 
 __all__ = [
-    "CLIENT_SCHEMES",
-    "SERVER_SCHEMES",
-    "TRUSTED",
+    "PARTIES",
     "Job",
     "Shard",
     "check_deployable",
@@ -32,48 +31,31 @@ __all__ = [
     "trusted_parties",
 ]
 
-#: Client-level schemes with a deployed protocol: the client's side runs on the client.
-CLIENT_SCHEMES = ("none", "laplace", "gaussian", "secure_aggregation")
-#: Server-level schemes with a deployed protocol.
-SERVER_SCHEMES = (
-    "none",
-    "random",
-    "graph_homomorphic",
-    "random_per_link",
-    "pairwise_cancelling",
-    "central",
-    "topology_optimized",
-)
-#: The trusted party a server scheme needs: the central aggregator, the noise dealer.
-TRUSTED = {"central": "aggregator", "topology_optimized": "dealer"}
-_WHY_NOT = {
-    "gossip": "its K gossip steps exchange messages between servers K times a round, which "
-    "the deployment does not run yet (the engine combines with the polynomial of A at once)",
-    **dict.fromkeys(
-        ("distributed_gaussian", "skellam"),
-        "distributed DP's clients encode their messages as integers with noise shares inside "
-        "secure aggregation, which the deployed clients do not run yet",
-    ),
-}
+#: The trusted parties a deployment runs (:mod:`pgfl.deploy.trusted`), in a fixed order: a
+#: scheme that names one of them in its ``trusted`` needs that process.
+PARTIES = ("aggregator", "dealer")
 
 
 def check_deployable(settings: tuple[CurveSettings, ...], labels: list[str]) -> None:
-    """One line naming a curve whose scheme has no deployed protocol (a ConfigError)."""
+    """One line naming a curve whose scheme has no deployed protocol (a ConfigError).
+
+    Each mechanism declares whether :mod:`pgfl.deploy` runs it (``not_deployed``).
+    """
     for s, label in zip(settings, labels, strict=True):
-        for level, scheme, known in (("client_noise", s.client, CLIENT_SCHEMES),
-                                     ("server_noise", s.server, SERVER_SCHEMES)):  # fmt: skip
-            if scheme.name not in known:
-                why = _WHY_NOT.get(scheme.name, "it has no deployed protocol")
+        for scheme in (s.client, s.server):
+            if scheme.not_deployed is not None:
+                table = mechanisms.REGISTRY[scheme.level]
+                known = [n for n, cls in table.items() if cls.not_deployed is None]
                 raise ConfigError(
-                    f"privacy.{level} = {scheme.name!r} (curve {label!r}) cannot be deployed: "
-                    f"{why}; deployable: {', '.join(known)}"
+                    f"privacy.{scheme.level}_noise = {scheme.name!r} (curve {label!r}) cannot "
+                    f"be deployed: {scheme.not_deployed}; deployable: {', '.join(known)}"
                 )
 
 
 def trusted_parties(settings: tuple[CurveSettings, ...]) -> tuple[str, ...]:
-    """The trusted parties the curves need, in a fixed order."""
-    need = {TRUSTED[s.server.name] for s in settings if s.server.name in TRUSTED}
-    return tuple(n for n in ("aggregator", "dealer") if n in need)
+    """The trusted parties the curves' schemes need (:data:`PARTIES`), in a fixed order."""
+    need = {party for s in settings for m in (s.client, s.server) for party in m.trusted}
+    return tuple(n for n in PARTIES if n in need)
 
 
 @dataclass(frozen=True)

@@ -158,7 +158,7 @@ def _cells(draws, stream_name: str) -> tuple:
 @lru_cache(maxsize=1)
 def _samplers():
     _kernels()
-    from pgfl.engine._kernels import sample_clients, sample_clients_parallel
+    from pgfl.engine._kernels import sample_clients, sample_clients_parallel  # lazy: numba
 
     return sample_clients, sample_clients_parallel
 
@@ -238,7 +238,7 @@ def _threshold(work: float) -> float:
 def _threads() -> int:
     """How many threads numba runs the next parallel region on (``numba.set_num_threads``)."""
     _kernels()  # numba's threads start after the wait policy is set there
-    import numba
+    import numba  # lazy: numba is optional (extra "fast")
 
     return numba.get_num_threads()
 
@@ -250,7 +250,7 @@ def set_threads(n: int | None) -> int:
     The results do not depend on it (bit for bit); only the speed does.
     """
     old = _threads()
-    import numba
+    import numba  # lazy: numba is optional (extra "fast")
 
     numba.set_num_threads(max_threads() if n is None else n)
     return old
@@ -259,7 +259,7 @@ def set_threads(n: int | None) -> int:
 def max_threads() -> int:
     """The largest thread count :func:`set_threads` accepts (numba's thread pool size)."""
     require("numba", "fast", "the compiled local phase")
-    import numba
+    import numba  # lazy: numba is optional (extra "fast")
 
     return int(numba.config.NUMBA_NUM_THREADS)
 
@@ -282,7 +282,7 @@ def _kernels():
     if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     require("numba", "fast", "the compiled local phase")
-    from pgfl.engine._kernels import local_sgd, local_sgd_serial
+    from pgfl.engine._kernels import local_sgd, local_sgd_serial  # lazy: numba
 
     return local_sgd, local_sgd_serial
 

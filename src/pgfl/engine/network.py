@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from pgfl.data.federated import FederatedData
-from pgfl.params import check
+from pgfl.general import PARAMS as GENERAL
 from pgfl.topology import check_combination_matrix
 from pgfl.validation import ConfigError, check_int
 
@@ -163,7 +163,7 @@ class Network:
             check_combination_matrix(self.mixing)
             object.__setattr__(self, "iota2", check_combination_matrix(self.A, signed=True))
         object.__setattr__(self, "links", Links.from_matrix(self.A))
-        check("training.L", self.L, K=K)
+        GENERAL["training.L"].check(self.L, {"data.K": K})
         for name, arr, hi in (
             ("epochs", self.epochs, MAX_EPOCHS),
             ("batch", self.batch, MAX_BATCH),

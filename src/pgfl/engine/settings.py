@@ -9,7 +9,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pgfl.engine.network import Network
-from pgfl.params import check
+from pgfl.general import PARAMS as GENERAL
 from pgfl.privacy.mechanisms import (
     ClientAggregation,
     Mean,
@@ -17,6 +17,7 @@ from pgfl.privacy.mechanisms import (
     ReleaseContext,
     ServerNoise,
 )
+from pgfl.privacy.mechanisms.base import NEIGHBOURING
 from pgfl.validation import ConfigError
 
 
@@ -52,10 +53,10 @@ class CurveSettings:
     neighbours: str = "client"
 
     def __post_init__(self) -> None:
-        check("training.mu", self.mu)
-        check("privacy.neighbours", self.neighbours)
-        check("training.share", self.share)
-        check("training.clip_norm", self.clip_norm)
+        GENERAL.check("training.mu", self.mu)
+        NEIGHBOURING.check(self.neighbours)
+        GENERAL.check("training.share", self.share)
+        GENERAL.check("training.clip_norm", self.clip_norm)
         for name, obj, kind in (("client", self.client, ClientAggregation),
                                 ("server", self.server, ServerNoise)):  # fmt: skip
             if not isinstance(obj, kind):

@@ -21,7 +21,7 @@ from pgfl.engine.network import Network
 from pgfl.engine.rounds import CompiledRounds
 from pgfl.engine.settings import CurveBatch, CurveSettings
 from pgfl.engine.step import round_step
-from pgfl.params import PARAMS
+from pgfl.general import PARAMS
 from pgfl.resources import check_fits, simulation_memory
 from pgfl.validation import check_int
 

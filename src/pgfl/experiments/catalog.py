@@ -8,7 +8,7 @@ has exactly the names below:
 * GFL presets: the TOML files ``experiments/presets/NAME.toml`` (:func:`preset_names`),
   run by :mod:`pgfl.experiments.presets`;
 * frontier presets (:data:`FRONTIER_TITLES`): generated configurations, run by
-  :mod:`pgfl.experiments.frontier`;
+  :mod:`pgfl.apps.frontier`;
 * accounting-only presets (:data:`ACCOUNTING_TITLES`): :mod:`pgfl.experiments.muffliato`;
 * graph-learning presets (:data:`GRAPHLEARN_TITLES`): :mod:`pgfl.graphlearn.presets`.
 
@@ -46,7 +46,7 @@ __all__ = [
 #: ``useful-privacy``, ...).
 ALL = ("fig2", "fig3", "fig4", "fig5", "fig6", "fig7", "hybrid", "diffusion")
 
-#: Frontier presets (:data:`pgfl.experiments.frontier.PRESETS`) and their titles.
+#: Frontier presets (:data:`pgfl.apps.frontier.PRESETS`) and their titles.
 FRONTIER_TITLES = {
     "frontier": "Privacy-utility frontier: every scheme calibrated to a target ε, MSD and "
     "test error vs ε",

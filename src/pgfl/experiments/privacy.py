@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from pgfl.engine import CurveSettings, Network, Trajectory
+from pgfl.engine import CurveSettings, Network
 from pgfl.privacy.accounting import calibrate, check_composable, epsilon_curve
-from pgfl.privacy.mechanisms import ClientAggregation, DistributedNoise, Mechanism, view_of
+from pgfl.privacy.mechanisms import Mechanism, view_of
 from pgfl.privacy.mechanisms.adversaries import adversary_epsilons, trusted_parties
 from pgfl.validation import ConfigError
 
@@ -35,8 +35,6 @@ __all__ = [
     "primary",
     "reported",
     "resolved_variances",
-    "ddp_entry",
-    "secagg_entry",
 ]
 
 
@@ -180,7 +178,7 @@ def curve_epsilon(
     if caveat is not None:
         entry["epsilon_caveat"] = caveat
     entry["noise_variance"] = main.std**2
-    pairwise = getattr(main, "pairwise_std", None)  # correlated noise: σ_cor at that σ
+    pairwise = getattr(main, "sigma_cor", None)  # correlated noise: σ_cor at that σ
     if pairwise is not None:
         entry["pairwise_variance"] = pairwise**2
     entry["neighbours"] = settings.neighbours
@@ -211,60 +209,3 @@ def resolved_variances(settings: CurveSettings) -> dict[str, float | None]:
         v = getattr(m, "variance", None)
         out[f"{level}_variance"] = m.std**2 if v is None and m.calibrates else v
     return out
-
-
-def secagg_entry(client: ClientAggregation, traj: Trajectory, c: int, L: int) -> dict[str, Any]:
-    """The ``summary.json`` record of a securely aggregated curve, with its abort log."""
-    cfg = client.config
-    log = [
-        f"iteration {i}, repetition {r}, unit {p}: secure aggregation aborted "
-        f"(fewer than t={cfg.threshold_for(L)} of L={L} clients survived); "
-        "the unit kept its previous model"
-        for cc, r, i, p in traj.abort_log
-        if cc == c
-    ]
-    return {
-        "protocol": client.protocol,
-        "threshold": cfg.threshold_for(L),
-        "dropout": client.dropout,
-        "quantization_bound": cfg.quantization_bound,
-        "aborted_unit_rounds": int(traj.aborted[c].sum()),
-        "clip": cfg.clip,
-        "clipped_messages": int(traj.clipped[c].sum()),
-        "log": log,
-    }
-
-
-def ddp_entry(
-    client: DistributedNoise, traj: Trajectory, c: int, L: int, dim: int
-) -> dict[str, Any]:
-    """The ``summary.json`` record of a distributed-DP curve: encoding, costs, aborts.
-
-    Costs: each client sends ``d`` codes of ``b`` bits per round (``d`` the model dimension
-    padded to a power of two), besides secure aggregation's own messages.
-    """
-    t = client.fewest_clients(L)
-    g = client.grid(L, dim, t)
-    log = [
-        f"iteration {i}, repetition {r}, unit {p}: secure aggregation aborted "
-        f"(fewer than t={t} of L={L} clients survived); the unit kept its previous model"
-        for cc, r, i, p in traj.abort_log
-        if cc == c
-    ]
-    return {
-        "noise": client.noise,
-        "protocol": client.protocol,
-        "threshold": t,
-        "dropout": client.dropout,
-        "bits": client.bits,
-        "beta": client.beta,
-        "clip": client.clip,
-        "grid": g.scale,
-        "share_variance_grid": g.variance,
-        "coordinates_sent": g.dim,
-        "bits_per_client_round": client.bits * g.dim,
-        "bits_per_model_coordinate": client.bits * g.dim / dim,
-        "aborted_unit_rounds": int(traj.aborted[c].sum()),
-        "clipped_or_wrapped": int(traj.clipped[c].sum()),
-        "log": log,
-    }

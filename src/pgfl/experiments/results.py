@@ -293,8 +293,9 @@ def write_results(
     log += [
         f"{entry['label']}: {line}"
         for entry in curves
-        for key in ("secure_aggregation", "distributed_dp")
-        for line in entry.get(key, {}).pop("log", [])
+        for record in entry.values()  # a mechanism's own records (Mechanism.record)
+        if isinstance(record, dict)
+        for line in record.pop("log", [])
     ]
     if log:
         write_atomic(out / "run.log", "\n".join(log) + "\n")

@@ -74,7 +74,7 @@ _LAZY = {"DPCalibration", "calibrate_noise", "privacy_report", "privatize_statis
 
 def __getattr__(name: str):
     if name in _LAZY:
-        from pgfl.graphlearn import privacy
+        from pgfl.graphlearn import privacy  # lazy: dp_accounting (module doc above)
 
         return getattr(privacy, name)
     raise AttributeError(f"module 'pgfl.graphlearn' has no attribute {name!r}")

@@ -51,7 +51,7 @@ EPSILONS = (0.5, 1.0)
 
 def digits_clients(seed: int, name: str = "digits") -> tuple[list[np.ndarray], np.ndarray]:
     """Three clients' signals ``[64, 48]`` and the node labels ``[48]`` (class per node)."""
-    from sklearn.datasets import load_digits
+    from sklearn.datasets import load_digits  # lazy: scikit-learn, only for this data set
 
     data = load_digits()
     images, target = data.data / 16.0, data.target
@@ -68,7 +68,7 @@ def digits_clients(seed: int, name: str = "digits") -> tuple[list[np.ndarray], n
 
 def communities(w: np.ndarray, seed: int) -> np.ndarray:
     """Louvain communities of the learned graph (edges above the metric threshold)."""
-    import networkx as nx
+    import networkx as nx  # lazy: networkx, only for this figure's layout
 
     W = vec_to_mat(np.where(edge_support(w), w, 0.0))
     G = nx.from_numpy_array(W)
@@ -81,12 +81,12 @@ def communities(w: np.ndarray, seed: int) -> np.ndarray:
 
 def score_partition(pred: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     """NMI, Rand index and Fowlkes–Mallows index of a partition (scikit-learn)."""
-    from sklearn.metrics import fowlkes_mallows_score, normalized_mutual_info_score, rand_score
+    from sklearn import metrics  # lazy: scikit-learn, only for these scores
 
     return {
-        "nmi": float(normalized_mutual_info_score(truth, pred)),
-        "ri": float(rand_score(truth, pred)),
-        "fmi": float(fowlkes_mallows_score(truth, pred)),
+        "nmi": float(metrics.normalized_mutual_info_score(truth, pred)),
+        "ri": float(metrics.rand_score(truth, pred)),
+        "fmi": float(metrics.fowlkes_mallows_score(truth, pred)),
     }
 
 
@@ -182,7 +182,7 @@ def run_digits(quick: bool, out: Path, seed: int) -> dict[str, Any]:
 
 
 def _figures(graphs: dict[str, np.ndarray], table: dict[str, dict[str, float]], out: Path) -> None:
-    from pgfl.graphlearn.plots import _plt, plot_bars
+    from pgfl.graphlearn.plots import _plt, plot_bars  # lazy: matplotlib, only to draw
     from pgfl.plots import save_figure
 
     names = list(table)

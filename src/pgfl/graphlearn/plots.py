@@ -42,10 +42,10 @@ __all__ = [
 
 
 def _plt():
-    import matplotlib
+    import matplotlib  # lazy: matplotlib, only to draw
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: once the Agg backend is chosen
 
     return plt
 
@@ -260,7 +260,7 @@ def learned_graphs_figure(
     ``fedgl_local``, ``fedgl_consensus``). A legend below the panels names the edge kinds.
     """
     plt = _plt()
-    from matplotlib.lines import Line2D
+    from matplotlib.lines import Line2D  # lazy: matplotlib, only to draw
 
     panels = {"ground truth": truth_client, **learned}
     fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 4.0), layout="constrained")

@@ -58,7 +58,7 @@ def _kernels():
     """:mod:`pgfl.graphlearn._kernels` if the compiled path is on and numba importable."""
     if COMPILED is False or not available("numba"):
         return None
-    from pgfl.graphlearn import _kernels
+    from pgfl.graphlearn import _kernels  # lazy: numba kernels, only on the compiled path
 
     return _kernels
 

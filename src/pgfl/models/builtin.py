@@ -26,9 +26,11 @@ positions) is formed, the dense layer's is not.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import threading
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -406,9 +408,6 @@ TICK, TICKS = 0.05, 40
 
 def _user_module(path: str, timeout: float | None = None) -> Any:
     """Import the user's file ``path`` (not registered in ``sys.modules``)."""
-    import importlib.util
-    from pathlib import Path
-
     spec = importlib.util.spec_from_file_location(f"pgfl_user_model_{Path(path).stem}", path)
     module = importlib.util.module_from_spec(spec)
     UserFunction(spec.loader.exec_module, path, timeout)(module)
@@ -434,8 +433,6 @@ def load_custom(
     :class:`~pgfl.validation.UserCodeError` naming the file and line, and each one's first
     call may run ``timeout`` seconds (``model.timeout``).
     """
-    from pathlib import Path
-
     path, sep, name = source.rpartition(":")
     if not sep or not path.endswith(".py") or not name.isidentifier():
         raise ConfigError(f"model.source must read 'FILE.py:FUNCTION'; got {source!r}")

@@ -158,7 +158,7 @@ class JaxProblem:
         model_chunk: int | None = None,
     ) -> None:
         jax = jax_module()
-        from jax.flatten_util import ravel_pytree
+        from jax.flatten_util import ravel_pytree  # lazy: jax is optional (extra "jax")
 
         self.rho = RHO.check(rho)
         self.loss, self.predict, self.name = loss, predict, name

@@ -47,7 +47,7 @@ from pgfl.general import (
 from pgfl.param import Param, ParamTable, When
 from pgfl.privacy import mechanisms
 from pgfl.privacy.accounting.accountants import ACCOUNTANTS
-from pgfl.privacy.mechanisms.base import ADVERSARIES, NEIGHBOURS, client_stack, declared
+from pgfl.privacy.mechanisms.base import ADVERSARIES, NEIGHBOURING, client_stack, declared
 from pgfl.privacy.mechanisms.client import CLIENT_VARIANCE, DISTRIBUTIONS
 from pgfl.privacy.mechanisms.server import SERVER_DISTRIBUTION, SERVER_VARIANCE
 from pgfl.privacy.secagg import PARAMS as SECAGG_PARAMS
@@ -151,10 +151,7 @@ _PRIVACY = (
           batched=True, applies=DP_LINK),
     Param("privacy.delta", "real", 1e-5, "δ of (ε, δ)-DP.", lo=0, hi=1, lo_open=True,
           hi_open=True, batched=True, applies=DP_LINK),
-    Param("privacy.neighbours", "choice", "client", "Neighbouring data sets of every ε: "
-          "`client` (one client's whole data replaced, the papers') or `record` (one sample; "
-          "smaller only for one full-batch step per round, `training.batch = \"full\"`, "
-          "`training.epochs = 1`).", choices=tuple(NEIGHBOURS), batched=True),
+    NEIGHBOURING,
     Param("privacy.adversary", "choice", None, "The adversary a `target_epsilon` is "
           "calibrated against, with amplification by client sampling where it holds (unset: "
           "the privatized link's own ε, as the papers). See docs/privacy.md.",

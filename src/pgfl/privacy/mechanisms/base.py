@@ -45,6 +45,7 @@ from pgfl.validation import ConfigError, check_choice, did_you_mean
 __all__ = [
     "ADVERSARIES",
     "LIKE",
+    "NEIGHBOURING",
     "NEIGHBOURS",
     "QUANTITIES",
     "REGISTRY",
@@ -108,6 +109,11 @@ NEIGHBOURS = {
     "client": "one client's whole data set replaced",
     "record": "one record (sample) of one client replaced",
 }
+#: ``privacy.neighbours``: the neighbouring relation of every ε (declared with its vocabulary).
+NEIGHBOURING = Param("privacy.neighbours", "choice", "client", "Neighbouring data sets of "
+    "every ε: `client` (one client's whole data replaced, the papers') or `record` (one "
+    "sample; smaller only for one full-batch step per round, `training.batch = \"full\"`, "
+    "`training.epochs = 1`).", choices=tuple(NEIGHBOURS), batched=True)  # fmt: skip
 
 
 #: What a run computes that a metric is about: the servers' models ``w_p`` (the average
@@ -410,7 +416,7 @@ class ReleaseContext:
 
 
 class FrontierLine(NamedTuple):
-    """One line of the privacy–utility frontier (:mod:`pgfl.experiments.frontier`).
+    """One line of the privacy–utility frontier (:mod:`pgfl.apps.frontier`).
 
     Attributes:
         settings: the line's curve settings by dotted name, the mechanism's own name
@@ -419,6 +425,8 @@ class FrontierLine(NamedTuple):
             default grid (the step size ``training.mu`` is searched for every line).
         legend: its legend entry ("": the line's name).
         scope: what its ε covers and against whom ("": the mechanism's :attr:`~Mechanism.covers`).
+        by_adversary: drawn in ``pgfl reproduce frontier-adversary`` (calibrated to each
+            adversary it protects against).
 
     """
 
@@ -426,6 +434,7 @@ class FrontierLine(NamedTuple):
     knobs: Mapping[str, tuple[Any, ...]] = {}
     legend: str = ""
     scope: str = ""
+    by_adversary: bool = False
 
 
 class Mechanism:
@@ -480,6 +489,9 @@ class Mechanism:
     distributions: ClassVar[tuple[str, ...]] = ()
     #: Its figure style (colour, marker, words); ``None``: one derived from its name.
     style: ClassVar[SchemeStyle | None] = None
+    #: Why ``pgfl deploy`` cannot run it, in words (``None``: :mod:`pgfl.deploy` runs its
+    #: protocol between processes). A new mechanism has no deployed protocol until then.
+    not_deployed: ClassVar[str | None] = "it has no deployed protocol"
     #: Per-coordinate std of its noise (its noise level; 0: none). Noisy mechanisms hold it.
     std: float | None = 0.0
     #: The distribution of its noise (``None``: no noise of its own).
@@ -494,6 +506,18 @@ class Mechanism:
         if self.distribution is None or not self.std:
             return None
         return NoiseLaw(self.distribution, self.std * scale)
+
+    def record(
+        self, L: int, dim: int, aborted: int, clipped: int, aborts: Sequence[tuple[int, int, int]]
+    ) -> dict[str, dict[str, Any]]:
+        """Its own entries of a curve's ``summary.json`` privacy record (default: none).
+
+        ``L`` clients sampled per round, ``dim`` the model dimension M; ``aborted``: the
+        curve's aborted unit-rounds, ``clipped``: its clipped messages, ``aborts``: each
+        aborted ``(repetition, iteration, unit)``. An entry's ``"log"`` lines go to
+        ``run.log`` instead of the summary.
+        """
+        return {}
 
     @property
     def name(self) -> str:

@@ -75,6 +75,7 @@ class Mean(ClientAggregation):
 
     names: ClassVar[tuple[str, ...]] = ("none",)
     stacks: ClassVar[Mapping[str, tuple[str, ...]]] = {"none": ()}
+    not_deployed: ClassVar[str | None] = None  # pgfl.deploy runs it
     exposes: ClassVar[Mapping[str, str]] = {
         "upload_eavesdropper": "the uploads are the clients' models or updates in the clear",
         "own_server": "the server receives its clients' models or updates in the clear",
@@ -107,6 +108,7 @@ class ClientNoise(NoiseLevel, ClientAggregation):
 
     distribution: str = "laplace"
     names: ClassVar[tuple[str, ...]] = DISTRIBUTIONS
+    not_deployed: ClassVar[str | None] = None  # pgfl.deploy runs it
     distributions: ClassVar[tuple[str, ...]] = DISTRIBUTIONS
     params: ClassVar[tuple[Param, ...]] = (CLIENT_VARIANCE,)
     variance_param: ClassVar[Param] = CLIENT_VARIANCE
@@ -119,6 +121,7 @@ class ClientNoise(NoiseLevel, ClientAggregation):
             legend=f"client {dist.capitalize()} on {share} (vs own server)",
             scope=f"client level: one client's noisy {share[:-1]} against its own "
             "(honest-but-curious) server, and by post-processing everyone downstream",
+            by_adversary=(dist, share) == ("gaussian", "models"),
         )
         for share in ("models", "updates")
         for dist in DISTRIBUTIONS

@@ -190,16 +190,18 @@ class PairwiseCancelling(RandomNoise):
             what a ``target_epsilon`` calibrates.
         variance: σ².
         pairwise_ratio: r = σ_cor/σ (then σ_cor follows σ), or ``None``.
-        pairwise_std: σ_cor, each edge term's std (or give ``pairwise_variance``);
-            derived (r σ) when ``pairwise_ratio`` is given.
-        pairwise_variance: σ_cor².
+        pairwise_std: σ_cor, each edge term's std, or ``None`` (or give ``pairwise_variance``).
+        pairwise_variance: σ_cor², or ``None``.
         coalition: k, the curious servers of ``server_coalition``.
 
-    >>> PairwiseCancelling(variance=0.04, pairwise_variance=1.0).pairwise_std
+    Only what is given is stored (so that :func:`dataclasses.replace` works); σ_cor, given
+    or derived (r σ), is :attr:`sigma_cor`.
+
+    >>> PairwiseCancelling(variance=0.04, pairwise_variance=1.0).sigma_cor
     1.0
     >>> m = PairwiseCancelling(std=0.5, pairwise_ratio=3.0)
-    >>> m.pairwise_std, m.with_std(2.0).pairwise_std
-    (1.5, 6.0)
+    >>> m.sigma_cor, m.with_std(2.0).sigma_cor, dataclasses.replace(m, pairwise_ratio=1.0).sigma_cor
+    (1.5, 6.0, 0.5)
 
     """
 
@@ -236,24 +238,27 @@ class PairwiseCancelling(RandomNoise):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.pairwise_ratio is None:
-            std, var = noise_level(self.pairwise_std, self.pairwise_variance, PAIRWISE_VARIANCE)
+            noise_level(self.pairwise_std, self.pairwise_variance, PAIRWISE_VARIANCE)  # checks
         elif self.pairwise_std is not None or self.pairwise_variance is not None:
             raise ConfigError(
                 "give pairwise_ratio (σ_cor/σ) or pairwise_std/pairwise_variance, not both; "
                 f"got pairwise_ratio={self.pairwise_ratio!r}"
             )
         else:
-            ratio = PAIRWISE_RATIO.named("pairwise_ratio").check(self.pairwise_ratio)
-            std = ratio * self.std
-            var = std * std
-        object.__setattr__(self, "pairwise_std", std)
-        object.__setattr__(self, "pairwise_variance", var)
+            PAIRWISE_RATIO.named("pairwise_ratio").check(self.pairwise_ratio)
         COALITION_SIZE.named("coalition").check(self.coalition)
         if self.distribution != "gaussian":
             raise ConfigError(
                 "privacy.server_noise = 'pairwise_cancelling' is Gaussian noise: set "
                 f"privacy.server_distribution = 'gaussian'; got {self.distribution!r}"
             )
+
+    @property
+    def sigma_cor(self) -> float:
+        """σ_cor, each edge term's std: r σ, or as given (0 where neither is given)."""
+        if self.pairwise_ratio is not None:
+            return self.pairwise_ratio * self.std
+        return noise_level(self.pairwise_std, self.pairwise_variance, PAIRWISE_VARIANCE)[0]
 
     @classmethod
     def check_settings(cls, s: Mapping[str, Any]) -> str | None:
@@ -285,7 +290,7 @@ class PairwiseCancelling(RandomNoise):
         """The same pairwise part (the same r, or the same σ_cor) beside an independent σ = std."""
         if self.pairwise_ratio is not None:
             return type(self)(std=std, pairwise_ratio=self.pairwise_ratio, coalition=self.coalition)
-        return type(self)(std=std, pairwise_std=self.pairwise_std, coalition=self.coalition)
+        return type(self)(std=std, pairwise_std=self.sigma_cor, coalition=self.coalition)
 
     def validate(self, net: Any) -> None:
         """A symmetric combination matrix: its edges are the pairs, its columns sum to 1."""
@@ -302,11 +307,11 @@ class PairwiseCancelling(RandomNoise):
             return base
         if coalitions == "k":
             k = min(self.coalition, ctx.units - 1)
-            std = coalition_std(ctx.adjacency, self.std, self.pairwise_std, k)
+            std = coalition_std(ctx.adjacency, self.std, self.sigma_cor, k)
         elif coalitions == "all":
             std = self.std  # every neighbour of the target: it keeps its own draw alone
         else:
-            std = effective_std(ctx.adjacency, self.std, self.pairwise_std, coalitions)
+            std = effective_std(ctx.adjacency, self.std, self.sigma_cor, coalitions)
         return dataclasses.replace(base, std=std, paper_sensitivities=None, scope=self.scope)
 
     def transcript(self, ctx: ReleaseContext) -> Transcript:
@@ -347,7 +352,7 @@ class PairwiseCancelling(RandomNoise):
         xi = _edge_draws(src[keep], dst[keep], dim, ctx)
         R = own.shape[0]
         return np.concatenate(
-            [self.std * own.reshape(R, -1), self.pairwise_std * xi.reshape(R, -1)], axis=1
+            [self.std * own.reshape(R, -1), self.sigma_cor * xi.reshape(R, -1)], axis=1
         )
 
     @classmethod
@@ -370,7 +375,7 @@ class PairwiseCancelling(RandomNoise):
         at = np.searchsorted(senders, links.src)
         out = np.empty((len(schemes), R, links.src.size, dim))
         for c, s in enumerate(schemes):
-            out[c] = (s.std * own + s.pairwise_std * per_sender)[:, at]
+            out[c] = (s.std * own + s.sigma_cor * per_sender)[:, at]
         return out
 
 

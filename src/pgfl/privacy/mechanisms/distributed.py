@@ -201,6 +201,10 @@ class DistributedNoise(NoiseLevel, ClientAggregation):
     amplified: ClassVar[bool] = True
     reveals_sample: ClassVar[bool] = True
     summed: ClassVar[bool] = True
+    not_deployed: ClassVar[str | None] = (
+        "distributed DP's clients encode their messages as integers with noise shares inside "
+        "secure aggregation, which the deployed clients do not run yet"
+    )
     trusted: ClassVar[Mapping[str, str]] = {
         "secure-aggregation cryptography": "X25519 key agreement, AES-CTR masks and Shamir "
         "recovery hide each client's masked code from its server and from an observer of "
@@ -270,6 +274,28 @@ class DistributedNoise(NoiseLevel, ClientAggregation):
     def noiseless(self) -> Mechanism:
         """The plain mean (no rounding, no noise): the audit's noise-free centres."""
         return Mean()
+
+    def record(self, L, dim, aborted, clipped, aborts) -> dict[str, dict[str, Any]]:
+        """``summary.json``'s ``distributed_dp`` record: encoding, costs, aborts.
+
+        Costs: each client sends ``d`` codes of ``b`` bits per round (``d`` the model
+        dimension padded to a power of two), besides secure aggregation's own messages.
+        """
+        t = self.fewest_clients(L)
+        g = self.grid(L, dim, t)
+        log = [
+            f"iteration {i}, repetition {r}, unit {p}: secure aggregation aborted "
+            f"(fewer than t={t} of L={L} clients survived); the unit kept its previous model"
+            for r, i, p in aborts
+        ]
+        return {"distributed_dp": {
+            "noise": self.noise, "protocol": self.protocol, "threshold": t,
+            "dropout": self.dropout, "bits": self.bits, "beta": self.beta, "clip": self.clip,
+            "grid": g.scale, "share_variance_grid": g.variance, "coordinates_sent": g.dim,
+            "bits_per_client_round": self.bits * g.dim,
+            "bits_per_model_coordinate": self.bits * g.dim / dim,
+            "aborted_unit_rounds": aborted, "clipped_or_wrapped": clipped, "log": log,
+        }}  # fmt: skip
 
     def fewest_clients(self, L: int) -> int:
         """The threshold t: fewer survivors abort the round."""

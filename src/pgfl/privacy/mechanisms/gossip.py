@@ -153,6 +153,10 @@ class Gossip(RandomNoise):
     kind: str = "plain"
     distribution: str = "gaussian"
     names: ClassVar[tuple[str, ...]] = ("gossip",)
+    not_deployed: ClassVar[str | None] = (
+        "its K gossip steps exchange messages between servers K times a round, which the "
+        "deployment does not run yet (the engine combines with the polynomial of A at once)"
+    )
     distributions: ClassVar[tuple[str, ...]] = ("gaussian",)
     params: ClassVar[tuple[Param, ...]] = (GOSSIP_STEPS, GOSSIP_KIND)
     frontier: ClassVar[Mapping[str, FrontierLine] | None] = {

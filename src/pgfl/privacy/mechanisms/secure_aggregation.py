@@ -57,6 +57,7 @@ class SecureAggregationScheme(ClientAggregation):
     protocol: str = "simulated"
     dropout: float = 0.0
     names: ClassVar[tuple[str, ...]] = ("secure_aggregation",)
+    not_deployed: ClassVar[str | None] = None  # pgfl.deploy runs it
     params: ClassVar[tuple[Param, ...]] = SECAGG_PARAMS
     reveals_sample: ClassVar[bool] = True
     summed: ClassVar[bool] = True
@@ -81,6 +82,20 @@ class SecureAggregationScheme(ClientAggregation):
     def validate(self, net: Any) -> None:
         """L clients must fit the modulus and the threshold."""
         self.config.check_clients(net.L)
+
+    def record(self, L, dim, aborted, clipped, aborts) -> dict[str, dict[str, Any]]:
+        """``summary.json``'s ``secure_aggregation`` record, with its abort log."""
+        t = self.config.threshold_for(L)
+        log = [
+            f"iteration {i}, repetition {r}, unit {p}: secure aggregation aborted "
+            f"(fewer than t={t} of L={L} clients survived); the unit kept its previous model"
+            for r, i, p in aborts
+        ]
+        return {"secure_aggregation": {
+            "protocol": self.protocol, "threshold": t, "dropout": self.dropout,
+            "quantization_bound": self.config.quantization_bound, "aborted_unit_rounds": aborted,
+            "clip": self.config.clip, "clipped_messages": clipped, "log": log,
+        }}  # fmt: skip
 
     def fewest_clients(self, L: int) -> int:
         """The threshold t: the protocol completes with any n ≥ t survivors (dropout)."""

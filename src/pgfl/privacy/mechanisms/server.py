@@ -91,6 +91,7 @@ class NoServerNoise(ServerNoise):
     """Servers send ``ψ_m`` as it is."""
 
     names: ClassVar[tuple[str, ...]] = ("none",)
+    not_deployed: ClassVar[str | None] = None  # pgfl.deploy runs it
     silent: ClassVar[bool] = True
 
     @classmethod
@@ -119,6 +120,7 @@ class RandomNoise(NoiseLevel, ServerNoise):
 
     distribution: str = "laplace"
     names: ClassVar[tuple[str, ...]] = ("random",)
+    not_deployed: ClassVar[str | None] = None  # pgfl.deploy runs it (and its subclasses')
     params: ClassVar[tuple[Param, ...]] = (SERVER_VARIANCE, SERVER_DISTRIBUTION)
     variance_param: ClassVar[Param] = SERVER_VARIANCE
     distributions: ClassVar[tuple[str, ...]] = DISTRIBUTIONS
@@ -142,6 +144,7 @@ class RandomNoise(NoiseLevel, ServerNoise):
             {"privacy.server_noise": "random", "privacy.server_distribution": "gaussian"},
             legend="random server noise, Gaussian (vs other servers; covers the centroid)",
             scope="as random, with Gaussian noise",
+            by_adversary=True,
         ),
     }
     #: What the ε covers (the summary's ``epsilon_scope``).
@@ -265,6 +268,7 @@ class GraphHomomorphic(RandomNoise):
              "privacy.server_distribution": "gaussian"},
             legend="graph-homomorphic, Gaussian (NOT the centroid or a unit's clients)",
             scope="as graph-homomorphic, with Gaussian noise",
+            by_adversary=True,
         ),
     }  # fmt: skip
     uncovered: ClassVar[Mapping[str, str]] = {
@@ -414,6 +418,7 @@ class CentralNoise(RandomNoise):
             legend="central DP: a trusted aggregator, Gaussian (the ceiling)",
             scope="a trusted aggregator adds one Gaussian draw to the network average each "
             "round; protects against everyone but the aggregator and a unit's own server",
+            by_adversary=True,
         ),
     }
     names: ClassVar[tuple[str, ...]] = ("central",)

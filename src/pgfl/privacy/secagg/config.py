@@ -123,18 +123,50 @@ CLIP_CAPACITY = Ref(
     clip_limit,
 )
 
-#: The client-level schemes that run secure aggregation: plain, and with distributed DP's
-#: noise shares (:mod:`pgfl.privacy.distributed`), which encode their own messages.
-SECURE_AGGREGATION_SCHEMES = ("secure_aggregation", "distributed_gaussian", "skellam")
+
+def _declared(c: Mapping[str, Any]) -> Any:
+    """The class of the curve's client-level scheme (``None``: unknown name)."""
+    from pgfl.privacy.mechanisms.base import declared  # lazy: the mechanisms import this module
+
+    return declared("client", c)
+
+
+def runs_secure_aggregation(c: Mapping[str, Any]) -> bool:
+    """Whether a curve's client-level scheme runs secure aggregation: it declares ``summed``.
+
+    >>> runs_secure_aggregation({"privacy.client_noise": "skellam"})
+    True
+    >>> runs_secure_aggregation({"privacy.client_noise": "gaussian"})
+    False
+    """
+    cls = _declared(c)
+    return cls is not None and cls.summed
+
+
+def encodes_fixed_point(c: Mapping[str, Any]) -> bool:
+    """Whether a curve's client-level scheme encodes in fixed point: it owns these settings.
+
+    (Distributed DP's schemes encode their own messages, with their own settings.)
+
+    >>> encodes_fixed_point({"privacy.client_noise": "secure_aggregation"})
+    True
+    >>> encodes_fixed_point({"privacy.client_noise": "skellam"})
+    False
+    """
+    cls = _declared(c)
+    return cls is not None and any(p.name == "privacy.secagg_frac_bits" for p in cls.params)
+
+
 #: Where the protocol's settings (threshold, graph, protocol, dropout) have an effect.
 SECURE_AGGREGATION = When(
-    'privacy.client_noise = "secure_aggregation", "distributed_gaussian" or "skellam"',
-    lambda c: c["privacy.client_noise"] in SECURE_AGGREGATION_SCHEMES,
+    "privacy.client_noise a scheme that runs secure aggregation (`secure_aggregation`, "
+    "distributed DP's)",
+    runs_secure_aggregation,
 )
 #: Where the fixed-point encoding's settings (modulus, fractional bits, clip) have an effect.
 FIXED_POINT = When(
-    'privacy.client_noise = "secure_aggregation"',
-    lambda c: c["privacy.client_noise"] == "secure_aggregation",
+    "privacy.client_noise a scheme that encodes in fixed point (`secure_aggregation`)",
+    encodes_fixed_point,
 )
 
 #: The ``privacy.secagg_*``, ``privacy.dropout`` and ``privacy.secagg_protocol`` settings.

@@ -157,7 +157,7 @@ def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
     >>> lo, round(hi, 4)               # 1 − 0.05^(1/100)
     (0.0, 0.0295)
     """
-    from scipy.stats import beta
+    from scipy.stats import beta  # lazy: scipy.stats, for the bound alone
 
     k, n = int(k), int(n)
     lo = 0.0 if k == 0 else float(beta.ppf(alpha, k, n - k + 1))
@@ -760,7 +760,7 @@ class _Recorded:
     """
 
     def __init__(self, base: Path, net: Network, reps: np.ndarray, C: int) -> None:
-        from pgfl.deploy.wire import decode, decode_message, read_transcript, unpack  # lazy
+        from pgfl.deploy.wire import decode, decode_message, read_transcript, unpack  # lazy: grpc
 
         P, L, M = net.A.shape[0], net.L, net.dim
         links, R = net.links, reps.size

@@ -37,7 +37,7 @@ Only ε(T) matters here, so the sub-runs read ε at iterations 1 and T only
 (``privacy.epsilon_checkpoints = 2``; their ``curves.csv`` reports ε(T) from iteration 2
 on, an upper bound).
 
-Each (set-up, T) is an ordinary experiment run by :mod:`pgfl.experiments.runner` in
+Each (set-up, T) is an ordinary experiment run by :mod:`pgfl.apps.runner` in
 ``<out>/<setup>-T<T>/`` (its own ``summary.json``, partial files, ``--resume``); the
 whole frontier is one owned output folder (:mod:`pgfl.folders`): its sub-runs and its own
 files are written in the staging folder and replace the folder's only when the whole
@@ -64,13 +64,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pgfl.apps.runner import run_plan
 from pgfl.experiments.catalog import FRONTIER_TITLES
 from pgfl.experiments.config import ExperimentConfig
 from pgfl.experiments.loader import parse_config
 from pgfl.experiments.partial import remove_partial
 from pgfl.experiments.plan import Plan, prepare_experiment
 from pgfl.experiments.presets import preset_text
-from pgfl.experiments.runner import run_plan
 from pgfl.files import write_csv, write_json
 from pgfl.folders import STAGE, Output, check_output, digest_of, staged
 from pgfl.plots import plot_frontier
@@ -120,6 +120,7 @@ class Scheme:
             per point).
         knobs: the settings tuning searches besides the step size, with their default grids.
         mechanism: the mechanism class whose noise a ``target_epsilon`` calibrates.
+        by_adversary: drawn in ``pgfl reproduce frontier-adversary`` (its declaration).
 
     """
 
@@ -129,6 +130,7 @@ class Scheme:
     settings: Mapping[str, Any]
     knobs: Mapping[str, tuple[Any, ...]]
     mechanism: type[mechanisms.Mechanism]
+    by_adversary: bool = False
 
     @property
     def privacy(self) -> dict[str, Any]:
@@ -167,7 +169,7 @@ def registered_schemes() -> dict[str, Scheme]:
             for name, line in _lines(cls).items():
                 scope = line.scope or getattr(cls, "scope", "") or cls.covers
                 out[name] = Scheme(name, line.legend or name, scope, dict(line.settings),
-                                   dict(line.knobs), cls)  # fmt: skip
+                                   dict(line.knobs), cls, line.by_adversary)  # fmt: skip
     return out
 
 
@@ -410,7 +412,7 @@ def frontier_config(
         "epsilon_checkpoints": 2,
         **SETUPS[setup].privacy,
     }
-    if any("secure_aggregation" in known[n].privacy.values() for n in names):
+    if any(_encodes_fixed_point(known[n]) for n in names):
         privacy["secagg_clip"] = SETUPS[setup].secagg_clip  # models grow with the noise
     training = {**base["training"], **SETUPS[setup].training, **({} if mu is None else {"mu": mu})}
     root = base["seed"] if seed is None else seed
@@ -875,7 +877,7 @@ def run_frontier(
 
     ``configs`` (default :func:`frontier_configs`) are all validated and their noise
     calibrated before anything is written (:func:`prepare_frontier`); ``run(plan)`` runs
-    one prepared plan (default :func:`pgfl.experiments.runner.run_plan`). With
+    one prepared plan (default :func:`pgfl.apps.runner.run_plan`). With
     ``resume``, the curves an interrupted run saved in a sub-folder are kept. The
     sub-runs keep their ``partial/`` folders until the whole frontier is written (an
     interrupted frontier resumes every finished sub-run), then they go unless a
@@ -951,13 +953,27 @@ PRESETS: dict[str, Callable[..., dict[str, ExperimentConfig]]] = {"frontier": fr
 
 
 # ----------------------------------------------------------------- by adversary
-#: The adversaries of ``pgfl reproduce frontier-adversary`` and the schemes drawn for each
-#: (those that protect against it), on the ``regression-record`` set-up.
-ADVERSARY_SCHEMES = ("central", "random_gaussian", "client_gaussian_models",
-                     "graph_homomorphic_gaussian")  # fmt: skip
+#: The adversaries of ``pgfl reproduce frontier-adversary``, on the ``regression-record``
+#: set-up; the schemes drawn for each are the lines that declare ``by_adversary`` and
+#: protect against it (:func:`adversary_schemes`).
 ADVERSARY_FRONTIER = ("link_eavesdropper", "other_server", "unit_client", "own_server")
 #: Target ε of the frontier by adversary (ε ≤ 10: what a practitioner would accept).
 ADVERSARY_EPSILONS = (0.5, 1.0, 2.0, 5.0, 10.0)
+
+
+def _encodes_fixed_point(line: Scheme) -> bool:
+    """Whether a line's client scheme encodes in fixed point (it owns ``privacy.secagg_clip``)."""
+    cls = mechanisms.CLIENT[line.privacy.get("client_noise", "none")]
+    return any(p.name == "privacy.secagg_clip" for p in cls.params)
+
+
+def adversary_schemes() -> tuple[str, ...]:
+    """The frontier lines drawn per adversary: those whose mechanism declares ``by_adversary``.
+
+    >>> adversary_schemes()
+    ('client_gaussian_models', 'random_gaussian', 'graph_homomorphic_gaussian', 'central')
+    """
+    return tuple(name for name, s in SCHEMES.items() if s.by_adversary)
 
 
 def _calibrated_class(scheme: str) -> type:
@@ -992,13 +1008,13 @@ def adversary_configs(
 ) -> dict[str, ExperimentConfig]:
     """One experiment per adversary, in sub-folder ``<adversary>-T<T>``.
 
-    Every scheme of :data:`ADVERSARY_SCHEMES` that protects against it, calibrated to what
+    Every scheme of :func:`adversary_schemes` that protects against it, calibrated to what
     it observes (``privacy.adversary``), on the ``regression-record`` set-up.
     """
     out = {}
     repetitions = repetitions if repetitions is not None else (1 if quick else 2)
     for a in ADVERSARY_FRONTIER:
-        names = [s for s in ADVERSARY_SCHEMES if _protects(s, a)]
+        names = [s for s in adversary_schemes() if _protects(s, a)]
         for T in iteration_counts("regression-record", quick):
             out[f"{a}-T{T}"] = frontier_config(
                 "regression-record", T, quick=quick, seed=seed, epsilons=ADVERSARY_EPSILONS,

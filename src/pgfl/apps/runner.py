@@ -29,11 +29,10 @@ from pgfl.engine.floor import centroid_bias
 from pgfl.experiments.config import ExperimentConfig
 from pgfl.experiments.partial import remove_partial, save_curve
 from pgfl.experiments.plan import Batch, Plan, prepare_experiment
-from pgfl.experiments.privacy import curve_epsilon, ddp_entry, resolved_variances, secagg_entry
+from pgfl.experiments.privacy import curve_epsilon, resolved_variances
 from pgfl.experiments.results import curve_metrics, round_lines, write_results
 from pgfl.files import FileError, jsonable, open_folder, write_json, writing
 from pgfl.folders import staged
-from pgfl.privacy.mechanisms import DistributedNoise
 
 __all__ = ["run_experiment", "run_plan"]
 
@@ -109,11 +108,10 @@ def _curve_results(
     metrics = curve_metrics(traj, c)
     eps, entry = accounted
     metrics.update(eps)
-    if settings.client.name == "secure_aggregation":
-        entry["secure_aggregation"] = secagg_entry(settings.client, traj, c, batch.net.L)
-    if isinstance(settings.client, DistributedNoise):
-        net = batch.net
-        entry["distributed_dp"] = ddp_entry(settings.client, traj, c, net.L, net.dim)
+    aborts = [(r, i, p) for cc, r, i, p in traj.abort_log if cc == c]
+    for m in (settings.client, settings.server):  # a mechanism's own records
+        entry.update(m.record(batch.net.L, batch.net.dim, int(traj.aborted[c].sum()),
+                              int(traj.clipped[c].sum()), aborts))  # fmt: skip
     metrics["privacy"] = np.array(json.dumps(jsonable(entry)))
     metrics["resolved"] = np.array(json.dumps(jsonable(resolved_variances(settings))))
     engine = {
