@@ -511,7 +511,7 @@ def _expected_msd_db(curve, seed: int, T: int) -> tuple[float, float]:
         noise = s.client.std**2 * A @ A.T
     else:
         adj = (net.mixing > 0) & ~np.eye(P, dtype=bool)
-        noise = A @ (s.server.std**2 * np.eye(P) + s.server.pairwise_std**2 * _laplacian(adj)) @ A.T
+        noise = A @ (s.server.std**2 * np.eye(P) + s.server.sigma_cor**2 * _laplacian(adj)) @ A.T
     step = np.kron(A, np.eye(M)) @ scipy_block_diag(*(np.eye(M) - curve.training.mu * H))
     drift = -curve.training.mu * np.kron(A, np.eye(M)) @ grad.ravel()
     avg = np.kron(np.full((1, P), 1 / P), np.eye(M))
