@@ -165,9 +165,10 @@ def stacks() -> dict[tuple[str, ...], str]:
     """Every client-level stack of pieces the registry composes, with its scheme's name.
 
     A client scheme declares the pieces each of its names stacks, in order
-    (:attr:`ClientAggregation.stacks`); the pieces run on a client's message one after the
-    other, as optax's ``chain`` runs transformations, and the last one hands it to the
-    server (plain averaging where no piece aggregates).
+    (:attr:`ClientAggregation.stacks`): the scheme runs those pieces on a client's message
+    one after the other, as optax's ``chain`` runs transformations, the last one handing
+    it to the server (plain averaging where no piece aggregates). A stack is accepted only
+    where a registered scheme declares it; pieces are not yet composed generically.
 
     >>> stacks()[("skellam_shares", "secure_aggregation")], stacks()[()]
     ('skellam', 'none')
