@@ -218,6 +218,22 @@ def test_the_printed_summary_counts_divergences_aborts_and_clipping(capsys):
     assert "11 client messages clipped" in text
 
 
+def test_the_printed_faults_come_from_any_record_a_scheme_wrote(capsys):
+    # the records are read by their fields, whatever the scheme calls them: a new scheme's
+    # record (own name) and a distributed-DP one, each with its own count of clipping
+    records = {
+        "new_protocol": {"aborted_unit_rounds": 5, "threshold": 3, "log": []},
+        "distributed_dp": {"clipped_or_wrapped": 7, "clip": 0.5, "bits": 12},
+    }
+    curves = [{"label": name, "centroid_msd_db": -20.0, name: r} for name, r in records.items()]
+    print_summary({"experiment": "x", "repetitions": 1, "curves": curves})
+    text = " ".join(capsys.readouterr().out.split())
+    assert "curve new_protocol: secure aggregation aborted in 5 unit-rounds" in text
+    assert "(fewer than t=3 clients survived" in text
+    assert "curve distributed_dp: 7 client messages clipped to norm 0.5" in text
+    assert "modulus 2^12" in text and "clipped_messages" not in text
+
+
 def test_a_resumed_run_keeps_iota2_and_the_local_phase(tmp_path):
     cfg = parse_config({**SMALL, "run": {"keep_partial": True}})
     first = run_experiment(cfg, tmp_path)

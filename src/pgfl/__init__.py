@@ -22,6 +22,8 @@ Docstrings cite the papers by these short names, with their section and equation
 import importlib
 from typing import Any
 
+from pgfl import style as _style
+
 #: The public names and the modules that define them, imported on first use, so that
 #: ``import pgfl`` (and ``pgfl --help``) does not pay for numba, dp_accounting, scipy and
 #: pandas until something needs them.
@@ -58,6 +60,14 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted([*globals(), *_LAZY])
 
+
+def _declared_styles() -> None:
+    """Register the mechanisms, whose declarations give the figures their styles."""
+    from pgfl.privacy import mechanisms  # noqa: F401  # lazy: dp_accounting; on a style's first read
+
+
+# the schemes' styles (pgfl.style.SCHEMES) are read from the registry, whoever reads first
+_style.add_source(_declared_styles)
 
 __version__ = "0.1.0"
 

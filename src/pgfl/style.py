@@ -6,27 +6,16 @@ curves of one scheme apart (a swept value) is an alpha or a panel, never another
 So the same scheme has the same colour in every figure: graph-homomorphic noise is blue in
 ``figure.png``, ``sweep.png``, ``frontier.png`` and the ε plots alike.
 
-Colours are Okabe & Ito's colour-blind-safe set for the schemes pgfl runs today (with Paul
-Tol's red for random noise, further from the client noise's orange than Okabe & Ito's
-vermillion) and Paul Tol's for the schemes reserved for later (no set of twelve colours is
-colour-blind-safe, so every scheme also has its own marker shape):
-
-=====================  =========  ======  ==================================================
-scheme                 colour     marker  what
-=====================  =========  ======  ==================================================
-none                   #000000    o       no privacy (black: the reference)
-client_noise           #E69F00    v       client Laplace/Gaussian noise on models or updates
-secure_aggregation     #56B4E9    P       secure aggregation alone
-hybrid                 #009E73    D       secure aggregation + graph-homomorphic
-graph_homomorphic      #0072B2    s       graph-homomorphic server noise
-random                 #CC3311    ^       random (iid) server noise
-random_per_link        #CC79A7    >       independent noise per link
-central_dp             #332288    h       reserved
-local_dp               #999933    p       reserved (also graph learning's noisy statistic)
-pairwise_cancelling    #AA3377    d       reserved
-gossip                 #661100    X       reserved
-topology_optimized     #888888    star    reserved
-=====================  =========  ======  ==================================================
+A scheme's style (:class:`SchemeStyle`: colour, marker, words, the label patterns that
+name it) is declared by its mechanism (``Mechanism.style``, :mod:`pgfl.privacy.mechanisms`)
+and joins :data:`SCHEMES` when the mechanism is registered (:func:`add_style`); a
+scheme that is two mechanisms together (secure aggregation with graph-homomorphic
+noise) is a style naming the pair (:attr:`SchemeStyle.of`). This module names no scheme:
+the built-in colours are listed in ``docs/privacy.md`` ("Figure colours"), Okabe & Ito's
+colour-blind-safe set for the papers' schemes and Paul Tol's for the later ones (no set of
+twelve colours is colour-blind-safe, so every scheme also has its own marker shape). The
+styles are read on first use: :data:`SCHEMES` runs the sources given to
+:func:`add_source` (``pgfl/__init__.py`` gives the registry) before it answers.
 
 Variants are line styles: models ``-``, updates ``--``; Gaussian noise draws the dash-dot
 (models) or dotted (updates) line and hollow markers, Laplace solid or dashed lines and
@@ -34,17 +23,18 @@ filled markers; a shorter horizon (T/10 next to T) a thinner, lighter line.
 
 A curve's scheme is read from its ``summary.json`` entry's ``settings`` (``client_noise``,
 ``server_noise``, ``share``, ...; :func:`scheme_of`); figures that only have labels fall
-back on the label (``"hybrid@1"``, ``"noisy_updates"``, ``"random_gaussian"``). Unknown
-labels get colours from :data:`FALLBACK_COLORS`, starting at a place fixed by the label
-(:func:`fallback_color`), so the same unknown label keeps its colour too.
+back on the label (``"hybrid@1"``, ``"noisy_updates"``, ``"random_gaussian"``: the
+patterns the styles declare). A scheme without a declared style, and an unknown label, get
+colours from :data:`FALLBACK_COLORS`, starting at a place fixed by the name
+(:func:`fallback_color`), so the same name keeps its colour too.
 
 This module imports nothing from pgfl and not matplotlib: styles are plain values
 (colour strings, matplotlib line-style specs) handed to ``Axes.plot`` by the callers.
 
 Example:
     >>> s = curve_style({"client_noise": "gaussian", "share": "updates", "server_noise": "none"})
-    >>> s.scheme, s.color, s.linestyle, s.markerfacecolor
-    ('client_noise', '#E69F00', ':', 'white')
+    >>> s.scheme, s.color == SCHEMES["client_noise"].color, s.linestyle, s.markerfacecolor
+    ('client_noise', True, ':', 'white')
     >>> curve_style(label="hybrid@0.5").color == SCHEMES["hybrid"].color
     True
 
@@ -52,22 +42,26 @@ Example:
 
 from __future__ import annotations
 
+import fnmatch
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 __all__ = [
     "FALLBACK_COLORS",
     "GRAPH_METHODS",
+    "NONE",
     "SCHEMES",
     "CurveStyle",
     "SchemeStyle",
+    "add_source",
     "add_style",
     "coincidence_style",
     "curve_style",
     "fallback_color",
     "method_style",
+    "named",
     "remove_style",
     "scheme_of",
     "variant_of",
@@ -76,13 +70,22 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SchemeStyle:
-    """What every curve of one scheme shares.
+    """What every curve of one scheme shares (a mechanism's declared ``style``).
 
     Attributes:
         name: the scheme's key (``"graph_homomorphic"``).
         words: a short description for captions.
         color: a hex colour.
         marker: a matplotlib marker.
+        order: its place among the schemes (:data:`SCHEMES` is kept in this order, which
+            staggers sparse markers between schemes, :attr:`CurveStyle.phase`); ``None``:
+            after the ordered ones, in the order they were added.
+        labels: the patterns (:mod:`fnmatch`, on the label in lower case with ``_`` for
+            ``-`` and spaces, before any ``@``) of the labels that name the scheme in a
+            figure without settings; ``None``: its name anywhere (``"*name*"``).
+        of: ``(client scheme, server scheme)``: the scheme a curve is when it runs these
+            two together (secure aggregation with graph-homomorphic noise is ``hybrid``);
+            ``()``: none.
 
     """
 
@@ -90,33 +93,83 @@ class SchemeStyle:
     words: str
     color: str
     marker: str
+    order: int | None = None
+    labels: tuple[str, ...] | None = None
+    of: tuple[str, ...] = ()
+
+    def patterns(self) -> tuple[str, ...]:
+        """The label patterns that name the scheme (:attr:`labels`, else its name anywhere)."""
+        return (f"*{self.name}*",) if self.labels is None else self.labels
 
 
-#: Schemes by key, in a fixed order (the order also staggers markers between schemes).
-SCHEMES: dict[str, SchemeStyle] = {
-    s.name: s
-    for s in (
-        SchemeStyle("none", "no privacy", "#000000", "o"),
-        SchemeStyle("client_noise", "client Laplace/Gaussian noise", "#E69F00", "v"),
-        SchemeStyle("secure_aggregation", "secure aggregation", "#56B4E9", "P"),
-        SchemeStyle("hybrid", "secure aggregation + graph-homomorphic", "#009E73", "D"),
-        SchemeStyle("graph_homomorphic", "graph-homomorphic server noise", "#0072B2", "s"),
-        SchemeStyle("random", "random server noise", "#CC3311", "^"),
-        SchemeStyle("random_per_link", "per-link server noise", "#CC79A7", ">"),
-        SchemeStyle("central_dp", "central DP", "#332288", "h"),
-        SchemeStyle("local_dp", "local DP", "#999933", "p"),
-        SchemeStyle("pairwise_cancelling", "pairwise-cancelling noise", "#AA3377", "d"),
-        SchemeStyle("gossip", "gossip", "#661100", "X"),
-        SchemeStyle("topology_optimized", "topology-optimized noise", "#888888", "*"),
-        SchemeStyle(
-            "distributed_dp", "distributed DP (noise shares in secure aggregation)", "#117733", "<"
-        ),
-        SchemeStyle("skellam", "distributed DP with Skellam shares", "#44AA99", "H"),
-    )
-}
+class _Styles(Mapping[str, SchemeStyle]):
+    """The schemes' styles by key, in their declared order; filled by :func:`add_style`.
 
-#: Colours for labels that name no scheme (none of them a scheme's), tried in turn from a
-#: place fixed by the label.
+    Every read first runs the sources :func:`add_source` gave (once each), so that the
+    styles the mechanisms declare are there whichever module reads first.
+    """
+
+    def __init__(self) -> None:
+        self._styles: dict[str, SchemeStyle] = {}
+        self._named: dict[tuple[str, str], str] = {}
+        self._sources: list[Callable[[], object]] = []
+
+    def _ready(self) -> dict[str, SchemeStyle]:
+        while self._sources:
+            self._sources.pop(0)()
+        return self._styles
+
+    def __getitem__(self, name: str) -> SchemeStyle:
+        return self._ready()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ready())
+
+    def __len__(self) -> int:
+        return len(self._ready())
+
+    def __repr__(self) -> str:
+        return f"SCHEMES({list(self)})"
+
+    def add(self, style: SchemeStyle) -> None:
+        """Add ``style`` (an error if its key has another), keeping the declared order."""
+        if self._styles.get(style.name, style) != style:
+            raise ValueError(f"scheme {style.name!r} has a style already")
+        self._styles[style.name] = style
+        ordered = sorted(self._styles.values(), key=lambda s: (s.order is None, s.order or 0))
+        self._styles = {s.name: s for s in ordered}
+
+    def remove(self, name: str) -> None:
+        """Remove the style of ``name`` (if any), and the names drawn in it."""
+        self._styles.pop(name, None)
+        self._named = {k: v for k, v in self._named.items() if v != name}
+
+    def name(self, level: str, names: Iterable[str], scheme: str) -> None:
+        """``names`` of ``level`` draw in ``scheme``."""
+        self._named.update(((level, n), scheme) for n in names)
+
+    def named(self, level: str, name: str) -> str:
+        """The scheme ``name`` of ``level`` draws in (:func:`named`)."""
+        self._ready()
+        return self._named.get((level, name), name)
+
+    def source(self, source: Callable[[], object]) -> None:
+        """Run ``source`` before the next read."""
+        self._sources.append(source)
+
+
+_STYLES = _Styles()
+#: Schemes by key, in their declared order (:attr:`SchemeStyle.order`; the order also
+#: staggers markers between schemes). Read-only: :func:`add_style` fills it.
+SCHEMES: Mapping[str, SchemeStyle] = _STYLES
+
+
+#: The configuration's name for "no noise" at a level (``privacy.*_noise``'s default): the
+#: server level names a curve's scheme unless it is this.
+NONE = "none"
+
+#: Colours for names with no declared style (none of them a scheme's), tried in turn from
+#: a place fixed by the name.
 FALLBACK_COLORS = (
     "#4477AA",
     "#EE6677",
@@ -127,7 +180,6 @@ FALLBACK_COLORS = (
     "#555555",
 )
 _FALLBACK_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "h")
-_RESERVED = ("central_dp", "local_dp", "pairwise_cancelling", "gossip", "topology_optimized")
 
 #: Graph-topology learning's methods (``pgfl.graphlearn``): the non-private ones in black
 #: and greys (no privacy, like ``none``), told apart by marker and line style; the DP
@@ -139,7 +191,6 @@ GRAPH_METHODS: dict[str, tuple[str, str, str]] = {
     "igl": ("#777777", "-", "s"),
     "fedavg": ("#777777", "-.", "^"),
 }
-
 # (share, distribution) -> line style
 _LINESTYLE = {
     ("models", "laplace"): "-",
@@ -147,6 +198,7 @@ _LINESTYLE = {
     ("updates", "laplace"): "--",
     ("updates", "gaussian"): ":",
 }
+_DISTRIBUTIONS = {dist for _, dist in _LINESTYLE}
 
 
 @dataclass(frozen=True)
@@ -198,48 +250,48 @@ def _norm(text: str) -> str:
     return text.lower().replace("-", "_").replace(" ", "_")
 
 
+def _rank(pattern: str, name: str) -> int:
+    """0: the scheme's name anywhere in a label; 1: another word anywhere; 2: a start."""
+    if pattern == f"*{name}*":
+        return 0
+    return 1 if pattern.startswith("*") and pattern.endswith("*") else 2
+
+
 def _scheme_from_label(label: str) -> str:
-    """The scheme a label names, ``""`` if none (the label-based fallback)."""
+    """The scheme a label names, ``""`` if none (the label-based fallback).
+
+    Every style's patterns (:meth:`SchemeStyle.patterns`) are tried: a scheme's name
+    anywhere (``*name*``) first, then its other words anywhere (``*word*``), then the
+    starts (``word*``); the longer first within each (``random_per_link`` before
+    ``random``), ties in :data:`SCHEMES` order.
+
+    >>> _scheme_from_label("gh@0.1"), _scheme_from_label("non-iid data")
+    ('graph_homomorphic', '')
+    """
     s = _norm(label).split("@")[0]
-    for name in sorted(SCHEMES, key=len, reverse=True):  # random_per_link before random
-        if name != "none" and name in s:
-            return name
-    if "per_link" in s or "perlink" in s:
-        return "random_per_link"
-    if "graph_homomorphic" in s or s.startswith("gh") or "homomorphic" in s:
-        return "graph_homomorphic"
-    if "secure_aggregation" in s or "secagg" in s:
-        return "secure_aggregation"
-    if s.startswith(("random", "iid", "independent")):
-        return "random"
-    if s.startswith(("client", "noisy_model", "noisy_update")):
-        return "client_noise"
-    if s.startswith("central"):
-        return "central_dp"
-    if s.startswith("local"):
-        return "local_dp"
-    if s.startswith(("none", "no_noise", "no_privacy", "non_private", "nonprivate")):
-        return "none"
-    return ""
+    patterns = [(p, style.name) for style in SCHEMES.values() for p in style.patterns()]
+    patterns.sort(key=lambda pn: (_rank(*pn), -len(pn[0].strip("*"))))
+    return next((name for p, name in patterns if fnmatch.fnmatchcase(s, p)), "")
 
 
 def scheme_of(settings: Mapping[str, Any] | None = None, label: str | None = None) -> str:
     """The scheme of a curve: from its ``settings`` if given, else from its label.
 
-    Client noise (Laplace, Gaussian) is ``client_noise``; secure aggregation with
-    graph-homomorphic server noise ``hybrid``, alone ``secure_aggregation``; otherwise the
-    server noise names the scheme (client noise added to server noise counts as the server
-    scheme). A setting (``scheme``, ``server_noise``, ``client_noise``) equal to a reserved
-    name (``central_dp``, ``local_dp``, ``pairwise_cancelling``, ``gossip``,
-    ``topology_optimized``) gives that scheme; any other scheme name is its own key (a
-    registered mechanism's declared ``style``, else a colour of its own from its name,
-    :func:`curve_style`). ``""``: unknown.
+    Each level's setting (``client_noise``, ``server_noise``) names a scheme
+    (:func:`named`: the style its mechanism declares; a name not there is its own key). A
+    style declared for the pair (:attr:`SchemeStyle.of`) names the curve's scheme;
+    otherwise the server's scheme does, unless it is :data:`NONE`, and then the client's
+    (client noise added to server noise counts as the server scheme). A ``scheme`` setting
+    that is a style's key gives that scheme. A name with no declared style is its own key
+    (a colour of its own from its name, :func:`curve_style`). ``""``: unknown.
 
     Example:
         >>> scheme_of({"client_noise": "secure_aggregation", "server_noise": "graph_homomorphic"})
         'hybrid'
         >>> scheme_of({"client_noise": "laplace", "server_noise": "random"})
         'random'
+        >>> scheme_of({"server_noise": "central"}), scheme_of({"client_noise": "skellam"})
+        ('central_dp', 'skellam')
         >>> scheme_of(label="noisy_updates"), scheme_of(label="fig3 thing")
         ('client_noise', '')
         >>> scheme_of({"server_noise": "staircase"})   # a new scheme: its own colour
@@ -248,34 +300,22 @@ def scheme_of(settings: Mapping[str, Any] | None = None, label: str | None = Non
     """
     if not settings:
         return _scheme_from_label(label or "")
-    for key in ("scheme", "server_noise", "client_noise"):
-        if settings.get(key) in _RESERVED:
-            return settings[key]
     if settings.get("scheme") in SCHEMES:
         return settings["scheme"]
-    client = settings.get("client_noise", "none")
-    server = settings.get("server_noise", "none")
-    if client == "secure_aggregation" and server in ("none", "graph_homomorphic"):
-        return "secure_aggregation" if server == "none" else "hybrid"
-    if server == "central":  # privacy.server_noise = "central": the trusted aggregator
-        return "central_dp"
-    if server != "none":  # a registered scheme's name is its style's key
-        return str(server)
-    if client in ("laplace", "gaussian"):
-        return "client_noise"
-    if client == "distributed_gaussian":
-        return "distributed_dp"
-    if client == "skellam":
-        return "skellam"
-    return str(client)
+    client = str(settings.get("client_noise", NONE))
+    server = str(settings.get("server_noise", NONE))
+    pair = (named("client", client), named("server", server))
+    combined = [s.name for s in SCHEMES.values() if s.of == pair]
+    return combined[0] if combined else pair[1] if server != NONE else pair[0]
 
 
 def variant_of(settings: Mapping[str, Any] | None = None, label: str | None = None) -> dict:
     """The variant of a curve: ``share`` (models/updates) and ``distribution``.
 
-    ``distribution`` is the client noise's when clients add noise, else the server's
-    (``server_distribution``); where ``settings`` do not say (a run's ``settings`` do not
-    record the server distribution), a label naming ``gaussian`` or ``laplace`` does.
+    ``distribution`` is the client noise's when the client noise is named by its
+    distribution (``laplace``, ``gaussian``), else the server's (``server_distribution``);
+    where ``settings`` do not say (a run's ``settings`` do not record the server
+    distribution), a label naming ``gaussian`` or ``laplace`` does.
 
     Example:
         >>> variant_of({"share": "updates", "client_noise": "gaussian"})
@@ -288,7 +328,7 @@ def variant_of(settings: Mapping[str, Any] | None = None, label: str | None = No
     text = _norm(label or "")
     share = settings.get("share") or ("updates" if "update" in text else "models")
     client = settings.get("client_noise")
-    if client in ("laplace", "gaussian"):
+    if client in _DISTRIBUTIONS:
         dist = client
     else:
         dist = settings.get("server_distribution") or settings.get("distribution")
@@ -297,22 +337,49 @@ def variant_of(settings: Mapping[str, Any] | None = None, label: str | None = No
     return {"share": share, "distribution": dist}
 
 
-def add_style(style: SchemeStyle) -> None:
-    """Give scheme ``style.name`` its style (a mechanism's declared ``style``, at registration).
+def add_style(style: SchemeStyle, level: str = "", names: Iterable[str] = ()) -> None:
+    """Give scheme ``style.name`` its style; ``names`` of ``level`` draw in it (:func:`named`).
 
-    >>> add_style(SchemeStyle("mine", "my scheme", "#123456", "o")); SCHEMES["mine"].color
-    '#123456'
-    >>> remove_style("mine"); "mine" in SCHEMES
-    False
+    Called when a mechanism is registered, with its declared ``style`` and its
+    configuration names. A different style under the same key is an error; the same one
+    again (two mechanisms of one scheme) only adds names.
+
+    >>> add_style(SchemeStyle("mine", "my scheme", "#123456", "o"), "server", ["my_noise"])
+    >>> SCHEMES["mine"].color, scheme_of({"server_noise": "my_noise"})
+    ('#123456', 'mine')
+    >>> remove_style("mine"); "mine" in SCHEMES, named("server", "my_noise")
+    (False, 'my_noise')
     """
-    if SCHEMES.get(style.name, style) != style:
-        raise ValueError(f"scheme {style.name!r} has a style already")
-    SCHEMES[style.name] = style
+    _STYLES.add(style)
+    _STYLES.name(level, names, style.name)
 
 
 def remove_style(name: str) -> None:
-    """Remove a style :func:`add_style` gave."""
-    SCHEMES.pop(name, None)
+    """Remove a style :func:`add_style` gave, and the configuration names drawn in it."""
+    _STYLES.remove(name)
+
+
+def named(level: str, name: str) -> str:
+    """The key of the scheme a configuration name of ``level`` draws in (its own if none).
+
+    ``level``: ``"client"`` or ``"server"`` (``privacy.client_noise`` /
+    ``privacy.server_noise``), or another user's own vocabulary (graph learning's
+    mechanisms); filled by :func:`add_style`.
+
+    >>> named("client", "gaussian"), named("server", "staircase")
+    ('client_noise', 'staircase')
+    """
+    return _STYLES.named(level, name)
+
+
+def add_source(source: Callable[[], object]) -> None:
+    """Run ``source`` (it adds styles: imports the registry) before :data:`SCHEMES` is read.
+
+    Each source runs once, at the first read after it was given: the package gives the
+    mechanisms' registry (``pgfl/__init__.py``), so that a figure drawn from any entry
+    point has the declared styles, while this module stays below the mechanisms.
+    """
+    _STYLES.source(source)
 
 
 def fallback_color(label: str, taken: Iterable[str] = ()) -> str:
@@ -397,7 +464,8 @@ def method_style(label: str, mechanism: str | None = None) -> CurveStyle:
         return CurveStyle("none", color, ls, marker, phase=0)
     if "dp" in base.split("_"):
         statistic = mechanism == "statistic" or base.endswith("statistic")
-        scheme = SCHEMES["local_dp" if statistic else "client_noise"]
+        kind = "statistic" if statistic else "last_step"
+        scheme = SCHEMES[named("graphlearn", kind)]
         return CurveStyle(scheme.name, scheme.color, "--", scheme.marker, phase=1)
     return curve_style(label=label)
 

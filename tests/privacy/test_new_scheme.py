@@ -10,6 +10,7 @@ that none reaches refuses it in one line, before anything runs.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import math
@@ -39,7 +40,16 @@ from pgfl.privacy.accounting import (
     make_accountant,
 )
 from pgfl.privacy.mechanisms import RandomNoise, ReleaseContext
-from pgfl.style import SCHEMES, SchemeStyle, curve_style
+from pgfl.style import (
+    FALLBACK_COLORS,
+    NONE,
+    SCHEMES,
+    SchemeStyle,
+    add_style,
+    curve_style,
+    remove_style,
+    scheme_of,
+)
 from pgfl.validation import ConfigError
 
 #: The new scheme's own setting, declared beside it and nowhere else.
@@ -200,15 +210,56 @@ def test_a_new_scheme_runs_is_calibrated_accounted_and_styled(scheme, tmp_path, 
 
 
 def test_a_declared_style_is_the_schemes_in_every_figure(scheme):
-    mine = SchemeStyle("declared_noise", "a declared style", "#123456", "o")
+    # its own colour, marker and label words; a style of its pair with secure aggregation;
+    # nothing edited in pgfl.style, whose table holds only what the registry declared
+    mine = SchemeStyle(
+        "declared_noise", "a declared style", "#123456", "o", labels=("*declared*", "dn*")
+    )
+    pair = SchemeStyle("declared_pair", "secure aggregation + declared", "#654321", "s",
+                       of=("secure_aggregation", "declared_noise"))  # fmt: skip
     cls = type("Declared", (ScaledRandom,), {"names": ("declared_noise",), "style": mine})
+    before = dict(SCHEMES)
     mechanisms.register(cls)
+    add_style(pair)
     try:
         style = curve_style({"server_noise": "declared_noise"}, "any label")
-        assert (style.color, style.marker) == ("#123456", "o")
+        assert (style.scheme, style.color, style.marker) == ("declared_noise", "#123456", "o")
+        assert style.phase == len(before)  # after the built-in schemes: theirs unchanged
+        assert scheme_of(label="dn@0.5") == scheme_of(label="my declared curve") == mine.name
+        assert scheme_of(label="my dn curve") == ""  # "dn*": at the start only
+        both = {"client_noise": "secure_aggregation", "server_noise": "declared_noise"}
+        assert curve_style(both).color == "#654321"
+        assert scheme_of({**both, "client_noise": "laplace"}) == "declared_noise"
+        assert {k: SCHEMES[k] for k in before} == before
     finally:
+        remove_style(pair.name)
         mechanisms.unregister(cls)
-    assert "declared_noise" not in SCHEMES
+    assert "declared_noise" not in SCHEMES and dict(SCHEMES) == before
+    assert scheme_of({"server_noise": "declared_noise"}) == "declared_noise"  # own colour again
+    assert curve_style({"server_noise": "declared_noise"}).color in FALLBACK_COLORS
+
+
+def test_the_style_module_names_no_scheme():
+    # every built-in style comes from a mechanism's declaration: pgfl.style's code (its
+    # docstrings' examples aside) names no scheme key nor configuration name, but "none"
+    # (privacy.*_noise's default), the distributions (its line styles) and the settings key
+    # "client_noise" (the client level's, also the key of client noise's style)
+    import pgfl.style
+    from pgfl.privacy.mechanisms.client import DISTRIBUTIONS
+
+    tree = ast.parse(Path(pgfl.style.__file__).read_text(encoding="utf-8"))
+    docs = {id(n.body[0].value) for n in ast.walk(tree) if isinstance(n, DOCUMENTED) and n.body
+            and isinstance(n.body[0], ast.Expr)}  # fmt: skip
+    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+               and isinstance(n.value, str) and id(n) not in docs}  # fmt: skip
+    names = set(SCHEMES) | set(mechanisms.CLIENT) | set(mechanisms.SERVER)
+    assert len(names) > 10 and "graph_homomorphic" in names
+    assert strings & names <= {NONE, *DISTRIBUTIONS, "client_noise"}
+    # and a subclass of a styled mechanism is a scheme of its own (ScaledRandom of random)
+    assert mechanisms.RandomNoise.style is not None and "style" not in vars(ScaledRandom)
+
+
+DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 def test_the_engine_equals_the_loop_reference_for_a_new_scheme(scheme):

@@ -511,6 +511,34 @@ def _summary_cells(
     return [[cell(c) for _, cell in columns] for c in curves]
 
 
+#: What a mechanism's record (``Mechanism.record``: a dict of a curve in ``summary.json``)
+#: counts that went wrong, by field, and the line that says so (filled in from the record's
+#: fields): read from whichever records a curve's schemes wrote, no scheme named.
+_RECORD_FAULTS = {
+    "aborted_unit_rounds": "secure aggregation aborted in {aborted_unit_rounds} unit-rounds "
+    "(fewer than t={threshold} clients survived; the unit kept its model; run.log lists them)",
+    "clipped_messages": "{clipped_messages} client messages clipped to the secure-aggregation "
+    "range ±{clip:g} (privacy.secagg_clip)",
+    "clipped_or_wrapped": "{clipped_or_wrapped} client messages clipped to norm {clip:g} or unit "
+    "sums wrapped around the modulus 2^{bits} (privacy.ddp_bits)",
+}
+
+
+def _fault(line: str, field: str, record: dict[str, Any]) -> str:
+    """``line`` filled in from ``record``; the bare count where a field it names is missing.
+
+    >>> _fault(_RECORD_FAULTS["aborted_unit_rounds"], "aborted_unit_rounds",
+    ...        {"aborted_unit_rounds": 2, "threshold": 3})[:53]
+    'secure aggregation aborted in 2 unit-rounds (fewer th'
+    >>> _fault(_RECORD_FAULTS["clipped_messages"], "clipped_messages", {"clipped_messages": 4})
+    'clipped_messages = 4'
+    """
+    try:
+        return line.format(**record)
+    except (KeyError, ValueError):
+        return f"{field} = {record[field]}"
+
+
 def _print_faults(c: dict[str, Any], repetitions: int) -> None:
     """One line per thing that went wrong in a curve: divergence, aborts, clipping."""
     count = c.get("diverged_repetitions", int(bool(c.get("diverged"))))
@@ -527,31 +555,11 @@ def _print_faults(c: dict[str, Any], repetitions: int) -> None:
             f"curve {c['label']}: {count} of {repetitions} repetitions diverged (the first at "
             f"iteration {c['diverged_at']}); its values average the other {repetitions - count}"
         )
-    sa = c.get("secure_aggregation", {})
-    if sa.get("aborted_unit_rounds"):
-        _plain(
-            f"curve {c['label']}: secure aggregation aborted in {sa['aborted_unit_rounds']} "
-            f"unit-rounds (fewer than t={sa['threshold']} clients survived; the unit kept its "
-            "model; run.log lists them)"
-        )
-    if sa.get("clipped_messages"):
-        _plain(
-            f"curve {c['label']}: {sa['clipped_messages']} client messages clipped to the "
-            f"secure-aggregation range ±{sa['clip']:g} (privacy.secagg_clip)"
-        )
-    dd = c.get("distributed_dp", {})
-    if dd.get("aborted_unit_rounds"):
-        _plain(
-            f"curve {c['label']}: secure aggregation aborted in {dd['aborted_unit_rounds']} "
-            f"unit-rounds (fewer than t={dd['threshold']} clients survived; the unit kept its "
-            "model; run.log lists them)"
-        )
-    if dd.get("clipped_or_wrapped"):
-        _plain(
-            f"curve {c['label']}: {dd['clipped_or_wrapped']} client messages clipped to norm "
-            f"{dd['clip']:g} or unit sums wrapped around the modulus 2^{dd['bits']} "
-            "(privacy.ddp_bits)"
-        )
+    for record in c.values():  # a mechanism's own records (Mechanism.record)
+        if isinstance(record, dict):
+            for field, line in _RECORD_FAULTS.items():
+                if record.get(field):
+                    _plain(f"curve {c['label']}: " + _fault(line, field, record))
 
 
 def _fmt_eps(value: Any) -> str:

@@ -55,13 +55,15 @@ from pgfl.privacy.mechanisms.gossip import Gossip
 from pgfl.privacy.mechanisms.optimized import TopologyOptimized
 from pgfl.privacy.mechanisms.secure_aggregation import SecureAggregationScheme
 from pgfl.privacy.mechanisms.server import (
+    HYBRID,
+    NO_PRIVACY,
     CentralNoise,
     GraphHomomorphic,
     NoServerNoise,
     PerLinkNoise,
     RandomNoise,
 )
-from pgfl.style import add_style, remove_style
+from pgfl.style import SchemeStyle, add_style, remove_style
 
 __all__ = [
     "ADVERSARIES",
@@ -123,10 +125,26 @@ def register(cls: type[Mechanism]) -> type[Mechanism]:
             raise ValueError(f"{cls.level} mechanism {name!r} is already {table[name].__name__}")
     for name in cls.names:
         table[name] = cls
-    if cls.style is not None:
-        add_style(cls.style)
+    for name, style in _styles(cls).items():
+        add_style(style, cls.level, (name,))
     _CHANGES[0] += 1
     return cls
+
+
+def _styles(cls: type[Mechanism]) -> dict[str, SchemeStyle]:
+    """The figure style of each of the class's names: its own ``style`` declaration.
+
+    ``style`` is one :class:`~pgfl.style.SchemeStyle` for every name, or a mapping from
+    name to style (a class whose names are different schemes). Only the class's own
+    declaration counts: a subclass is another scheme, with a colour of its own (from its
+    name) unless it declares one.
+    """
+    style = vars(cls).get("style")
+    if style is None:
+        return {}
+    if isinstance(style, SchemeStyle):
+        return dict.fromkeys(cls.names, style)
+    return {name: style[name] for name in cls.names if name in style}
 
 
 def unregister(cls: type[Mechanism]) -> None:
@@ -143,8 +161,8 @@ def unregister(cls: type[Mechanism]) -> None:
     for name in cls.names:
         if table.get(name) is cls:
             del table[name]
-    if cls.style is not None:
-        remove_style(cls.style.name)
+    for style in _styles(cls).values():
+        remove_style(style.name)
     _CHANGES[0] += 1
 
 
@@ -153,6 +171,17 @@ def version() -> int:
     return _CHANGES[0]
 
 
+# The styles of the schemes of client.py and secure_aggregation.py, declared here until
+# those modules carry them in their class bodies, as the other mechanisms do.
+Mean.style = NO_PRIVACY
+ClientNoise.style = SchemeStyle(
+    "client_noise", "client Laplace/Gaussian noise", "#E69F00", "v", order=1,
+    labels=("*client_noise*", "client*", "noisy_model*", "noisy_update*"),
+)  # fmt: skip
+SecureAggregationScheme.style = SchemeStyle(
+    "secure_aggregation", "secure aggregation", "#56B4E9", "P", order=2,
+    labels=("*secure_aggregation*", "*secagg*"),
+)  # fmt: skip
 for _cls in (Mean, ClientNoise, SecureAggregationScheme, DistributedNoise):
     register(_cls)
 for _cls in (
@@ -166,6 +195,15 @@ for _cls in (
     TopologyOptimized,
 ):
     register(_cls)
+#: Local DP: each client noises what it shares about its own data (graph learning's noisy
+#: statistic, :func:`pgfl.style.method_style`); no registered mechanism of this package.
+LOCAL_DP = SchemeStyle("local_dp", "local DP", "#999933", "p", order=8,
+                       labels=("*local_dp*", "local*"))  # fmt: skip
+# styles of no one class: a pair of schemes (hybrid), graph learning's local DP; graph
+# learning's private mechanisms (pgfl.graphlearn) draw in client noise's and local DP's
+add_style(HYBRID)
+add_style(LOCAL_DP, "graphlearn", ("statistic",))
+add_style(ClientNoise.style, "graphlearn", ("last_step",))
 
 
 def names(level: str) -> tuple[str, ...]:

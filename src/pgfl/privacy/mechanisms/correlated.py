@@ -57,6 +57,7 @@ from pgfl.privacy.mechanisms.base import (
     subsampled,
 )
 from pgfl.privacy.mechanisms.server import RandomNoise
+from pgfl.style import SchemeStyle
 from pgfl.validation import ConfigError
 
 __all__ = [
@@ -211,6 +212,9 @@ class PairwiseCancelling(RandomNoise):
     coalition: int = 2
     distribution: str = "gaussian"
     names: ClassVar[tuple[str, ...]] = ("pairwise_cancelling",)
+    style: ClassVar[SchemeStyle | None] = SchemeStyle(
+        "pairwise_cancelling", "pairwise-cancelling noise", "#AA3377", "d", order=9
+    )
     distributions: ClassVar[tuple[str, ...]] = ("gaussian",)
     params: ClassVar[tuple[Param, ...]] = (PAIRWISE_RATIO, PAIRWISE_VARIANCE, COALITION_SIZE)
     frontier: ClassVar[Mapping[str, FrontierLine] | None] = {"pairwise_cancelling": FrontierLine({"privacy.server_noise": "pairwise_cancelling"}, {"privacy.pairwise_ratio": (0.0, 1.0, 2.0, 4.0, 8.0)})}  # fmt: skip  # noqa: E501

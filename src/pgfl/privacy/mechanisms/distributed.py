@@ -78,6 +78,7 @@ from pgfl.privacy.mechanisms.client import Mean
 from pgfl.privacy.secagg import PARAMS as SECAGG_PARAMS
 from pgfl.privacy.secagg import SecAggAbort, SecAggConfig, completes, run_secagg_round
 from pgfl.privacy.secagg.protocol import DROP_AFTER_SHARE, NEVER_DROP
+from pgfl.style import SchemeStyle
 from pgfl.validation import ConfigError
 
 __all__ = ["DDP_BETA", "DDP_BITS", "DDP_NAMES", "DDP_VARIANCE", "DistributedNoise", "Grid"]
@@ -186,6 +187,14 @@ class DistributedNoise(NoiseLevel, ClientAggregation):
     protocol: str = "simulated"
     dropout: float = 0.0
     names: ClassVar[tuple[str, ...]] = tuple(DDP_NAMES)
+    #: Each name's figure style (distributed DP, with Skellam shares a colour of its own).
+    style: ClassVar[Mapping[str, SchemeStyle]] = {  # type: ignore[assignment]
+        "distributed_gaussian": SchemeStyle(
+            "distributed_dp", "distributed DP (noise shares in secure aggregation)", "#117733",
+            "<", order=12),
+        "skellam": SchemeStyle("skellam", "distributed DP with Skellam shares", "#44AA99", "H",
+                               order=13),
+    }  # fmt: skip
     #: Each client adds a noise share, secure aggregation sums the shares with the codes.
     stacks: ClassVar[Mapping[str, tuple[str, ...]]] = {
         "distributed_gaussian": ("discrete_gaussian_shares", "secure_aggregation"),

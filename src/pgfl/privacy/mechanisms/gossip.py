@@ -78,6 +78,7 @@ from pgfl.privacy.mechanisms.base import (
     subsampled,
 )
 from pgfl.privacy.mechanisms.server import RandomNoise
+from pgfl.style import SchemeStyle
 from pgfl.validation import ConfigError
 
 __all__ = ["GOSSIP_KIND", "GOSSIP_STEPS", "Gossip", "gossip_fractions"]
@@ -153,6 +154,7 @@ class Gossip(RandomNoise):
     kind: str = "plain"
     distribution: str = "gaussian"
     names: ClassVar[tuple[str, ...]] = ("gossip",)
+    style: ClassVar[SchemeStyle | None] = SchemeStyle("gossip", "gossip", "#661100", "X", order=10)
     not_deployed: ClassVar[str | None] = (
         "its K gossip steps exchange messages between servers K times a round, which the "
         "deployment does not run yet (the engine combines with the polynomial of A at once)"

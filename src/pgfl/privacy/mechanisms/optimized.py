@@ -54,6 +54,7 @@ from pgfl.privacy.accounting.decentralized import optimize_covariance
 from pgfl.privacy.accounting.releases import Transcript
 from pgfl.privacy.mechanisms.base import SERVER_SIDE, Mechanism, ReleaseContext, RoundContext
 from pgfl.privacy.mechanisms.server import AGGREGATOR, RandomNoise
+from pgfl.style import SchemeStyle
 from pgfl.validation import ConfigError
 
 __all__ = ["DEALER", "TopologyOptimized", "topology_design"]
@@ -108,6 +109,9 @@ class TopologyOptimized(RandomNoise):
     covariance: np.ndarray | None = field(default=None, compare=False, repr=False)
     root: np.ndarray | None = field(default=None, compare=False, repr=False)
     names: ClassVar[tuple[str, ...]] = ("topology_optimized",)
+    style: ClassVar[SchemeStyle | None] = SchemeStyle(
+        "topology_optimized", "topology-optimized noise", "#888888", "*", order=11
+    )
     distributions: ClassVar[tuple[str, ...]] = ("gaussian",)
     params: ClassVar[tuple[Param, ...]] = ()
     amplified: ClassVar[bool] = True

@@ -44,11 +44,14 @@ from pgfl.privacy.mechanisms.base import (
     declared,
 )
 from pgfl.privacy.mechanisms.client import DISTRIBUTIONS, no_noise_reason
+from pgfl.style import SchemeStyle
 from pgfl.topology import check_combination_matrix
 from pgfl.validation import ConfigError
 
 __all__ = [
     "AGGREGATOR",
+    "HYBRID",
+    "NO_PRIVACY",
     "SERVER_DISTRIBUTION",
     "SERVER_VARIANCE",
     "CentralNoise",
@@ -86,11 +89,23 @@ SERVER_DISTRIBUTION = Param(
 )  # fmt: skip
 
 
+#: The style of no noise at either level (black: the reference), of :class:`NoServerNoise`
+#: and of the clients' plain mean.
+NO_PRIVACY = SchemeStyle("none", "no privacy", "#000000", "o", order=0,
+                         labels=("none*", "no_noise*", "no_privacy*", "non_private*",
+                                 "nonprivate*"))  # fmt: skip
+#: Secure aggregation at the clients with graph-homomorphic noise between the servers: the
+#: papers' hybrid scheme, a style of its own (a curve of the pair is ``hybrid``).
+HYBRID = SchemeStyle("hybrid", "secure aggregation + graph-homomorphic", "#009E73", "D",
+                     order=3, of=("secure_aggregation", "graph_homomorphic"))  # fmt: skip
+
+
 @dataclass(frozen=True)
 class NoServerNoise(ServerNoise):
     """Servers send ``ψ_m`` as it is."""
 
     names: ClassVar[tuple[str, ...]] = ("none",)
+    style: ClassVar[SchemeStyle | None] = NO_PRIVACY
     not_deployed: ClassVar[str | None] = None  # pgfl.deploy runs it
     silent: ClassVar[bool] = True
 
@@ -120,6 +135,9 @@ class RandomNoise(NoiseLevel, ServerNoise):
 
     distribution: str = "laplace"
     names: ClassVar[tuple[str, ...]] = ("random",)
+    style: ClassVar[SchemeStyle | None] = SchemeStyle(
+        "random", "random server noise", "#CC3311", "^", order=5,
+        labels=("*random*", "iid*", "independent*"))  # fmt: skip
     not_deployed: ClassVar[str | None] = None  # pgfl.deploy runs it (and its subclasses')
     params: ClassVar[tuple[Param, ...]] = (SERVER_VARIANCE, SERVER_DISTRIBUTION)
     variance_param: ClassVar[Param] = SERVER_VARIANCE
@@ -236,6 +254,9 @@ class GraphHomomorphic(RandomNoise):
     """
 
     names: ClassVar[tuple[str, ...]] = ("graph_homomorphic",)
+    style: ClassVar[SchemeStyle | None] = SchemeStyle(
+        "graph_homomorphic", "graph-homomorphic server noise", "#0072B2", "s", order=4,
+        labels=("*graph_homomorphic*", "*homomorphic*", "gh*"))  # fmt: skip
     amplified: ClassVar[bool] = False  # message j carries every earlier round's difference
     protects: ClassVar[tuple[str, ...]] = SERVER_SIDE
     exposes: ClassVar[Mapping[str, str]] = {
@@ -348,6 +369,9 @@ class PerLinkNoise(RandomNoise):
         ),
     }
     names: ClassVar[tuple[str, ...]] = ("random_per_link",)
+    style: ClassVar[SchemeStyle | None] = SchemeStyle(
+        "random_per_link", "per-link server noise", "#CC79A7", ">", order=6,
+        labels=("*random_per_link*", "*per_link*", "*perlink*"))  # fmt: skip
     amplified: ClassVar[bool] = False
     scope: ClassVar[str] = (
         "covers the messages one server sends over the observed links (independent noise per "
@@ -422,6 +446,9 @@ class CentralNoise(RandomNoise):
         ),
     }
     names: ClassVar[tuple[str, ...]] = ("central",)
+    style: ClassVar[SchemeStyle | None] = SchemeStyle(
+        "central_dp", "central DP", "#332288", "h", order=7, labels=("*central_dp*", "central*")
+    )
     amplified: ClassVar[bool] = True
     protects: ClassVar[tuple[str, ...]] = (
         "other_server", "neighbour_server", "server_coalition", "neighbour_coalition",
