@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -446,6 +447,17 @@ def test_every_scheme_has_its_own_colour_and_marker_and_variants_their_own_line_
     a = curve_style(label="my curve")
     assert a.scheme == "" and a.color == curve_style(label="my curve").color
     assert not set(FALLBACK_COLORS) & {s.color for s in SCHEMES.values()}
+
+
+def test_the_documented_colours_are_the_declared_ones():
+    # docs/privacy.md's table of figure colours, row by row, is what the mechanisms declare
+    from pgfl.style import SCHEMES
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "privacy.md").read_text("utf-8")
+    table = text[text.index("## 10. Figure colours") :]
+    rows = re.findall(r"^\| `(\w+)` \| `(#[0-9A-F]{6})` \| `(.)` \|", table, re.M)
+    assert len(rows) >= 14
+    assert rows == [(s.name, s.color, s.marker) for s in SCHEMES.values()]
 
 
 # --- the frontier at one target ε, and its legend -----------------------------------------------
