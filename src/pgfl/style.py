@@ -144,7 +144,7 @@ class _Styles(Mapping[str, SchemeStyle]):
         self._styles.pop(name, None)
         self._named = {k: v for k, v in self._named.items() if v != name}
 
-    def name(self, level: str, names: Iterable[str], scheme: str) -> None:
+    def assign(self, level: str, names: Iterable[str], scheme: str) -> None:
         """``names`` of ``level`` draw in ``scheme``."""
         self._named.update(((level, n), scheme) for n in names)
 
@@ -191,6 +191,7 @@ GRAPH_METHODS: dict[str, tuple[str, str, str]] = {
     "igl": ("#777777", "-", "s"),
     "fedavg": ("#777777", "-.", "^"),
 }
+
 # (share, distribution) -> line style
 _LINESTYLE = {
     ("models", "laplace"): "-",
@@ -351,7 +352,7 @@ def add_style(style: SchemeStyle, level: str = "", names: Iterable[str] = ()) ->
     (False, 'my_noise')
     """
     _STYLES.add(style)
-    _STYLES.name(level, names, style.name)
+    _STYLES.assign(level, names, style.name)
 
 
 def remove_style(name: str) -> None:
@@ -447,9 +448,10 @@ def method_style(label: str, mechanism: str | None = None) -> CurveStyle:
     """The style of a graph-learning method (``summary.json`` curve labels).
 
     Non-private methods (:data:`GRAPH_METHODS`) are black or grey; the DP variants take
-    their privacy scheme's colour: the noisy last local step (``fedgl_local_dp``,
-    mechanism ``last_step``) is client noise on an update, the once-noised statistic
-    (``fedgl_local_dp_statistic``, mechanism ``statistic``) local DP.
+    the colour of the scheme their mechanism draws in (:func:`named` at level
+    ``"graphlearn"``, declared with the schemes' styles): the noisy last local step
+    (``fedgl_local_dp``, mechanism ``last_step``) is client noise on an update, the
+    once-noised statistic (``fedgl_local_dp_statistic``, mechanism ``statistic``) local DP.
 
     Example:
         >>> method_style("fedgl_local_dp_statistic").color == SCHEMES["local_dp"].color
@@ -461,7 +463,7 @@ def method_style(label: str, mechanism: str | None = None) -> CurveStyle:
     base = label.split("@")[0]
     if base in GRAPH_METHODS:
         color, ls, marker = GRAPH_METHODS[base]
-        return CurveStyle("none", color, ls, marker, phase=0)
+        return CurveStyle(NONE, color, ls, marker, phase=0)
     if "dp" in base.split("_"):
         statistic = mechanism == "statistic" or base.endswith("statistic")
         kind = "statistic" if statistic else "last_step"
