@@ -4,7 +4,8 @@ The "noise of std σ" piece (:class:`~pgfl.privacy.mechanisms.base.NoiseLevel`):
 definition of a noise level, its setting, its calibration factory, used by every built-in
 mechanism that has one. Client-level stacks (``privacy.client_noise`` as a list of pieces,
 :func:`~pgfl.privacy.mechanisms.base.client_stack`): a stack the registry composes is its
-scheme (same bits, same ε), any other is refused in one line, exit 2, nothing written.
+scheme (same bits, same ε), any other is refused in one line, exit 2, nothing written;
+noise then secure aggregation is composed from its pieces (tests/privacy/test_chain.py).
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ def test_every_builtin_noise_level_is_the_shared_piece():
                                       "random", "gossip", "topology_optimized"}  # fmt: skip
     for level, name in NOISY:
         cls = mechanisms.REGISTRY[level][name]
+        if issubclass(cls, mechanisms.Chain):  # a composed stack: its noise piece's level
+            assert cls.calibrates == cls.pieces[0].calibrates, name
+            cls = cls.pieces[0]
         assert issubclass(cls, NoiseLevel), name
         assert cls.calibrates == cls.variance_param.name
         assert cls.variance_param is PARAMS[cls.calibrates]
@@ -157,6 +161,9 @@ def test_the_builtin_names_are_the_literatures_stacks():
         ("secure_aggregation",): "secure_aggregation",
         ("discrete_gaussian_shares", "secure_aggregation"): "distributed_gaussian",
         ("skellam_shares", "secure_aggregation"): "skellam",
+        # composed from its pieces (pgfl.privacy.mechanisms.chain): noise, then the sum
+        ("laplace", "secure_aggregation"): "laplace+secure_aggregation",
+        ("gaussian", "secure_aggregation"): "gaussian+secure_aggregation",
     }
 
 
@@ -164,6 +171,7 @@ STACKS = [
     ("distributed_gaussian", ("discrete_gaussian_shares", "secure_aggregation")),
     ("gaussian", ("gaussian",)),
     ("secure_aggregation", ("secure_aggregation",)),
+    ("gaussian+secure_aggregation", ("gaussian", "secure_aggregation")),  # composed
 ]
 
 

@@ -11,7 +11,9 @@ documentation are read from it, so **a new scheme is one new module plus one cal
 Client level (:data:`CLIENT`): ``none`` (:class:`Mean`), ``laplace`` / ``gaussian``
 (:class:`ClientNoise`), ``secure_aggregation`` (:class:`SecureAggregationScheme`),
 ``distributed_gaussian`` / ``skellam`` (:class:`DistributedNoise`: noise shares inside
-secure aggregation, distributed DP).
+secure aggregation, distributed DP), ``laplace+secure_aggregation`` /
+``gaussian+secure_aggregation`` (:class:`NoisySecureAggregation`: client noise, then secure
+aggregation, composed from the two pieces by :func:`compose`).
 Server level (:data:`SERVER`): ``none`` (:class:`NoServerNoise`), ``random``
 (:class:`RandomNoise`), ``graph_homomorphic`` (:class:`GraphHomomorphic`),
 ``random_per_link`` (:class:`PerLinkNoise`), ``central`` (:class:`CentralNoise`, the
@@ -48,6 +50,7 @@ from pgfl.privacy.mechanisms.base import (
     remove_adversary,
     view_of,
 )
+from pgfl.privacy.mechanisms.chain import Chain, NoisySecureAggregation, compose
 from pgfl.privacy.mechanisms.client import ClientNoise, Mean
 from pgfl.privacy.mechanisms.correlated import PairwiseCancelling
 from pgfl.privacy.mechanisms.distributed import DistributedNoise
@@ -72,6 +75,7 @@ __all__ = [
     "Aggregate",
     "ClientAggregation",
     "CentralNoise",
+    "Chain",
     "ClientNoise",
     "DistributedNoise",
     "Gossip",
@@ -79,6 +83,7 @@ __all__ = [
     "Mean",
     "Mechanism",
     "NoServerNoise",
+    "NoisySecureAggregation",
     "NoiseLaw",
     "PairwiseCancelling",
     "PerLinkNoise",
@@ -90,6 +95,7 @@ __all__ = [
     "TopologyOptimized",
     "add_adversary",
     "build",
+    "compose",
     "declared",
     "names",
     "params",
@@ -153,7 +159,7 @@ def version() -> int:
     return _CHANGES[0]
 
 
-for _cls in (Mean, ClientNoise, SecureAggregationScheme, DistributedNoise):
+for _cls in (Mean, ClientNoise, SecureAggregationScheme, DistributedNoise, NoisySecureAggregation):
     register(_cls)
 for _cls in (
     NoServerNoise,

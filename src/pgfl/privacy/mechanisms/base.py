@@ -168,7 +168,8 @@ def stacks() -> dict[tuple[str, ...], str]:
     (:attr:`ClientAggregation.stacks`): the scheme runs those pieces on a client's message
     one after the other, as optax's ``chain`` runs transformations, the last one handing
     it to the server (plain averaging where no piece aggregates). A stack is accepted only
-    where a registered scheme declares it; pieces are not yet composed generically.
+    where a registered scheme declares it, or composes it from its pieces
+    (:func:`~pgfl.privacy.mechanisms.chain.compose`: ``("gaussian", "secure_aggregation")``).
 
     >>> stacks()[("skellam_shares", "secure_aggregation")], stacks()[()]
     ('skellam', 'none')
