@@ -27,7 +27,10 @@ from pgfl.privacy.mechanisms.base import NoiseLevel, client_stack, noise_level, 
 from pgfl.validation import ConfigError
 
 #: Settings some built-in schemes need beside their noise level to be built.
-NEEDS: dict[str, dict[str, Any]] = {"pairwise_cancelling": {"pairwise_ratio": 2.0}}
+NEEDS: dict[str, dict[str, Any]] = {
+    "pairwise_cancelling": {"pairwise_ratio": 2.0},
+    **{n: {"message_clip": 0.1} for n in mechanisms.CLIENT if n.startswith("clip+")},
+}
 
 
 def built(level: str, name: str, variance: float) -> mechanisms.Mechanism:
@@ -60,8 +63,8 @@ def test_every_builtin_noise_level_is_the_shared_piece():
     for level, name in NOISY:
         cls = mechanisms.REGISTRY[level][name]
         if issubclass(cls, mechanisms.Chain):  # a composed stack: its noise piece's level
-            assert cls.calibrates == cls.pieces[0].calibrates, name
-            cls = cls.pieces[0]
+            assert cls.calibrates == cls.noise_piece.calibrates, name
+            cls = cls.noise_piece
         assert issubclass(cls, NoiseLevel), name
         assert cls.calibrates == cls.variance_param.name
         assert cls.variance_param is PARAMS[cls.calibrates]
@@ -164,6 +167,11 @@ def test_the_builtin_names_are_the_literatures_stacks():
         # composed from its pieces (pgfl.privacy.mechanisms.chain): noise, then the sum
         ("laplace", "secure_aggregation"): "laplace+secure_aggregation",
         ("gaussian", "secure_aggregation"): "gaussian+secure_aggregation",
+        # DP-FedAvg's clipping before the noise (McMahan et al., arXiv:1710.06963)
+        ("clip", "laplace"): "clip+laplace",
+        ("clip", "gaussian"): "clip+gaussian",
+        ("clip", "laplace", "secure_aggregation"): "clip+laplace+secure_aggregation",
+        ("clip", "gaussian", "secure_aggregation"): "clip+gaussian+secure_aggregation",
     }
 
 

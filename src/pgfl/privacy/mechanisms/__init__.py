@@ -13,7 +13,9 @@ Client level (:data:`CLIENT`): ``none`` (:class:`Mean`), ``laplace`` / ``gaussia
 ``distributed_gaussian`` / ``skellam`` (:class:`DistributedNoise`: noise shares inside
 secure aggregation, distributed DP), ``laplace+secure_aggregation`` /
 ``gaussian+secure_aggregation`` (:class:`NoisySecureAggregation`: client noise, then secure
-aggregation, composed from the two pieces by :func:`compose`).
+aggregation), ``clip+laplace`` / ``clip+gaussian`` (:class:`ClippedNoise`: each message
+clipped to ℓ2 norm S, then its noise: DP-FedAvg's), and ``clip+…+secure_aggregation``
+(:class:`ClippedNoisySecureAggregation`), each composed from its pieces by :func:`compose`.
 Server level (:data:`SERVER`): ``none`` (:class:`NoServerNoise`), ``random``
 (:class:`RandomNoise`), ``graph_homomorphic`` (:class:`GraphHomomorphic`),
 ``random_per_link`` (:class:`PerLinkNoise`), ``central`` (:class:`CentralNoise`, the
@@ -50,8 +52,15 @@ from pgfl.privacy.mechanisms.base import (
     remove_adversary,
     view_of,
 )
-from pgfl.privacy.mechanisms.chain import Chain, NoisySecureAggregation, compose
+from pgfl.privacy.mechanisms.chain import (
+    Chain,
+    ClippedNoise,
+    ClippedNoisySecureAggregation,
+    NoisySecureAggregation,
+    compose,
+)
 from pgfl.privacy.mechanisms.client import ClientNoise, Mean
+from pgfl.privacy.mechanisms.clip import MessageClip
 from pgfl.privacy.mechanisms.correlated import PairwiseCancelling
 from pgfl.privacy.mechanisms.distributed import DistributedNoise
 from pgfl.privacy.mechanisms.gossip import Gossip
@@ -77,11 +86,14 @@ __all__ = [
     "CentralNoise",
     "Chain",
     "ClientNoise",
+    "ClippedNoise",
+    "ClippedNoisySecureAggregation",
     "DistributedNoise",
     "Gossip",
     "GraphHomomorphic",
     "Mean",
     "Mechanism",
+    "MessageClip",
     "NoServerNoise",
     "NoisySecureAggregation",
     "NoiseLaw",
@@ -159,7 +171,15 @@ def version() -> int:
     return _CHANGES[0]
 
 
-for _cls in (Mean, ClientNoise, SecureAggregationScheme, DistributedNoise, NoisySecureAggregation):
+for _cls in (
+    Mean,
+    ClientNoise,
+    SecureAggregationScheme,
+    DistributedNoise,
+    NoisySecureAggregation,
+    ClippedNoise,
+    ClippedNoisySecureAggregation,
+):
     register(_cls)
 for _cls in (
     NoServerNoise,

@@ -494,6 +494,9 @@ class Mechanism:
     #: Why ``pgfl deploy`` cannot run it, in words (``None``: :mod:`pgfl.deploy` runs its
     #: protocol between processes). A new mechanism has no deployed protocol until then.
     not_deployed: ClassVar[str | None] = "it has no deployed protocol"
+    #: Its own clipping bounds each message, so that its ε is finite without a per-sample
+    #: gradient bound (``training.clip_norm``): a stack with the clipping piece.
+    bounds_messages: ClassVar[bool] = False
     #: Per-coordinate std of its noise (its noise level; 0: none). Noisy mechanisms hold it.
     std: float | None = 0.0
     #: The distribution of its noise (``None``: no noise of its own).

@@ -224,7 +224,7 @@ class ClientNoise(NoiseLevel, ClientAggregation):
         return out
 
     @classmethod
-    def perturb(cls, schemes, local, mu, updates, ctx) -> np.ndarray:
+    def perturb(cls, schemes, start, local, mu, updates, ctx) -> np.ndarray:
         """The local models whose messages carry each client's noise (a noise piece).
 
         ``[C', R, P_b, L, M]``: a model message becomes ``w_pk + g_pk``; an update message
