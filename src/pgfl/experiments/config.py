@@ -445,8 +445,8 @@ CURVE_RULES = (
          "DP.", _noisy_link_needs_noise),
     Rule("A noise multiplier (`privacy.client_noise_multiplier`, "
          "`privacy.server_noise_multiplier`; σ = z·Δ) replaces its level's variance, needs a "
-         "finite `training.clip_norm` (or a stack that clips), and is not given beside a `privacy.target_epsilon` "
-         "that calibrates the same level.", _noise_given_once),
+         "finite `training.clip_norm` (or a stack that clips), and is not given beside a "
+         "`privacy.target_epsilon` that calibrates the same level.", _noise_given_once),
     Rule("`privacy.adversary` must be an adversary the calibrated mechanism (server level if "
          "any, else client level) protects against (docs/privacy.md).",
          _adversary_is_protected),

@@ -26,19 +26,19 @@ the ε is finite without ``training.clip_norm``. Server-level noise does not run
 **The accountant follows the composition.** With plain averaging, the unit's mean of the
 noisy messages is exact, and the noise piece's own views hold (the servers' side sees the
 mean of n messages: Δ/n, σ/√n). Under a summing piece every adversary sees at most a
-function of the sampled clients' perturbed messages: secure aggregation's fixed-point encoding rounds
-and clips each noisy message on its own before the sum, so what the server decodes is a
-post-processing of the n noisy messages, not of their real sum. With client-level
-neighbours only the target's message differs, so every view is bounded by the noise
-piece's release of one client's message (sensitivity Δ = 2μB for a model, 2B for an
+function of the sampled clients' perturbed messages: secure aggregation's fixed-point
+encoding rounds and clips each noisy message on its own before the sum, so what the server
+decodes is a post-processing of the n noisy messages, not of their real sum. With
+client-level neighbours only the target's message differs, so every view is bounded by the
+noise piece's release of one client's message (sensitivity Δ = 2μB for a model, 2B for an
 update; std σ): the local-DP ε, on the client sample where the adversary does not know it
 (:func:`~pgfl.privacy.mechanisms.base.subsampled`; secure aggregation reveals the sample
-to the unit's clients). The sum of n messages does **not** buy the σ√n of central DP
-here: that needs noise the sum keeps exact, integer noise shares added to the integer
-codes (Kairouz, Liu & Steinke, "The Distributed Discrete Gaussian Mechanism for
-Federated Learning with Secure Aggregation", ICML 2021, arXiv:2102.06387, §1 and §4).
-What secure aggregation adds is computational: an observer of the uploads sees masked
-messages (Bonawitz et al., CCS 2017).
+to the unit's clients). The sum of n messages does **not** buy the σ√n of central DP here:
+that needs noise the sum keeps exact, integer noise shares added to the integer codes
+(Kairouz, Liu & Steinke, "The Distributed Discrete Gaussian Mechanism for Federated
+Learning with Secure Aggregation", ICML 2021, arXiv:2102.06387, §1 and §4). What secure
+aggregation adds is computational: an observer of the uploads sees masked messages
+(Bonawitz et al., CCS 2017).
 
 >>> from pgfl.privacy.mechanisms.base import ReleaseContext
 >>> m = NoisySecureAggregation(noise=ClientNoise(distribution="gaussian", variance=4.0),
