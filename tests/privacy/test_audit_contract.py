@@ -35,7 +35,12 @@ from pgfl.privacy.mechanisms.base import SERVER_SIDE
 TARGET, TRIALS = 2.0, 10_000
 #: Settings a mechanism needs beyond its defaults to be worth auditing (optional: a new
 #: mechanism runs with its parameters' defaults).
-EXTRA = {"pairwise_cancelling": {"pairwise_variance": 1.0}, "gossip": {"gossip_steps": 2}}
+EXTRA = {
+    "pairwise_cancelling": {"pairwise_variance": 1.0},
+    "gossip": {"gossip_steps": 2},
+    # a stack that clips: S = 0.1 binds (μB = 0.5), so the audit attacks the clipped bound
+    **{n: {"message_clip": 0.1} for n in mechanisms.CLIENT if n.startswith("clip+")},
+}
 
 
 def _registered() -> list[tuple[str, str]]:

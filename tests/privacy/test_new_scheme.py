@@ -130,8 +130,12 @@ def test_a_removed_scheme_takes_its_setting_with_it(scheme):
 
 # ------------------------------------------------ every registered scheme, through every surface
 #: Settings a scheme needs beyond its defaults to be worth running (a new one runs as it is).
-EXTRA = {"pairwise_cancelling": {"pairwise_variance": 1.0}, "gossip": {"gossip_steps": 2},
-         "scaled_random": {"scaled_random_factor": 2.0}}  # fmt: skip
+EXTRA = {
+    "pairwise_cancelling": {"pairwise_variance": 1.0},
+    "gossip": {"gossip_steps": 2},
+    "scaled_random": {"scaled_random_factor": 2.0},
+    **{n: {"message_clip": 0.1} for n in mechanisms.CLIENT if n.startswith("clip+")},
+}
 
 
 def every_scheme() -> dict[str, Any]:

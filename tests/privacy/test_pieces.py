@@ -4,7 +4,8 @@ The "noise of std σ" piece (:class:`~pgfl.privacy.mechanisms.base.NoiseLevel`):
 definition of a noise level, its setting, its calibration factory, used by every built-in
 mechanism that has one. Client-level stacks (``privacy.client_noise`` as a list of pieces,
 :func:`~pgfl.privacy.mechanisms.base.client_stack`): a stack the registry composes is its
-scheme (same bits, same ε), any other is refused in one line, exit 2, nothing written.
+scheme (same bits, same ε), any other is refused in one line, exit 2, nothing written;
+noise then secure aggregation is composed from its pieces (tests/privacy/test_chain.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ from pgfl.privacy.mechanisms.base import NoiseLevel, client_stack, noise_level, 
 from pgfl.validation import ConfigError
 
 #: Settings some built-in schemes need beside their noise level to be built.
-NEEDS: dict[str, dict[str, Any]] = {"pairwise_cancelling": {"pairwise_ratio": 2.0}}
+NEEDS: dict[str, dict[str, Any]] = {
+    "pairwise_cancelling": {"pairwise_ratio": 2.0},
+    **{n: {"message_clip": 0.1} for n in mechanisms.CLIENT if n.startswith("clip+")},
+}
 
 
 def built(level: str, name: str, variance: float) -> mechanisms.Mechanism:
@@ -58,6 +62,9 @@ def test_every_builtin_noise_level_is_the_shared_piece():
                                       "random", "gossip", "topology_optimized"}  # fmt: skip
     for level, name in NOISY:
         cls = mechanisms.REGISTRY[level][name]
+        if issubclass(cls, mechanisms.Chain):  # a composed stack: its noise piece's level
+            assert cls.calibrates == cls.noise_piece.calibrates, name
+            cls = cls.noise_piece
         assert issubclass(cls, NoiseLevel), name
         assert cls.calibrates == cls.variance_param.name
         assert cls.variance_param is PARAMS[cls.calibrates]
@@ -157,6 +164,14 @@ def test_the_builtin_names_are_the_literatures_stacks():
         ("secure_aggregation",): "secure_aggregation",
         ("discrete_gaussian_shares", "secure_aggregation"): "distributed_gaussian",
         ("skellam_shares", "secure_aggregation"): "skellam",
+        # composed from its pieces (pgfl.privacy.mechanisms.chain): noise, then the sum
+        ("laplace", "secure_aggregation"): "laplace+secure_aggregation",
+        ("gaussian", "secure_aggregation"): "gaussian+secure_aggregation",
+        # DP-FedAvg's clipping before the noise (McMahan et al., arXiv:1710.06963)
+        ("clip", "laplace"): "clip+laplace",
+        ("clip", "gaussian"): "clip+gaussian",
+        ("clip", "laplace", "secure_aggregation"): "clip+laplace+secure_aggregation",
+        ("clip", "gaussian", "secure_aggregation"): "clip+gaussian+secure_aggregation",
     }
 
 
@@ -164,6 +179,7 @@ STACKS = [
     ("distributed_gaussian", ("discrete_gaussian_shares", "secure_aggregation")),
     ("gaussian", ("gaussian",)),
     ("secure_aggregation", ("secure_aggregation",)),
+    ("gaussian+secure_aggregation", ("gaussian", "secure_aggregation")),  # composed
 ]
 
 

@@ -343,7 +343,7 @@ def _target_needs_a_noisy_bounded_link(c: CurveConfig) -> str | None:
             "privacy.target_epsilon needs a privatized link (server_noise or client_noise); "
             "this curve has none"
         )
-    if math.isinf(c.training.clip_norm):
+    if math.isinf(c.training.clip_norm) and not _calibrated(c.privacy)[1].bounds_messages:
         return "privacy.target_epsilon needs a gradient bound: set training.clip_norm"
     return None
 
@@ -379,7 +379,8 @@ def _noise_given_once(c: CurveConfig) -> str | None:
         z = getattr(priv, f"{level}_noise_multiplier")
         if z is None or not noisy[level]:  # no noise at that level: ignored (a warning)
             continue
-        if math.isinf(c.training.clip_norm):
+        cls = mechanisms.REGISTRY[level][getattr(priv, f"{level}_noise")]
+        if math.isinf(c.training.clip_norm) and not cls.bounds_messages:
             return (
                 f"privacy.{level}_noise_multiplier needs a gradient bound (σ = z·Δ, Δ a "
                 "multiple of the clipping norm): set training.clip_norm"
@@ -435,7 +436,8 @@ CURVE_RULES = (
     Rule('`training.rho > 0` for `data.kind = "logistic"` or `"classification"` without a '
          "`[model]` (a unique optimum w°).", _unique_optimum),
     Rule("`privacy.target_epsilon` needs a privatized link in every curve it reaches and a "
-         "finite `training.clip_norm`.", _target_needs_a_noisy_bounded_link),
+         "finite `training.clip_norm` (or a client stack that clips its messages, "
+         "`privacy.message_clip`).", _target_needs_a_noisy_bounded_link),
     Rule("A noisy link needs noise: a scheme with a noise level needs the setting it is "
          "calibrated by > 0 (or a noise multiplier, or `privacy.target_epsilon`): "
          "`privacy.server_variance` for server noise, `privacy.client_variance` for "
@@ -443,8 +445,8 @@ CURVE_RULES = (
          "DP.", _noisy_link_needs_noise),
     Rule("A noise multiplier (`privacy.client_noise_multiplier`, "
          "`privacy.server_noise_multiplier`; σ = z·Δ) replaces its level's variance, needs a "
-         "finite `training.clip_norm`, and is not given beside a `privacy.target_epsilon` "
-         "that calibrates the same level.", _noise_given_once),
+         "finite `training.clip_norm` (or a stack that clips), and is not given beside a "
+         "`privacy.target_epsilon` that calibrates the same level.", _noise_given_once),
     Rule("`privacy.adversary` must be an adversary the calibrated mechanism (server level if "
          "any, else client level) protects against (docs/privacy.md).",
          _adversary_is_protected),

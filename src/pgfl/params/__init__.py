@@ -118,7 +118,8 @@ _PRIVACY = (
           "order on a client's message (a list: `[]` is `none`, `[\"gaussian\"]`, "
           "`[\"secure_aggregation\"]`, `[\"discrete_gaussian_shares\", "
           "\"secure_aggregation\"]` is `distributed_gaussian`, `[\"skellam_shares\", "
-          "\"secure_aggregation\"]` is `skellam`; docs/privacy.md).",
+          "\"secure_aggregation\"]` is `skellam`, `[\"gaussian\", \"secure_aggregation\"]` is "
+          "`gaussian+secure_aggregation`, composed from its pieces; docs/privacy.md).",
           choices=lambda: mechanisms.names("client"), batched=True,
           checker=lambda p, value, c: client_stack(p.name, value)),
     CLIENT_VARIANCE,

@@ -11,7 +11,11 @@ documentation are read from it, so **a new scheme is one new module plus one cal
 Client level (:data:`CLIENT`): ``none`` (:class:`Mean`), ``laplace`` / ``gaussian``
 (:class:`ClientNoise`), ``secure_aggregation`` (:class:`SecureAggregationScheme`),
 ``distributed_gaussian`` / ``skellam`` (:class:`DistributedNoise`: noise shares inside
-secure aggregation, distributed DP).
+secure aggregation, distributed DP), ``laplace+secure_aggregation`` /
+``gaussian+secure_aggregation`` (:class:`NoisySecureAggregation`: client noise, then secure
+aggregation), ``clip+laplace`` / ``clip+gaussian`` (:class:`ClippedNoise`: each message
+clipped to ℓ2 norm S, then its noise: DP-FedAvg's), and ``clip+…+secure_aggregation``
+(:class:`ClippedNoisySecureAggregation`), each composed from its pieces by :func:`compose`.
 Server level (:data:`SERVER`): ``none`` (:class:`NoServerNoise`), ``random``
 (:class:`RandomNoise`), ``graph_homomorphic`` (:class:`GraphHomomorphic`),
 ``random_per_link`` (:class:`PerLinkNoise`), ``central`` (:class:`CentralNoise`, the
@@ -48,7 +52,15 @@ from pgfl.privacy.mechanisms.base import (
     remove_adversary,
     view_of,
 )
+from pgfl.privacy.mechanisms.chain import (
+    Chain,
+    ClippedNoise,
+    ClippedNoisySecureAggregation,
+    NoisySecureAggregation,
+    compose,
+)
 from pgfl.privacy.mechanisms.client import ClientNoise, Mean
+from pgfl.privacy.mechanisms.clip import MessageClip
 from pgfl.privacy.mechanisms.correlated import PairwiseCancelling
 from pgfl.privacy.mechanisms.distributed import DistributedNoise
 from pgfl.privacy.mechanisms.gossip import Gossip
@@ -56,7 +68,6 @@ from pgfl.privacy.mechanisms.optimized import TopologyOptimized
 from pgfl.privacy.mechanisms.secure_aggregation import SecureAggregationScheme
 from pgfl.privacy.mechanisms.server import (
     HYBRID,
-    NO_PRIVACY,
     CentralNoise,
     GraphHomomorphic,
     NoServerNoise,
@@ -74,13 +85,18 @@ __all__ = [
     "Aggregate",
     "ClientAggregation",
     "CentralNoise",
+    "Chain",
     "ClientNoise",
+    "ClippedNoise",
+    "ClippedNoisySecureAggregation",
     "DistributedNoise",
     "Gossip",
     "GraphHomomorphic",
     "Mean",
     "Mechanism",
+    "MessageClip",
     "NoServerNoise",
+    "NoisySecureAggregation",
     "NoiseLaw",
     "PairwiseCancelling",
     "PerLinkNoise",
@@ -92,6 +108,7 @@ __all__ = [
     "TopologyOptimized",
     "add_adversary",
     "build",
+    "compose",
     "declared",
     "names",
     "params",
@@ -171,18 +188,15 @@ def version() -> int:
     return _CHANGES[0]
 
 
-# The styles of the schemes of client.py and secure_aggregation.py, declared here until
-# those modules carry them in their class bodies, as the other mechanisms do.
-Mean.style = NO_PRIVACY
-ClientNoise.style = SchemeStyle(
-    "client_noise", "client Laplace/Gaussian noise", "#E69F00", "v", order=1,
-    labels=("*client_noise*", "client*", "noisy_model*", "noisy_update*"),
-)  # fmt: skip
-SecureAggregationScheme.style = SchemeStyle(
-    "secure_aggregation", "secure aggregation", "#56B4E9", "P", order=2,
-    labels=("*secure_aggregation*", "*secagg*"),
-)  # fmt: skip
-for _cls in (Mean, ClientNoise, SecureAggregationScheme, DistributedNoise):
+for _cls in (
+    Mean,
+    ClientNoise,
+    SecureAggregationScheme,
+    DistributedNoise,
+    NoisySecureAggregation,
+    ClippedNoise,
+    ClippedNoisySecureAggregation,
+):
     register(_cls)
 for _cls in (
     NoServerNoise,

@@ -168,7 +168,8 @@ def stacks() -> dict[tuple[str, ...], str]:
     (:attr:`ClientAggregation.stacks`): the scheme runs those pieces on a client's message
     one after the other, as optax's ``chain`` runs transformations, the last one handing
     it to the server (plain averaging where no piece aggregates). A stack is accepted only
-    where a registered scheme declares it; pieces are not yet composed generically.
+    where a registered scheme declares it, or composes it from its pieces
+    (:func:`~pgfl.privacy.mechanisms.chain.compose`: ``("gaussian", "secure_aggregation")``).
 
     >>> stacks()[("skellam_shares", "secure_aggregation")], stacks()[()]
     ('skellam', 'none')
@@ -488,11 +489,16 @@ class Mechanism:
     #: The distributions its noise may have (more than one: ``privacy.server_distribution``
     #: chooses; one: it is fixed).
     distributions: ClassVar[tuple[str, ...]] = ()
-    #: Its figure style (colour, marker, words); ``None``: one derived from its name.
-    style: ClassVar[SchemeStyle | None] = None
+    #: Its figure style (colour, marker, words), or one per name (a class whose names are
+    #: different schemes); ``None``: one derived from its name. Only a class's own
+    #: declaration counts: a subclass is another scheme.
+    style: ClassVar[SchemeStyle | Mapping[str, SchemeStyle] | None] = None
     #: Why ``pgfl deploy`` cannot run it, in words (``None``: :mod:`pgfl.deploy` runs its
     #: protocol between processes). A new mechanism has no deployed protocol until then.
     not_deployed: ClassVar[str | None] = "it has no deployed protocol"
+    #: Its own clipping bounds each message, so that its ε is finite without a per-sample
+    #: gradient bound (``training.clip_norm``): a stack with the clipping piece.
+    bounds_messages: ClassVar[bool] = False
     #: Per-coordinate std of its noise (its noise level; 0: none). Noisy mechanisms hold it.
     std: float | None = 0.0
     #: The distribution of its noise (``None``: no noise of its own).

@@ -31,27 +31,42 @@ from pgfl.privacy.mechanisms.base import (
     Mechanism,
     NoiseLevel,
     ReleaseContext,
+    declared,
     status_mixture,
     subsampled,
 )
+from pgfl.style import SchemeStyle
 from pgfl.validation import ConfigError
 
-__all__ = ["CLIENT_VARIANCE", "DISTRIBUTIONS", "ClientNoise", "Mean"]
+__all__ = ["CLIENT_VARIANCE", "DISTRIBUTIONS", "NO_PRIVACY", "ClientNoise", "Mean"]
 
 #: Distributions of additive noise.
 DISTRIBUTIONS = ("laplace", "gaussian")
+
+#: The style of no noise at either level (black: the reference), of :class:`NoServerNoise`
+#: and of the clients' plain mean.
+NO_PRIVACY = SchemeStyle("none", "no privacy", "#000000", "o", order=0,
+                         labels=("none*", "no_noise*", "no_privacy*", "non_private*",
+                                 "nonprivate*"))  # fmt: skip
 
 #: ``privacy.client_variance``: the variance of client-level noise per coordinate.
 CLIENT_VARIANCE = Param(
     "privacy.client_variance", "real", 0.0, "Variance of the client noise per coordinate.",
     lo=0, batched=True,
-    applies=When('privacy.client_noise = "laplace"/"gaussian", not calibrated by '
-                 "privacy.target_epsilon nor given as privacy.client_noise_multiplier",
-                 lambda c: c["privacy.client_noise"] in DISTRIBUTIONS
+    applies=When('privacy.client_noise = "laplace"/"gaussian" (alone or stacked), not '
+                 "calibrated by privacy.target_epsilon nor given as "
+                 "privacy.client_noise_multiplier",
+                 lambda c: _has_client_variance(c)
                  and (c["privacy.target_epsilon"] is None
                       or c["privacy.server_noise"] != "none")
                  and c.get("privacy.client_noise_multiplier") is None),
 )  # fmt: skip
+
+
+def _has_client_variance(c: Mapping[str, Any]) -> bool:
+    """Whether the curve's client scheme declares ``privacy.client_variance`` (alone or stacked)."""
+    cls = declared("client", c)
+    return cls is not None and any(p.name == "privacy.client_variance" for p in cls.params)
 
 
 def no_noise_reason(ctx: ReleaseContext, std: float) -> str | None:
@@ -75,6 +90,7 @@ class Mean(ClientAggregation):
 
     names: ClassVar[tuple[str, ...]] = ("none",)
     stacks: ClassVar[Mapping[str, tuple[str, ...]]] = {"none": ()}
+    style: ClassVar[SchemeStyle | None] = NO_PRIVACY
     not_deployed: ClassVar[str | None] = None  # pgfl.deploy runs it
     exposes: ClassVar[Mapping[str, str]] = {
         "upload_eavesdropper": "the uploads are the clients' models or updates in the clear",
@@ -109,6 +125,10 @@ class ClientNoise(NoiseLevel, ClientAggregation):
     distribution: str = "laplace"
     names: ClassVar[tuple[str, ...]] = DISTRIBUTIONS
     not_deployed: ClassVar[str | None] = None  # pgfl.deploy runs it
+    style: ClassVar[SchemeStyle | None] = SchemeStyle(
+        "client_noise", "client Laplace/Gaussian noise", "#E69F00", "v", order=1,
+        labels=("*client_noise*", "client*", "noisy_model*", "noisy_update*"),
+    )  # fmt: skip
     distributions: ClassVar[tuple[str, ...]] = DISTRIBUTIONS
     params: ClassVar[tuple[Param, ...]] = (CLIENT_VARIANCE,)
     variance_param: ClassVar[Param] = CLIENT_VARIANCE
@@ -213,6 +233,25 @@ class ClientNoise(NoiseLevel, ClientAggregation):
             out["unit_client"] = dataclasses.replace(seen, std=sampled_std)
         else:
             out["unit_client"] = seen
+        return out
+
+    @classmethod
+    def perturb(cls, schemes, start, local, mu, updates, ctx) -> np.ndarray:
+        """The local models whose messages carry each client's noise (a noise piece).
+
+        ``[C', R, P_b, L, M]``: a model message becomes ``w_pk + g_pk``; an update message
+        ``(w_{p,i−1} − w_pk)/μ + g_pk``, i.e. the model ``w_pk − μ g_pk``. The same draws
+        as :meth:`aggregate` (stream ``client_noise``), before any aggregation
+        (:func:`~pgfl.privacy.mechanisms.chain.compose`: noise under secure aggregation).
+        """
+        L, M = local.shape[-2:]
+        out = np.array(local, dtype=float)
+        std = np.array([s.std for s in schemes])
+        scale = std * np.where(updates, -mu, 1.0)
+        for dist in sorted({s.distribution for s in schemes}):
+            mine = np.array([s.distribution == dist for s in schemes])
+            g = ctx.draws.noise("client_noise", dist, (L, M))  # [R, P_b, L, M]
+            out[mine] += scale[mine, None, None, None, None] * g
         return out
 
     @classmethod

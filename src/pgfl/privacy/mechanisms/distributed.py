@@ -188,7 +188,7 @@ class DistributedNoise(NoiseLevel, ClientAggregation):
     dropout: float = 0.0
     names: ClassVar[tuple[str, ...]] = tuple(DDP_NAMES)
     #: Each name's figure style (distributed DP, with Skellam shares a colour of its own).
-    style: ClassVar[Mapping[str, SchemeStyle]] = {  # type: ignore[assignment]
+    style: ClassVar[Mapping[str, SchemeStyle]] = {
         "distributed_gaussian": SchemeStyle(
             "distributed_dp", "distributed DP (noise shares in secure aggregation)", "#117733",
             "<", order=12),

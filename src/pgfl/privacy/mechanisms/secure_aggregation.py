@@ -25,6 +25,7 @@ from pgfl.param import Param
 from pgfl.privacy.mechanisms.base import Aggregate, ClientAggregation, Mechanism
 from pgfl.privacy.secagg import PARAMS as SECAGG_PARAMS
 from pgfl.privacy.secagg import SecAggAbort, SecAggConfig, SecureAggregation, quantized_mean
+from pgfl.style import SchemeStyle
 
 _P = {p.name: p for p in SECAGG_PARAMS}
 
@@ -58,6 +59,10 @@ class SecureAggregationScheme(ClientAggregation):
     dropout: float = 0.0
     names: ClassVar[tuple[str, ...]] = ("secure_aggregation",)
     not_deployed: ClassVar[str | None] = None  # pgfl.deploy runs it
+    style: ClassVar[SchemeStyle | None] = SchemeStyle(
+        "secure_aggregation", "secure aggregation", "#56B4E9", "P", order=2,
+        labels=("*secure_aggregation*", "*secagg*"),
+    )  # fmt: skip
     params: ClassVar[tuple[Param, ...]] = SECAGG_PARAMS
     reveals_sample: ClassVar[bool] = True
     summed: ClassVar[bool] = True

@@ -43,7 +43,7 @@ from pgfl.privacy.mechanisms.base import (
     ServerNoise,
     declared,
 )
-from pgfl.privacy.mechanisms.client import DISTRIBUTIONS, no_noise_reason
+from pgfl.privacy.mechanisms.client import DISTRIBUTIONS, NO_PRIVACY, no_noise_reason
 from pgfl.style import SchemeStyle
 from pgfl.topology import check_combination_matrix
 from pgfl.validation import ConfigError
@@ -89,11 +89,6 @@ SERVER_DISTRIBUTION = Param(
 )  # fmt: skip
 
 
-#: The style of no noise at either level (black: the reference), of :class:`NoServerNoise`
-#: and of the clients' plain mean.
-NO_PRIVACY = SchemeStyle("none", "no privacy", "#000000", "o", order=0,
-                         labels=("none*", "no_noise*", "no_privacy*", "non_private*",
-                                 "nonprivate*"))  # fmt: skip
 #: Secure aggregation at the clients with graph-homomorphic noise between the servers: the
 #: papers' hybrid scheme, a style of its own (a curve of the pair is ``hybrid``).
 HYBRID = SchemeStyle("hybrid", "secure aggregation + graph-homomorphic", "#009E73", "D",
