@@ -1,5 +1,10 @@
 """Algorithm 1, baselines, generators and metrics."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -256,3 +261,20 @@ def test_fedavg_counts_and_a_non_finite_zbar_are_one_line_errors():
     Z[1, 2] = np.inf
     with pytest.raises(ConfigError, match="zbar must contain only finite values; got 1 non-"):
         fedavg_graph_learning(Z, np.array([10, 20, 30]))
+
+
+def test_the_algorithms_and_their_table_load_without_dp_accounting():
+    # the arguments' ranges come from the graph-learning table; reading it must not load
+    # the accountants (pgfl.graphlearn imports pgfl.graphlearn.privacy only on first use)
+    code = (
+        "import sys, pgfl.graphlearn.params, pgfl.graphlearn; print('dp_accounting' in sys.modules)"
+    )
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(os.environ, PYTHONPATH=src),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == "False"
