@@ -86,6 +86,7 @@ __all__ = [
     "SettingWarning",
     "When",
     "check_changed_first",
+    "check_values",
     "folder_name",
     "kind_is",
     "ref",
@@ -507,6 +508,35 @@ def check_changed_first(
         p.check(values[p.name], known)
 
 
+def check_values(
+    params: Iterable[Param], given: Mapping[str, Any], context: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The values ``given`` (dotted names) of the settings ``params`` of one table, checked.
+
+    Each changed setting first against the ones left at their defaults
+    (:func:`check_changed_first`), then every setting in table order against those before
+    it and ``context`` (the checked settings of other tables), then the settings required
+    where they apply. Returns the checked (normalized) values by dotted name.
+
+    >>> src = Param("model.source", "string", None, "", applies=kind_is("model", "custom"),
+    ...             required=True)
+    >>> kind = Param("model.kind", "choice", "none", "", choices=("none", "custom"))
+    >>> check_values([kind, src], {"model.kind": "custom", "model.source": None})
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: model.source is required when model.kind = "custom"
+    """
+    params = list(params)
+    check_changed_first(params, given, context)
+    checked: dict[str, Any] = dict(context or {})
+    for p in params:
+        checked[p.name] = p.check(given[p.name], checked)
+    for p in params:
+        if p.required and checked[p.name] is None and p.applies.test(checked):
+            raise ConfigError(f"{p.name} is required when {p.applies.text}")
+    return {p.name: checked[p.name] for p in params}
+
+
 def _same(value: Any, default: Any) -> bool:
     """Whether a given value is its setting's default (a list equals its tuple)."""
     if isinstance(value, list):
@@ -656,7 +686,7 @@ class ParamTable(Mapping[str, Param]):
         ``where`` prefixes the table's name in messages (``curves[1].``). Bounds between
         settings of the same table are applied in reference order, after each changed
         setting has been checked against the ones left at their defaults
-        (:func:`check_changed_first`); bounds on settings of other tables use
+        (:func:`check_values`); bounds on settings of other tables use
         ``context`` (their checked values, by dotted name). Returns the table's values by
         dotted name.
         """
@@ -672,11 +702,4 @@ class ParamTable(Mapping[str, Param]):
                     + (did_you_mean(key, params) or self._elsewhere(key, section))
                 )
         given = {p.name: values.get(key, p.default) for key, p in params.items()}
-        check_changed_first(params.values(), given, context)
-        checked: dict[str, Any] = dict(context or {})
-        for p in params.values():
-            checked[p.name] = p.check(given[p.name], checked)
-        for p in params.values():
-            if p.required and checked[p.name] is None and p.applies.test(checked):
-                raise ConfigError(f"{p.name} is required when {p.applies.text}")
-        return {p.name: checked[p.name] for p in params.values()}
+        return check_values(params.values(), given, context)

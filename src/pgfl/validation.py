@@ -17,7 +17,7 @@ import difflib
 import math
 import os
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 
@@ -183,6 +183,43 @@ def check_string(name: str, value: Any, *, nonempty: bool = False, forbid: str =
             what += " without " + ", ".join(map(repr, forbid))
         raise ConfigError(f"{name} must be {what}; got {value!r}")
     return value
+
+
+def check_each(check: Callable[[Any], Any], values: Any) -> Any:
+    """``values`` (an array) once the scalar ``check`` accepted each of its distinct entries.
+
+    ``check`` is the check of one number: a setting's (``PARAMS[name].named(arg).check``)
+    or a helper given its range (``partial(check_real, "counts", lo=0, lo_open=True)``),
+    so an array argument states its range once and is refused in the same one line as a
+    number, naming the first entry (in the array's order) outside the range.
+
+    >>> from functools import partial
+    >>> import numpy as np
+    >>> check_each(partial(check_real, "rho", lo=0, lo_open=True), np.array([[0.3, 0.0]]))
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: rho must be a real number in (0, inf); got 0.0
+    """
+    for value in dict.fromkeys(values.ravel().tolist()):
+        check(value)
+    return values
+
+
+def check_finite(name: str, array: Any) -> Any:
+    """``array`` (a numpy array) if every entry is finite, else one line saying how many are not.
+
+    >>> import numpy as np
+    >>> check_finite("zbar", np.array([1.0, np.nan, np.inf]))
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: zbar must contain only finite values; got 2 non-finite entries
+    """
+    import numpy as np  # lazy: the command line's first checks import this module alone
+
+    bad = int(np.size(array) - np.count_nonzero(np.isfinite(array)))
+    if bad:
+        raise ConfigError(f"{name} must contain only finite values; got {bad} non-finite entries")
+    return array
 
 
 def did_you_mean(value: Any, choices: Iterable[str]) -> str:

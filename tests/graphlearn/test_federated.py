@@ -1,5 +1,10 @@
 """Algorithm 1, baselines, generators and metrics."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -13,6 +18,7 @@ from pgfl.graphlearn.federated import (
 )
 from pgfl.graphlearn.generators import heterogeneous_graphs, rbf_graph, smooth_signals
 from pgfl.graphlearn.metrics import edge_support, mcc, relative_error
+from pgfl.graphlearn.params import PARAMS as GRAPHLEARN_PARAMS
 from pgfl.graphlearn.smoothness import edge_count, pairwise_sq_distances
 from pgfl.graphlearn.solver import solve_apgd
 from pgfl.rng import stream
@@ -191,3 +197,84 @@ def test_metrics_closed_form():
     assert float(mcc(np.zeros(6), truth)) == 0.0
     assert float(relative_error(truth, truth)) == 0.0
     assert float(relative_error(2 * truth, truth)) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"alpha": -1.0}, r"alpha must be a real number in \(0, inf\); got -1.0"),
+        ({"rounds": 0}, r"rounds must be an integer in \[1, inf\]; got 0"),
+        ({"momentum": 1.5}, r"momentum must be a real number in \[0, 1\]; got 1.5"),
+        ({"step": 0.0}, r"step must be a real number in \(0, inf\); got 0.0"),
+        # an array argument: the first entry outside the range, in the same line
+        ({"rho": np.array([0.3, 0.0])}, r"rho must be a real number in \(0, inf\); got 0.0"),
+        ({"lam": np.array([0.1, np.nan])}, r"lam must be a real number in \[0, inf\); got nan"),
+        ({"local_steps": np.array([5, 0, 5])}, r"local_steps must be an integer .*; got 0"),
+        ({"local_steps": 2.5}, r"local_steps must be an integer in \[1, inf\]; got 2.5"),
+        (
+            {"noise_std": np.array([1.0, -0.5, 1.0]), "rng": np.random.default_rng(0)},
+            r"noise_std must be a real number in \[0, inf\); got -0.5",
+        ),
+        (
+            {"noise_std": 1.0, "rng": np.random.default_rng(0), "dp_step": 0},
+            r"dp_step must be a real number in \(0, inf\); got 0",
+        ),
+    ],
+)
+def test_arguments_are_refused_in_one_line_with_range_and_value(kwargs, message):
+    Z, _, _ = client_data(8, clients=3, d=6)
+    Z = np.stack([Z, Z])  # two trials: rho and lam may differ between them
+    with pytest.raises(ConfigError, match=message) as info:
+        federated_graph_learning(Z, rounds=kwargs.pop("rounds", 1), **kwargs)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("argument", "value", "setting"),
+    [
+        ("alpha", 0.0, "model.alpha"),
+        ("beta", -1.0, "model.beta"),
+        ("rho", -1.0, "model.rho"),
+        ("lam", -1.0, "model.lambda"),
+        ("rounds", 0, "algorithm.rounds"),
+        ("local_steps", 0, "algorithm.local_steps"),
+        ("local_solver", "adam", "algorithm.local_solver"),
+        ("step", -1.0, "algorithm.step"),
+        ("momentum", 2.0, "algorithm.momentum"),
+    ],
+)
+def test_an_argument_that_mirrors_a_setting_states_the_settings_range(argument, value, setting):
+    # the range in the message is the graph-learning table's, so the two cannot drift apart
+    p = GRAPHLEARN_PARAMS[setting]
+    allowed = "one of 'backtracking', 'fixed'" if p.kind == "choice" else p.interval()
+    Z, _, _ = client_data(8, clients=2, d=5)
+    with pytest.raises(ConfigError) as info:
+        federated_graph_learning(Z, **{argument: value})
+    assert str(info.value).startswith(f"{argument} must be ")
+    assert allowed in str(info.value) and str(info.value).endswith(f"got {value!r}")
+
+
+def test_fedavg_counts_and_a_non_finite_zbar_are_one_line_errors():
+    Z, _, _ = client_data(8, clients=3, d=6)
+    with pytest.raises(ConfigError, match=r"counts must be a real number in \(0, inf\); got 0.0"):
+        fedavg_graph_learning(Z, np.array([10, 0, 30]))
+    Z[1, 2] = np.inf
+    with pytest.raises(ConfigError, match="zbar must contain only finite values; got 1 non-"):
+        fedavg_graph_learning(Z, np.array([10, 20, 30]))
+
+
+def test_the_algorithms_and_their_table_load_without_dp_accounting():
+    # the arguments' ranges come from the graph-learning table; reading it must not load
+    # the accountants (pgfl.graphlearn imports pgfl.graphlearn.privacy only on first use)
+    code = (
+        "import sys, pgfl.graphlearn.params, pgfl.graphlearn; print('dp_accounting' in sys.modules)"
+    )
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(os.environ, PYTHONPATH=src),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == "False"

@@ -8,7 +8,13 @@ pytest.importorskip("jax")
 from pgfl.data.digits import digits_federated_data, load_digits_arrays  # noqa: E402
 from pgfl.experiments.build import build_network  # noqa: E402
 from pgfl.experiments.loader import parse_config  # noqa: E402
-from pgfl.models.builtin import build_model, init_params, model_dim  # noqa: E402
+from pgfl.models.builtin import (  # noqa: E402
+    build_model,
+    init_params,
+    logits_fn,
+    model_dim,
+    sample_norms_fn,
+)
 from pgfl.param import SettingWarning  # noqa: E402
 from pgfl.validation import ConfigError  # noqa: E402
 
@@ -262,3 +268,30 @@ def test_editing_a_custom_model_changes_the_resume_fingerprint(tmp_path):
     assert _config_fingerprint(cfg) == before
     path.write_text(CUSTOM + "\n# edited\n")
     assert _config_fingerprint(cfg) != before
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: model_dim("rnn", 64, 10), "model.kind must be one of 'softmax', 'mlp', 'cnn'"),
+        # an unknown kind used to build a CNN's logits without a word
+        (lambda: logits_fn("sofmax"), r"model.kind .*; got 'sofmax' \(did you mean 'softmax'\?\)"),
+        (lambda: sample_norms_fn("none"), "model.kind must be one of .*; got 'none'"),
+        (
+            lambda: build_model("mlp", 64, 10, np.random.default_rng(0), activation="gelu"),
+            "model.activation must be one of 'relu', 'tanh', 'sigmoid', 'elu'; got 'gelu'",
+        ),
+        (
+            lambda: init_params("mlp", 64, 10, np.random.default_rng(0), hidden=(32, 0)),
+            r"model.hidden\[1\] must be an integer in \[1, inf\]; got 0",
+        ),
+        (
+            lambda: init_params("cnn", 64, 10, np.random.default_rng(0), channels=0),
+            r"model.channels must be an integer in \[1, inf\]; got 0",
+        ),
+    ],
+)
+def test_the_builders_check_their_arguments_by_the_model_settings(call, message):
+    with pytest.raises(ConfigError, match=message) as info:
+        call()
+    assert "\n" not in str(info.value)

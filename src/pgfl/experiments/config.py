@@ -44,7 +44,7 @@ import math
 from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any, ClassVar
 
-from pgfl.param import Rule, check_changed_first
+from pgfl.param import Rule, check_changed_first, check_values
 from pgfl.params import PARAMS, dp_client, dp_link, section_params
 from pgfl.privacy import mechanisms
 from pgfl.validation import ConfigError
@@ -78,23 +78,17 @@ class _Section:
     follows the mechanism registry: a setting a mechanism declares is a field of its
     section with nothing else to edit. Bounds that refer to settings of the same table
     are applied here (each changed setting against those left at their defaults first,
-    :func:`~pgfl.param.check_changed_first`, then in table order); bounds that refer to
-    other tables are applied by :class:`CurveConfig`.
+    then in table order, then the required ones: :func:`~pgfl.param.check_values`);
+    bounds that refer to other tables are applied by :class:`CurveConfig`.
     """
 
     SECTION: ClassVar[str]
 
     def __post_init__(self) -> None:
         params = [PARAMS[f"{self.SECTION}.{f.name}"] for f in fields(self)]
-        check_changed_first(params, {p.name: getattr(self, p.key) for p in params})
-        checked: dict[str, Any] = {}
+        checked = check_values(params, {p.name: getattr(self, p.key) for p in params})
         for p in params:
-            value = p.check(getattr(self, p.key), checked)
-            object.__setattr__(self, p.key, value)
-            checked[p.name] = value
-        for p in params:
-            if p.required and checked[p.name] is None and p.applies.test(checked):
-                raise ConfigError(f"{p.name} is required when {p.applies.text}")
+            object.__setattr__(self, p.key, checked[p.name])
 
     def values(self) -> dict[str, Any]:
         """The settings by dotted name (``{"training.L": 11, ...}``)."""

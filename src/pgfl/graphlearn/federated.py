@@ -36,9 +36,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
+from pgfl.graphlearn.params import PARAMS
 from pgfl.graphlearn.smoothness import (
     clip_factors,
     degree_operator,
@@ -50,7 +52,8 @@ from pgfl.graphlearn.smoothness import (
     zero_data_optimum,
 )
 from pgfl.graphlearn.solver import solve_apgd
-from pgfl.validation import ConfigError, check_choice, check_int, check_real
+from pgfl.param import Param
+from pgfl.validation import ConfigError, check_each, check_finite, check_real
 
 __all__ = [
     "FedGLResult",
@@ -154,22 +157,61 @@ class FedGLResult:
     con_history: np.ndarray | None = None
 
 
+#: The settings of the graph-learning table (:data:`pgfl.graphlearn.params.PARAMS`) that
+#: the functions' arguments mirror, by argument: their ranges are read from there.
+_SETTINGS = {
+    "alpha": "model.alpha",
+    "beta": "model.beta",
+    "rho": "model.rho",
+    "lam": "model.lambda",
+    "rounds": "algorithm.rounds",
+    "local_steps": "algorithm.local_steps",
+    "local_solver": "algorithm.local_solver",
+    "step": "algorithm.step",
+    "momentum": "algorithm.momentum",
+    "dp_step": "privacy.dp_step",
+}
+
+
+def _arg(name: str) -> Param:
+    """The setting that argument ``name`` mirrors, under the argument's name.
+
+    >>> _arg("lam").check(-1.0)
+    Traceback (most recent call last):
+    ...
+    pgfl.validation.ConfigError: lam must be a real number in [0, inf); got -1.0
+    """
+    return PARAMS[_SETTINGS[name]].named(name)
+
+
 def _check_common(zbar, alpha, beta, rounds, local_steps, step, momentum):
     Z = np.asarray(zbar, dtype=float)
     if Z.ndim < 2:
         raise ConfigError(f"zbar must have shape [..., I clients, p]; got shape {Z.shape}")
     num_nodes(Z.shape[-1])
-    if not np.isfinite(Z).all():
-        raise ConfigError("zbar must contain only finite values")
-    a = check_real("alpha", alpha, lo=0.0, lo_open=True)
-    b = check_real("beta", beta, lo=0.0, lo_open=True)
-    T = check_int("rounds", rounds, lo=1)
-    K = np.broadcast_to(np.asarray(local_steps), (Z.shape[-2],)).astype(int)
-    if K.min() < 1:
-        raise ConfigError(f"local_steps must be integers in [1, inf); got {K.min()}")
-    eta = check_real("step", step, lo=0.0, lo_open=True)
-    xi = check_real("momentum", momentum, lo=0.0, hi=1.0)
-    return Z, a, b, T, K, eta, xi
+    check_finite("zbar", Z)
+    a = _arg("alpha").check(alpha)
+    b = _arg("beta").check(beta)
+    T = _arg("rounds").check(rounds)
+    K = check_each(
+        _arg("local_steps").check, np.broadcast_to(np.asarray(local_steps), (Z.shape[-2],))
+    )
+    eta = _arg("step").check(step)
+    xi = _arg("momentum").check(momentum)
+    return Z, a, b, T, K.astype(int), eta, xi
+
+
+def _check_noise(noise_std, rng, dp_step, shape):
+    """``σ_i`` of eq. 26 broadcast to ``shape`` (``[..., I]``; None: no noise), checked."""
+    if noise_std is None:
+        return None
+    sigma = np.broadcast_to(np.asarray(noise_std, dtype=float), shape)
+    check_each(partial(check_real, "noise_std", lo=0.0), sigma)
+    if rng is None:
+        raise ConfigError("rng is required when noise_std is given")
+    if dp_step is not None:
+        _arg("dp_step").check(dp_step)
+    return sigma
 
 
 def federated_graph_learning(
@@ -243,25 +285,13 @@ def federated_graph_learning(
 
     """
     Z, a, b, T, K, eta, xi = _check_common(zbar, alpha, beta, rounds, local_steps, step, momentum)
-    solver = check_choice("local_solver", local_solver, ("backtracking", "fixed"))
+    solver = _arg("local_solver").check(local_solver)
     lead, I, p = Z.shape[:-2], Z.shape[-2], Z.shape[-1]
     d = num_nodes(p)
-    rho_a = np.broadcast_to(np.asarray(rho, dtype=float), lead)
-    lam_a = np.broadcast_to(np.asarray(lam, dtype=float), lead)
-    if rho_a.size and (not np.isfinite(rho_a).all() or rho_a.min() <= 0):
-        raise ConfigError(f"rho must be a real number in (0, inf); got {np.min(rho_a)!r}")
-    if lam_a.size and (not np.isfinite(lam_a).all() or lam_a.min() < 0):
-        raise ConfigError(f"lambda must be a real number in [0, inf); got {np.min(lam_a)!r}")
+    rho_a = check_each(_arg("rho").check, np.broadcast_to(np.asarray(rho, dtype=float), lead))
+    lam_a = check_each(_arg("lam").check, np.broadcast_to(np.asarray(lam, dtype=float), lead))
     check_real("eps_gamma", eps_gamma, lo=0.0)
-    sigma = None
-    if noise_std is not None:
-        sigma = np.broadcast_to(np.asarray(noise_std, dtype=float), (*lead, I))
-        if not np.isfinite(sigma).all() or sigma.min() < 0:
-            raise ConfigError("noise_std must be finite and non-negative")
-        if rng is None:
-            raise ConfigError("rng is required when noise_std is given")
-        if dp_step is not None:
-            check_real("dp_step", dp_step, lo=0.0, lo_open=True)
+    sigma = _check_noise(noise_std, rng, dp_step, (*lead, I))
     c0 = zero_data_optimum(d, a, b)
     floor = 1e-2 * c0 * (d - 1)  # degree floor of the fixed-step gradient
     w = np.full(Z.shape, c0)
@@ -371,8 +401,8 @@ def independent_graph_learning(
 ) -> np.ndarray:
     """IGL baseline: every client (and trial) solves eq. 7 alone; ``[..., I, p] -> [..., I, p]``."""
     Z = np.asarray(zbar, dtype=float)
-    a = check_real("alpha", alpha, lo=0.0, lo_open=True)
-    b = check_real("beta", beta, lo=0.0, lo_open=True)
+    a = _arg("alpha").check(alpha)
+    b = _arg("beta").check(beta)
     flat = Z.reshape(-1, Z.shape[-1])
     return solve_apgd(flat, a, b, tol=tol, max_iter=max_iter).w.reshape(Z.shape)
 
@@ -397,10 +427,9 @@ def fedavg_graph_learning(
     local graphs with weights ``N_i / N`` (``counts``: ``[I]`` or ``[..., I]``).
     """
     Z, a, b, T, K, eta, xi = _check_common(zbar, alpha, beta, rounds, local_steps, step, momentum)
-    solver = check_choice("local_solver", local_solver, ("backtracking", "fixed"))
+    solver = _arg("local_solver").check(local_solver)
     n = np.broadcast_to(np.asarray(counts, dtype=float), Z.shape[:-1])
-    if n.min() <= 0:
-        raise ConfigError(f"counts must be positive; got {n.min()!r}")
+    check_each(partial(check_real, "counts", lo=0.0, lo_open=True), n)
     share = n / n.sum(axis=-1, keepdims=True)
     d = num_nodes(Z.shape[-1])
     c0 = zero_data_optimum(d, a, b)

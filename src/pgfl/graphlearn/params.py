@@ -19,11 +19,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pgfl.graphlearn.privacy import MECHANISMS
 from pgfl.param import Param, ParamTable, Ref, When, kind_is
 from pgfl.validation import ConfigError, check_int
 
-__all__ = ["PARAMS", "SECTIONS", "TITLES"]
+__all__ = ["MECHANISMS", "PARAMS", "SECTIONS", "TITLES"]
+
+#: The DP variants of :mod:`pgfl.graphlearn.privacy` (``privacy.mechanism``), declared
+#: here so that the table (and the functions that read their arguments' ranges from it)
+#: load without dp_accounting.
+MECHANISMS = ("statistic", "last_step")
 
 #: Tables of a graph-learning configuration, in reference order ("" is the top level).
 SECTIONS = ("", "data", "model", "algorithm", "privacy")

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from pgfl.graphlearn.params import MECHANISMS
 from pgfl.privacy.accounting import (
     GaussianRelease,
     calibrate_releases,
@@ -58,7 +59,6 @@ __all__ = [
     "privatize_statistic",
 ]
 
-MECHANISMS = ("statistic", "last_step")
 #: Accountants :func:`privacy_report` states ε by (all Gaussian-capable ones).
 REPORT_ACCOUNTANTS = ("paper", "basic", "kairouz", "pld", "rdp")
 #: What each mechanism's ε covers (``summary.json``: ``epsilon_covers``).

@@ -33,7 +33,7 @@ from functools import lru_cache
 import numpy as np
 import scipy.sparse as sp
 
-from pgfl.validation import ConfigError, check_real
+from pgfl.validation import ConfigError, check_finite, check_real
 
 __all__ = [
     "clip_factors",
@@ -154,10 +154,7 @@ def validate_signals(X: object, name: str = "X") -> np.ndarray:
         raise ConfigError(f"{name} must have at least 2 nodes (columns); got {arr.shape[1]}")
     if arr.shape[0] < 1:
         raise ConfigError(f"{name} must have at least 1 signal (row); got 0")
-    if not np.isfinite(arr).all():
-        bad = int((~np.isfinite(arr)).sum())
-        raise ConfigError(f"{name} must contain only finite values; got {bad} non-finite entries")
-    return arr
+    return check_finite(name, arr)
 
 
 def per_sample_z_norms(X: np.ndarray, chunk: int = 4096) -> np.ndarray:

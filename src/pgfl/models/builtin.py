@@ -30,11 +30,13 @@ import importlib.util
 import os
 import signal
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from pgfl.general import ACTIVATIONS, PARAMS
 from pgfl.models.jax_adapter import JaxProblem, jax_module
 from pgfl.validation import ConfigError, UserCodeError
 
@@ -50,13 +52,17 @@ __all__ = [
     "sample_norms_fn",
 ]
 
+#: The values of ``model.kind`` this module builds (``model.activation``'s values, ACTIVATIONS,
+#: are the table's: :mod:`pgfl.general`).
 MODEL_KINDS = ("softmax", "mlp", "cnn")
-ACTIVATIONS = ("relu", "tanh", "sigmoid", "elu")
+#: The setting ``model.kind`` narrowed to them: what the builders below accept.
+_BUILT_IN = replace(PARAMS["model.kind"], choices=MODEL_KINDS)
 #: The image side the CNN expects (scikit-learn's digits: 8×8).
 CNN_SIDE = 8
 
 
 def _activation(name: str):
+    PARAMS["model.activation"].check(name)
     jax = jax_module()
     return {
         "relu": jax.nn.relu,
@@ -98,7 +104,11 @@ def init_params(
     >>> [(k, v.shape) for k, v in sorted(p.items())]
     [('b0', (32,)), ('b1', (10,)), ('w0', (64, 32)), ('w1', (32, 10))]
     """
+    _BUILT_IN.check(kind)
     check_fits(kind, features)
+    hidden = PARAMS["model.hidden"].check(hidden)
+    PARAMS["model.activation"].check(activation)
+    PARAMS["model.channels"].check(channels)
     gain = 2.0 if activation == "relu" else 1.0
 
     def dense(fan_in: int, fan_out: int) -> np.ndarray:
@@ -113,15 +123,13 @@ def init_params(
             out[f"w{i}"] = dense(a, b)
             out[f"b{i}"] = np.zeros(b)
         return out
-    if kind == "cnn":
-        pooled = (CNN_SIDE // 2) ** 2 * channels
-        return {
-            "conv": rng.standard_normal((channels, 1, 3, 3)) * np.sqrt(gain / 9),
-            "conv_b": np.zeros(channels),
-            "w": dense(pooled, classes),
-            "b": np.zeros(classes),
-        }
-    raise ConfigError(f"model.kind must be one of {', '.join(MODEL_KINDS)}; got {kind!r}")
+    pooled = (CNN_SIDE // 2) ** 2 * channels
+    return {
+        "conv": rng.standard_normal((channels, 1, 3, 3)) * np.sqrt(gain / 9),
+        "conv_b": np.zeros(channels),
+        "w": dense(pooled, classes),
+        "b": np.zeros(classes),
+    }
 
 
 def model_dim(kind: str, features: int, classes: int, *, hidden=(64,), channels: int = 8) -> int:
@@ -130,6 +138,7 @@ def model_dim(kind: str, features: int, classes: int, *, hidden=(64,), channels:
     >>> model_dim("mlp", 64, 10, hidden=(64,)), model_dim("cnn", 64, 10, channels=8)
     (4810, 1370)
     """
+    _BUILT_IN.check(kind)
     if kind == "softmax":
         return (features + 1) * classes
     if kind == "mlp":
@@ -141,6 +150,7 @@ def model_dim(kind: str, features: int, classes: int, *, hidden=(64,), channels:
 
 def logits_fn(kind: str, *, activation: str = "relu", layers: int = 2):
     """``f(params, x) -> logits [classes]`` of one sample ``x [F]`` (a JAX function)."""
+    _BUILT_IN.check(kind)
     jax_module()  # float64 on
     act = _activation(activation)
 
@@ -240,6 +250,7 @@ def sample_norms_fn(kind: str, *, activation: str = "relu", layers: int = 2):
     >>> sample_norms_fn("softmax")(p, np.array([[1.0, 2.0]]), np.array([3.0])).tolist()
     [4.5]
     """
+    _BUILT_IN.check(kind)
     jax = jax_module()
     jnp = jax.numpy
     act = _activation(activation)
@@ -264,7 +275,7 @@ def sample_norms_fn(kind: str, *, activation: str = "relu", layers: int = 2):
             deltas, inputs = jax.grad(tapped, has_aux=True)(taps)
             return sum((a @ a + 1.0) * (d @ d) for a, d in zip(inputs, deltas, strict=True))
 
-    elif kind == "cnn":
+    else:  # cnn
 
         def one(p, x, y):
             patches = _patches(x)
@@ -282,8 +293,6 @@ def sample_norms_fn(kind: str, *, activation: str = "relu", layers: int = 2):
                 jnp.sum(kernel * kernel) + bias @ bias + (pooled @ pooled + 1.0) * (d_out @ d_out)
             )
 
-    else:
-        raise ConfigError(f"model.kind must be one of {', '.join(MODEL_KINDS)}; got {kind!r}")
     return jax.vmap(one, (None, 0, 0))
 
 
