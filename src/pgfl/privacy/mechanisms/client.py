@@ -235,34 +235,36 @@ class ClientNoise(NoiseLevel, ClientAggregation):
             out["unit_client"] = seen
         return out
 
+    @staticmethod
+    def _draws(schemes, mu, updates, ctx, shape):
+        """Per distribution: which curves draw it, their scale (σ; −μσ on updates), the draws.
+
+        The stream ``client_noise``, ``[R, P_b, *shape]``: the same for :meth:`aggregate` and
+        :meth:`perturb`.
+        """
+        scale = np.array([s.std for s in schemes]) * np.where(updates, -mu, 1.0)
+        for dist in sorted({s.distribution for s in schemes}):
+            mine = np.array([s.distribution == dist for s in schemes])
+            yield mine, scale[mine], ctx.draws.noise("client_noise", dist, shape)
+
     @classmethod
     def perturb(cls, schemes, start, local, mu, updates, ctx) -> np.ndarray:
         """The local models whose messages carry each client's noise (a noise piece).
 
         ``[C', R, P_b, L, M]``: a model message becomes ``w_pk + g_pk``; an update message
         ``(w_{p,i−1} − w_pk)/μ + g_pk``, i.e. the model ``w_pk − μ g_pk``. The same draws
-        as :meth:`aggregate` (stream ``client_noise``), before any aggregation
+        as :meth:`aggregate`, before any aggregation
         (:func:`~pgfl.privacy.mechanisms.chain.compose`: noise under secure aggregation).
         """
-        L, M = local.shape[-2:]
         out = np.array(local, dtype=float)
-        std = np.array([s.std for s in schemes])
-        scale = std * np.where(updates, -mu, 1.0)
-        for dist in sorted({s.distribution for s in schemes}):
-            mine = np.array([s.distribution == dist for s in schemes])
-            g = ctx.draws.noise("client_noise", dist, (L, M))  # [R, P_b, L, M]
-            out[mine] += scale[mine, None, None, None, None] * g
+        for mine, scale, g in cls._draws(schemes, mu, updates, ctx, local.shape[-2:]):
+            out[mine] += scale[:, None, None, None, None] * g
         return out
 
     @classmethod
     def aggregate(cls, schemes, start, local, mu, updates, ctx) -> Aggregate:
         """Mean of the local models plus each distribution's averaged client noise."""
-        L, M = local.shape[-2:]
         psi = local.mean(axis=3)
-        std = np.array([s.std for s in schemes])
-        scale = std * np.where(updates, -mu, 1.0)
-        for dist in sorted({s.distribution for s in schemes}):
-            mine = np.array([s.distribution == dist for s in schemes])
-            g = ctx.draws.noise("client_noise", dist, (L, M)).mean(axis=2)  # [R, P_b, M]
-            psi[mine] += scale[mine, None, None, None] * g
+        for mine, scale, g in cls._draws(schemes, mu, updates, ctx, local.shape[-2:]):
+            psi[mine] += scale[:, None, None, None] * g.mean(axis=2)  # [R, P_b, M]
         return Aggregate(psi)
