@@ -24,7 +24,9 @@ from tests.test_engine import small_network
 
 from pgfl.engine import CurveSettings
 from pgfl.engine.step import gfl_round
+from pgfl.privacy import mechanisms
 from pgfl.privacy.mechanisms import (
+    Chain,
     ClientNoise,
     ClippedNoise,
     ClippedNoisySecureAggregation,
@@ -346,3 +348,16 @@ def test_clipping_messages_beats_the_smaller_step_at_the_same_epsilon(cli, tmp_p
     assert msd["clip S=0.05"] == pytest.approx(msd["gaussian"], abs=1e-9)
     for c in curves.values():
         assert c["epsilon_by_adversary"]["own_server"] == pytest.approx(4.0, rel=1e-3)
+
+
+def test_a_composed_stack_is_no_line_of_the_frontier():
+    # a stack's frontier declaration is its own class's (not inherited): none, so that the
+    # frontier of every registered scheme needs no message_clip (pgfl privacy frontier)
+    from pgfl.apps.frontier import registered_schemes  # lazy: the frontier app, this test only
+
+    lines = registered_schemes()
+    assert "client_gaussian_models" in lines
+    composed = [n for n in mechanisms.CLIENT if issubclass(mechanisms.CLIENT[n], Chain)]
+    assert len(composed) == 6
+    for name, line in lines.items():
+        assert not issubclass(line.mechanism, Chain), name

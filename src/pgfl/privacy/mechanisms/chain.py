@@ -65,7 +65,6 @@ from pgfl.privacy.mechanisms.base import (
     ADVERSARIES,
     Aggregate,
     ClientAggregation,
-    FrontierLine,
     Mechanism,
     NoiseLaw,
     ReleaseContext,
@@ -109,8 +108,6 @@ class Chain(ClientAggregation):
     clip_piece: ClassVar[type[MessageClip] | None] = None
     protects: ClassVar[tuple[str, ...]] = tuple(ADVERSARIES)
     amplified: ClassVar[bool] = True
-    #: Not a frontier line by default (a stack is a choice of protocol: docs/privacy.md §2.4).
-    frontier: ClassVar[Mapping[str, FrontierLine] | None] = {}
     not_deployed: ClassVar[str | None] = (
         "a composed stack runs in the simulator only: the deployed clients add noise or run "
         "secure aggregation, and do not clip their messages"
@@ -303,6 +300,9 @@ def compose(
         "names": tuple(stacks),
         "stacks": stacks,
         "params": tuple(params.values()),
+        # no frontier line (a class's own declaration: not inherited); a stack is a choice
+        # of protocol, docs/privacy.md §2.4
+        "frontier": {},
         "calibrates": noise.calibrates,
         "bounds_messages": clip is not None,
         "reveals_sample": aggregator.reveals_sample,
