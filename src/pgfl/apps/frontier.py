@@ -76,6 +76,7 @@ from pgfl.folders import STAGE, Output, check_output, digest_of, staged
 from pgfl.plots import plot_frontier
 from pgfl.privacy import mechanisms
 from pgfl.privacy.mechanisms.base import FrontierLine
+from pgfl.privacy.secagg.config import encodes_fixed_point
 from pgfl.rng import stream
 from pgfl.validation import ConfigError, check_choice, did_you_mean
 
@@ -412,7 +413,8 @@ def frontier_config(
         "epsilon_checkpoints": 2,
         **SETUPS[setup].privacy,
     }
-    if any(_encodes_fixed_point(known[n]) for n in names):
+    noises = ({"privacy.client_noise": known[n].privacy.get("client_noise", "none")} for n in names)
+    if any(encodes_fixed_point(c) for c in noises):
         privacy["secagg_clip"] = SETUPS[setup].secagg_clip  # models grow with the noise
     training = {**base["training"], **SETUPS[setup].training, **({} if mu is None else {"mu": mu})}
     root = base["seed"] if seed is None else seed
@@ -959,12 +961,6 @@ PRESETS: dict[str, Callable[..., dict[str, ExperimentConfig]]] = {"frontier": fr
 ADVERSARY_FRONTIER = ("link_eavesdropper", "other_server", "unit_client", "own_server")
 #: Target ε of the frontier by adversary (ε ≤ 10: what a practitioner would accept).
 ADVERSARY_EPSILONS = (0.5, 1.0, 2.0, 5.0, 10.0)
-
-
-def _encodes_fixed_point(line: Scheme) -> bool:
-    """Whether a line's client scheme encodes in fixed point (it owns ``privacy.secagg_clip``)."""
-    cls = mechanisms.CLIENT[line.privacy.get("client_noise", "none")]
-    return any(p.name == "privacy.secagg_clip" for p in cls.params)
 
 
 def adversary_schemes() -> tuple[str, ...]:

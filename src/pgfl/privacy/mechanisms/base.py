@@ -65,6 +65,7 @@ __all__ = [
     "client_stack",
     "declared",
     "noise_level",
+    "owns",
     "present",
     "protected",
     "remove_adversary",
@@ -159,6 +160,16 @@ REGISTRY: dict[str, dict[str, type[Mechanism]]] = {"client": {}, "server": {}}
 def declared(level: str, settings: Mapping[str, Any]) -> type[Mechanism] | None:
     """The class of the scheme a curve's settings name at ``level`` (``None``: unknown name)."""
     return REGISTRY[level].get(settings[f"privacy.{level}_noise"])
+
+
+def owns(level: str, settings: Mapping[str, Any], name: str) -> bool:
+    """Whether the scheme a curve's settings name at ``level`` declares the setting ``name``.
+
+    (A setting's condition: it has an effect where the curve's scheme, alone or stacked,
+    owns it.)
+    """
+    cls = declared(level, settings)
+    return cls is not None and any(p.name == name for p in cls.params)
 
 
 def stacks() -> dict[tuple[str, ...], str]:

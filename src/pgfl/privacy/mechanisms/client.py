@@ -31,7 +31,7 @@ from pgfl.privacy.mechanisms.base import (
     Mechanism,
     NoiseLevel,
     ReleaseContext,
-    declared,
+    owns,
     status_mixture,
     subsampled,
 )
@@ -56,17 +56,11 @@ CLIENT_VARIANCE = Param(
     applies=When('privacy.client_noise = "laplace"/"gaussian" (alone or stacked), not '
                  "calibrated by privacy.target_epsilon nor given as "
                  "privacy.client_noise_multiplier",
-                 lambda c: _has_client_variance(c)
+                 lambda c: owns("client", c, "privacy.client_variance")
                  and (c["privacy.target_epsilon"] is None
                       or c["privacy.server_noise"] != "none")
                  and c.get("privacy.client_noise_multiplier") is None),
 )  # fmt: skip
-
-
-def _has_client_variance(c: Mapping[str, Any]) -> bool:
-    """Whether the curve's client scheme declares ``privacy.client_variance`` (alone or stacked)."""
-    cls = declared("client", c)
-    return cls is not None and any(p.name == "privacy.client_variance" for p in cls.params)
 
 
 def no_noise_reason(ctx: ReleaseContext, std: float) -> str | None:

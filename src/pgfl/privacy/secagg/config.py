@@ -153,8 +153,9 @@ def encodes_fixed_point(c: Mapping[str, Any]) -> bool:
     >>> encodes_fixed_point({"privacy.client_noise": "skellam"})
     False
     """
-    cls = _declared(c)
-    return cls is not None and any(p.name == "privacy.secagg_frac_bits" for p in cls.params)
+    from pgfl.privacy.mechanisms.base import owns  # lazy: the mechanisms import this module
+
+    return owns("client", c, "privacy.secagg_frac_bits")
 
 
 #: Where the protocol's settings (threshold, graph, protocol, dropout) have an effect.
